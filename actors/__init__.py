@@ -1,0 +1,1 @@
+"""One module per actor kind, with the messages it handles."""

@@ -1,0 +1,1 @@
+"""CustomResourceDefinitions, one file per kind (shipped as package data)."""

@@ -1,0 +1,1 @@
+"""The actor runtime: mailboxes, supervision, timers, tracing. Knows nothing of Kubernetes."""

@@ -1,0 +1,1 @@
+"""Jinja2 templating in a sandbox: timestamp, timedelta and validation checks."""

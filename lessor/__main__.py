@@ -1,0 +1,3 @@
+from lessor.cli import main
+
+raise SystemExit(main())

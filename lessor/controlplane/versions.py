@@ -1,0 +1,3 @@
+"""The one place the Kubernetes release is pinned; everything else is derived from it."""
+
+KUBERNETES_VERSION = "1.35.4"

@@ -1,0 +1,175 @@
+"""List, then watch from that resourceVersion; relist on 410 Gone; reconnect silent streams.
+
+The informer keeps the last version of every object it delivered, so a relist
+can tell the consumer exactly what changed while it was not watching,
+including objects that vanished (delivered as DELETED with their last state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from lessor.gateway.client import ApiError, Gateway
+from lessor.gateway.resources import Resource
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED or DELETED
+    object: dict[str, Any]
+
+    @property
+    def key(self) -> Key:
+        meta = self.object.get("metadata", {})
+        return meta.get("namespace", ""), meta["name"]
+
+
+Handler = Callable[[WatchEvent], Awaitable[None] | None]
+
+
+class _Expired(Exception):
+    """The resourceVersion we watch from is gone (410): relist."""
+
+
+class Informer:
+    def __init__(
+        self,
+        gateway: Gateway,
+        resource: Resource,
+        handler: Handler,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        inactivity_timeout: float = 120.0,
+        watch_timeout: int = 300,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.gateway = gateway
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.inactivity_timeout = inactivity_timeout
+        self.watch_timeout = watch_timeout
+        self.retry_delay = retry_delay
+        self._handler = handler
+        self.store: dict[Key, dict[str, Any]] = {}
+        self.resource_version: str | None = None
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self.reconnects = 0
+        self.expirations = 0
+
+    async def run(self) -> None:
+        """Run until cancelled; transient errors are retried with backoff, never raised."""
+        failures = 0
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._relist()
+                await self._watch()
+                failures = 0
+            except _Expired:
+                self.expirations += 1
+                self.resource_version = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # network, 5xx, auth: keep the last state, back off, go on
+                failures += 1
+                delay = min(30.0, self.retry_delay * 2 ** min(failures, 5)) * random.uniform(0.5, 1.0)
+                log.warning("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
+                await asyncio.sleep(delay)
+
+    async def _relist(self) -> None:
+        items, rv = await self.gateway.list(self.resource, self.namespace, label_selector=self.label_selector)
+        self.relists += 1
+        seen: set[Key] = set()
+        for obj in items:
+            event_type = "ADDED"
+            key = _key(obj)
+            seen.add(key)
+            old = self.store.get(key)
+            if old is not None:
+                if old["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
+                    continue
+                event_type = "MODIFIED"
+            await self._deliver(WatchEvent(event_type, obj))
+        for key in [k for k in self.store if k not in seen]:
+            await self._deliver(WatchEvent("DELETED", self.store[key]))
+        self.resource_version = rv
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params = {
+            "watch": "true",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": int(self.watch_timeout * random.uniform(0.8, 1.0)),
+            "labelSelector": self.label_selector,
+        }
+        try:
+            resp = await asyncio.wait_for(
+                self.gateway.stream(self.resource.kind, self.resource.path(self.namespace), params),
+                self.inactivity_timeout,
+            )
+        except TimeoutError:
+            self.reconnects += 1
+            return
+        except ApiError as err:
+            if err.gone:
+                raise _Expired() from err
+            raise
+        try:
+            while True:
+                try:
+                    line = await asyncio.wait_for(resp.content.readline(), self.inactivity_timeout)
+                except TimeoutError:
+                    self.reconnects += 1
+                    log.info("informer %s: no event for %.0fs; reconnecting", self.resource.kind,
+                             self.inactivity_timeout)
+                    return
+                if not line:
+                    return  # the server ended the watch (timeoutSeconds): resume from our resourceVersion
+                await self._on_line(line)
+        finally:
+            resp.close()
+
+    async def _on_line(self, line: bytes) -> None:
+        event = orjson.loads(line)
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Expired()
+            raise ApiError(int(obj.get("code") or 500), obj, f"WATCH {self.resource.plural}")
+        if kind == "BOOKMARK":
+            self.resource_version = obj["metadata"]["resourceVersion"]
+            return
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        await self._deliver(WatchEvent(kind, obj))
+        self.resource_version = obj["metadata"]["resourceVersion"]
+
+    async def _deliver(self, event: WatchEvent) -> None:
+        key = _key(event.object)
+        if event.type == "DELETED":
+            self.store.pop(key, None)
+        else:
+            self.store[key] = event.object
+        result = self._handler(event)
+        if result is not None:
+            await result
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj["metadata"]
+    return meta.get("namespace", ""), meta["name"]

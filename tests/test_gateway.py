@@ -1,0 +1,205 @@
+"""The gateway against the real API server: ordered events, 410 Gone, silent watches, writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from lessor.gateway import ApiError, Gateway, Informer, WatchEvent
+from lessor.gateway.client import retry_on_conflict
+from lessor.gateway.resources import CONFIGMAP, EXPORTER
+
+
+def configmap(namespace: str, name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+class Recorder:
+    """Collects events and lets a test wait for a condition on them."""
+
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self.changed = asyncio.Condition()
+
+    async def __call__(self, event: WatchEvent) -> None:
+        async with self.changed:
+            self.events.append(event)
+            self.changed.notify_all()
+
+    async def wait_for(self, predicate: Any, timeout: float = 20.0) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: predicate(self.events)), timeout)
+
+    def of(self, name: str) -> list[tuple[str, str]]:
+        return [(e.type, e.object.get("data", {}).get("v", "")) for e in self.events if e.key[1] == name]
+
+
+@contextlib.asynccontextmanager
+async def running(informer: Informer) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 20)
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_create_update_delete_arrive_in_order(kube: Gateway, namespace: str) -> None:
+    rec = Recorder()
+    informer = Informer(kube, CONFIGMAP, rec, namespace=namespace)
+    async with running(informer):
+        await kube.create(CONFIGMAP, namespace, configmap(namespace, "a", v="1"))
+        for v in ("2", "3"):
+            await kube.merge_patch(CONFIGMAP, namespace, "a", {"data": {"v": v}})
+        await kube.delete(CONFIGMAP, namespace, "a")
+        await rec.wait_for(lambda evs: any(e.type == "DELETED" for e in evs))
+    assert rec.of("a") == [("ADDED", "1"), ("MODIFIED", "2"), ("MODIFIED", "3"), ("DELETED", "3")]
+    assert "a" not in {k[1] for k in informer.store}
+
+
+async def test_initial_list_delivers_existing_objects_then_syncs(kube: Gateway, namespace: str) -> None:
+    for i in range(3):
+        await kube.create(CONFIGMAP, namespace, configmap(namespace, f"pre-{i}", v=str(i)))
+    rec = Recorder()
+    informer = Informer(kube, CONFIGMAP, rec, namespace=namespace)
+    async with running(informer):
+        assert sorted(e.key[1] for e in rec.events if e.key[1].startswith("pre-")) == ["pre-0", "pre-1", "pre-2"]
+        assert all(e.type == "ADDED" for e in rec.events)
+
+
+def podtemplate(namespace: str, name: str, v: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": name, "namespace": namespace,
+            "labels": {"v": v}}, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+
+
+async def test_410_gone_relists_and_reports_what_changed_meanwhile(
+    kube: Gateway, namespace: str, controlplane: Any
+) -> None:
+    """After a long disconnect the server answers 410 Gone; the relist must deliver a DELETED
+    for what vanished, the final state of what changed, and what was born meanwhile."""
+    templates = await kube.resolve("v1", "PodTemplate")  # served without watch cache in the tests
+    rec = Recorder()
+    informer = Informer(kube, templates, rec, namespace=namespace)
+    await kube.create(templates, namespace, podtemplate(namespace, "stays", "1"))
+    await kube.create(templates, namespace, podtemplate(namespace, "goes", "1"))
+    async with running(informer):
+        await rec.wait_for(lambda evs: {e.key[1] for e in evs} >= {"stays", "goes"})
+    await kube.merge_patch(templates, namespace, "stays", {"metadata": {"labels": {"v": "final"}}})
+    await kube.delete(templates, namespace, "goes")
+    await kube.create(templates, namespace, podtemplate(namespace, "new", "1"))
+    await controlplane.compact()  # the informer's resourceVersion is gone from etcd
+    before = len(rec.events)
+    async with running(informer):
+        await rec.wait_for(lambda evs: {e.key[1] for e in evs[before:]} >= {"stays", "goes", "new"})
+    assert informer.expirations >= 1, "the server did not answer 410 Gone for a compacted resourceVersion"
+    tail = [(e.type, e.key[1], e.object["metadata"]["labels"]["v"]) for e in rec.events[before:]]
+    assert sorted(tail) == [("ADDED", "new", "1"), ("DELETED", "goes", "1"), ("MODIFIED", "stays", "final")]
+    assert sorted(k[1] for k in informer.store) == ["new", "stays"]
+
+
+class StallingProxy:
+    """A TCP proxy whose established connections can be frozen, like a half-dead load balancer."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.frozen = asyncio.Event()
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        generation_frozen = self.frozen.is_set()
+        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    if self.frozen.is_set() and not generation_frozen:
+                        await asyncio.Event().wait()  # swallow: the stream goes silent, never closes
+                    dst.write(data)
+                    await dst.drain()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+    async def close(self) -> None:
+        if self.server:
+            self.server.close()
+
+
+async def test_silent_watch_is_reconnected_without_losing_events(
+    kube: Gateway, namespace: str, kubeconfig: Any, tmp_path: Any
+) -> None:
+    import yaml
+
+    config = yaml.safe_load(kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    host, port = server.removeprefix("https://").split(":")
+    proxy = StallingProxy((host, int(port)))
+    proxy_port = await proxy.start()
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy_port}"
+    proxied = tmp_path / "kubeconfig"
+    proxied.write_text(yaml.safe_dump(config))
+    rec = Recorder()
+    async with await Gateway.connect(str(proxied)) as gw:
+        informer = Informer(gw, CONFIGMAP, rec, namespace=namespace, inactivity_timeout=1.0)
+        try:
+            async with running(informer):
+                proxy.frozen.set()  # the open watch goes silent; new connections still pass
+                await kube.create(CONFIGMAP, namespace, configmap(namespace, "during-silence", v="1"))
+                await rec.wait_for(lambda evs: any(e.key[1] == "during-silence" for e in evs))
+        finally:
+            await proxy.close()
+    assert informer.reconnects >= 1
+    assert rec.of("during-silence") == [("ADDED", "1")]
+
+
+async def test_json_patch_test_op_is_a_compare_and_set(kube: Gateway, namespace: str) -> None:
+    await kube.create(CONFIGMAP, namespace, configmap(namespace, "cas", v="free"))
+    claim = [{"op": "test", "path": "/data/v", "value": "free"}, {"op": "replace", "path": "/data/v", "value": "mine"}]
+    await kube.json_patch(CONFIGMAP, namespace, "cas", claim)
+    with pytest.raises(ApiError) as err:
+        await kube.json_patch(CONFIGMAP, namespace, "cas", claim)
+    assert err.value.invalid
+    assert (await kube.get(CONFIGMAP, namespace, "cas"))["data"]["v"] == "mine"
+
+
+async def test_conflicting_writers_all_land_with_retry(kube: Gateway, namespace: str) -> None:
+    await kube.create(CONFIGMAP, namespace, configmap(namespace, "counter", n="0"))
+
+    async def increment() -> None:
+        async def attempt() -> None:
+            cm = await kube.get(CONFIGMAP, namespace, "counter")
+            cm["data"]["n"] = str(int(cm["data"]["n"]) + 1)
+            await kube.replace(CONFIGMAP, namespace, "counter", cm)  # carries resourceVersion: 409 on a race
+
+        await retry_on_conflict(attempt, attempts=50)
+
+    await asyncio.gather(*(increment() for _ in range(10)))
+    assert (await kube.get(CONFIGMAP, namespace, "counter"))["data"]["n"] == "10"
+
+
+async def test_status_patch_and_counting_by_verb_and_kind(kube: Gateway, namespace: str) -> None:
+    await kube.create(EXPORTER, namespace, {
+        "apiVersion": "lessor.dev/v1alpha1", "kind": "Exporter", "metadata": {"name": "e1", "labels": {"board": "x"}},
+    })
+    before = kube.requests[("patch", "Exporter")]
+    out = await kube.patch_status(EXPORTER, namespace, "e1", {"exporterStatus": "Available"})
+    assert out["status"]["exporterStatus"] == "Available"
+    assert out["spec"]["enabled"] is True, "the CRD defaults spec.enabled to true"
+    assert kube.requests[("patch", "Exporter")] == before + 1
+
+
+async def test_errors_carry_the_servers_reason(kube: Gateway, namespace: str) -> None:
+    with pytest.raises(ApiError) as err:
+        await kube.get(CONFIGMAP, namespace, "missing")
+    assert err.value.not_found and "missing" in err.value.message

@@ -16,8 +16,6 @@ from lessor import __version__
 
 BENCHMARKS = {
     "apiserver": "the local API server's write ceiling (status patches/s at 1, 8, 64 writers, creates/s, watch latency)",
-    "mailbox": "the actor runtime: tell throughput vs a bare asyncio.Queue hop, ask latency, memory per idle actor",
-    "topology": "the topology: selector queries at 100k exporters, build time from 50k objects",
 }
 
 
@@ -83,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name, text in BENCHMARKS.items():
-        p = bench_sub.add_parser(name, help=text, description=text)
+        p = bench_sub.add_parser(name, help=text, description=f"{text}. Prints JSON on stdout.")
         module = importlib.import_module(f"lessor.bench.{name}")
         if hasattr(module, "add_arguments"):
             module.add_arguments(p)

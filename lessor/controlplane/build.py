@@ -141,7 +141,7 @@ def _build(target: Path, say: Progress) -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="build-", dir=target.parent) as tmp:
         work = Path(tmp)
-        env = _go_env()
+        env = _go_env(go)
         steps = 3 + len(_COMMANDS)
         k8s_mod = _step(1, steps, f"resolving {_MODULE}@v{KUBERNETES_VERSION}", say, started,
                         lambda: _kubernetes_gomod(go, work, env))
@@ -174,12 +174,24 @@ def _step(i: int, n: int, what: str, say: Progress, started: float, fn: Callable
         done.set()
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(go: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["GOTOOLCHAIN"] = "local"  # never download a toolchain: only module proxies are reachable
+    version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    # A recent enough local Go is used as it is; an older one (>= 1.21) fetches the toolchain
+    # that the build module's `go` line asks for, through the Go module proxy.
+    if _version_tuple(version) >= (1, 25):
+        env["GOTOOLCHAIN"] = "local"
     env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod -buildvcs=false").strip()
     env.setdefault("CGO_ENABLED", "0")
     return env
+
+
+def _version_tuple(goversion: str) -> tuple[int, ...]:
+    digits = goversion.removeprefix("go").split(" ")[0].split("-")[0]
+    try:
+        return tuple(int(p) for p in digits.split(".")[:2])
+    except ValueError:
+        return (0,)
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> str:

@@ -59,11 +59,17 @@ class ApiError(Exception):
         return self.status == 422
 
 
-async def load_configuration(kubeconfig: str | None) -> Configuration:
-    """Explicit kubeconfig, else in-cluster (service account, token refreshed), else $KUBECONFIG."""
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+async def load_configuration(kubeconfig: str | None, *, service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> Configuration:
+    """Explicit kubeconfig, else in-cluster (service account, token re-read as it rotates), else $KUBECONFIG."""
     cfg = Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config(client_configuration=cfg, try_refresh_token=True)
+        kube_config.load_incluster_config(
+            client_configuration=cfg, try_refresh_token=True,
+            token_filename=str(service_account_dir / "token"), cert_filename=str(service_account_dir / "ca.crt"),
+        )
     else:
         path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
         if not Path(path).is_file():

@@ -1,0 +1,141 @@
+"""The physical limit: how fast this machine's API server takes writes and delivers watch events.
+
+The operator's own benchmarks are judged as a ratio against these figures,
+measured in the same run, because the API server is the floor under every
+lease and claim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import time
+import uuid
+from typing import Any
+
+from lessor.bench.common import add_cluster_arguments, cluster, machine, percentile, say
+from lessor.gateway import Gateway, Informer, WatchEvent
+from lessor.gateway.resources import EXPORTER, NAMESPACE
+
+WRITERS = (1, 8, 64)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_cluster_arguments(parser)
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each write phase (default: %(default)s)")
+    parser.add_argument("--watch-samples", type=int, default=200, help="watch latency samples (default: %(default)s)")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with cluster(args) as gateway:
+        ceiling = await measure_ceiling(gateway, seconds=args.seconds, watch_samples=args.watch_samples)
+    return {"benchmark": "apiserver", "machine": machine(), **ceiling}
+
+
+async def measure_ceiling(gateway: Gateway, *, seconds: float = 5.0, watch_samples: int = 200) -> dict[str, Any]:
+    """Write ceiling of the API server behind `gateway`, in a namespace of its own."""
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    await gateway.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    try:
+        names = [f"e{i}" for i in range(max(WRITERS))]
+        await _gather_limited([_exporter(gateway, namespace, n) for n in names], 16)
+        patches = {}
+        for writers in WRITERS:
+            say(f"status patches with {writers} concurrent writer(s) for {seconds:.0f}s")
+            patches[str(writers)] = round(await _patch_rate(gateway, namespace, names[:writers], seconds), 1)
+        creates = {}
+        for writers in (8, 64):
+            say(f"creates with {writers} concurrent writers for {seconds:.0f}s")
+            creates[str(writers)] = round(await _create_rate(gateway, namespace, writers, seconds), 1)
+        say(f"watch delivery latency over {watch_samples} status patches")
+        latency = await _watch_latency(gateway, namespace, names[0], watch_samples)
+    finally:
+        await gateway.delete(NAMESPACE, None, namespace)
+    return {
+        "status_patches_per_second": patches,
+        "creates_per_second": creates,
+        "watch_latency_ms": latency,
+        "notes": "etcd runs with --unsafe-no-fsync on loopback; each write phase uses its own objects",
+    }
+
+
+async def _exporter(gateway: Gateway, namespace: str, name: str) -> None:
+    await gateway.create(EXPORTER, namespace, {
+        "apiVersion": EXPORTER.api_version, "kind": "Exporter", "metadata": {"name": name, "labels": {"bench": "1"}},
+    })
+
+
+async def _gather_limited(coros: list[Any], limit: int) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> None:
+        async with gate:
+            await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def _patch_rate(gateway: Gateway, namespace: str, names: list[str], seconds: float) -> float:
+    deadline = time.monotonic() + seconds
+    count = 0
+
+    async def writer(name: str) -> None:
+        nonlocal count
+        while time.monotonic() < deadline:
+            await gateway.patch_status(EXPORTER, namespace, name, {"lastSeen": _now(), "exporterStatus": "Available"})
+            count += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(writer(n) for n in names))
+    return count / (time.monotonic() - started)
+
+
+async def _create_rate(gateway: Gateway, namespace: str, writers: int, seconds: float) -> float:
+    deadline = time.monotonic() + seconds
+    count = 0
+    prefix = uuid.uuid4().hex[:6]
+
+    async def writer(w: int) -> None:
+        nonlocal count
+        i = 0
+        while time.monotonic() < deadline:
+            await _exporter(gateway, namespace, f"c{prefix}-{w}-{i}")
+            i += 1
+            count += 1
+
+    started = time.monotonic()
+    await asyncio.gather(*(writer(w) for w in range(writers)))
+    return count / (time.monotonic() - started)
+
+
+async def _watch_latency(gateway: Gateway, namespace: str, name: str, samples: int) -> dict[str, float]:
+    arrived: dict[str, float] = {}
+    waiting: dict[str, asyncio.Event] = {}
+
+    def on_event(event: WatchEvent) -> None:
+        nonce = event.object.get("status", {}).get("exporterStatus", "")
+        if nonce in waiting:
+            arrived[nonce] = time.perf_counter()
+            waiting[nonce].set()
+
+    informer = Informer(gateway, EXPORTER, on_event, namespace=namespace)
+    task = asyncio.create_task(informer.run())
+    try:
+        await informer.synced.wait()
+        latencies = []
+        for i in range(samples):
+            nonce = f"bench-{i}"
+            waiting[nonce] = asyncio.Event()
+            sent = time.perf_counter()
+            await gateway.patch_status(EXPORTER, namespace, name, {"exporterStatus": nonce})
+            await asyncio.wait_for(waiting[nonce].wait(), 10)
+            latencies.append((arrived[nonce] - sent) * 1000)
+    finally:
+        task.cancel()
+    return {"p50": round(percentile(latencies, 50), 2), "p99": round(percentile(latencies, 99), 2),
+            "samples": len(latencies)}

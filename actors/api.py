@@ -1,0 +1,69 @@
+"""What actors may ask of the API server: the gateway's interface, without HTTP.
+
+The app adapts `lessor.gateway.Gateway` to this protocol; unit tests may use an
+in-memory fake. Kinds are named by apiVersion and kind, never by URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Kind:
+    api_version: str
+    kind: str
+
+
+EXPORTER = Kind("lessor.dev/v1alpha1", "Exporter")
+CLIENT = Kind("lessor.dev/v1alpha1", "Client")
+POLICY = Kind("lessor.dev/v1alpha1", "ExporterAccessPolicy")
+LEASE = Kind("lessor.dev/v1alpha1", "Lease")
+PROVIDER = Kind("lessor.dev/v1alpha1", "ResourceProvider")
+POOL = Kind("lessor.dev/v1alpha1", "ResourcePool")
+HANDLE = Kind("lessor.dev/v1alpha1", "ResourceHandle")
+CLAIM = Kind("lessor.dev/v1alpha1", "ResourceClaim")
+
+
+class ApiFailure(Exception):
+    """Any refused write; `reason` and `message` are the API server's, `field` when it named one."""
+
+    def __init__(self, message: str, *, reason: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+
+
+class NotFound(ApiFailure):
+    """The object does not exist (any more)."""
+
+
+class Conflict(ApiFailure):
+    """Someone wrote first: a stale resourceVersion, or a JSON patch `test` that failed.
+
+    This is how a commit point loses a race; the loser re-reads and decides again.
+    """
+
+
+class AlreadyExists(ApiFailure):
+    """A create found the name taken."""
+
+
+class Api(Protocol):
+    async def get(self, kind: Kind, namespace: str, name: str) -> Object | None: ...
+
+    async def create(self, kind: Kind, namespace: str, body: Object) -> Object: ...
+
+    async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
+                          *, subresource: str | None = None) -> Object: ...
+
+    async def json_patch(self, kind: Kind, namespace: str, name: str, ops: list[Object],
+                         *, subresource: str | None = None) -> Object: ...
+
+    async def patch_status(self, kind: Kind, namespace: str, name: str, status: Object) -> Object: ...
+
+    async def delete(self, kind: Kind, namespace: str, name: str, *,
+                     resource_version: str | None = None, uid: str | None = None) -> None: ...

@@ -1,0 +1,133 @@
+"""The command line as a user meets it: help everywhere, clear errors, install, run, dev."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lessor.controlplane import ControlPlane
+from lessor.controlplane.processes import free_port
+from lessor.gateway import Gateway
+from lessor.gateway.resources import CRD, EXPORTER, LESSOR_RESOURCES
+
+COMMANDS = ["controlplane", "install", "run", "dev", "bench", "bench apiserver"]
+
+
+def lessor(*args: str, cwd: Path, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("lessor") or str(Path(sys.executable).parent / "lessor")
+    return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str, tmp_path: Path) -> None:
+    out = lessor(*command.split(), "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "usage: lessor" in out.stdout and len(out.stdout.splitlines()) > 4
+
+
+def test_the_installed_package_works_from_any_folder(tmp_path: Path) -> None:
+    code = ("import lessor.mailbox, lessor.actors, lessor.templates; from lessor import manifests; "
+            "print(len(manifests.crds()), len(manifests.samples()) > 0)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["8", "True"]
+
+
+def test_a_missing_kubeconfig_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    out = lessor("install", "--kubeconfig", str(tmp_path / "nope"), cwd=tmp_path, env={**os.environ, "KUBERNETES_SERVICE_HOST": ""})
+    assert out.returncode == 1
+    assert "no kubeconfig at" in out.stderr and "Traceback" not in out.stderr
+
+
+async def test_install_establishes_every_crd(controlplane: ControlPlane, tmp_path: Path) -> None:
+    out = await asyncio.to_thread(lessor, "install", "--kubeconfig", str(controlplane.kubeconfig), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "8 CustomResourceDefinitions established" in out.stderr
+    async with await Gateway.connect(str(controlplane.kubeconfig)) as gw:
+        for res in LESSOR_RESOURCES:
+            crd = await gw.get(CRD, None, f"{res.plural}.{res.group}")
+            assert {"type": "Established", "status": "True"}.items() <= crd["status"]["conditions"][0].items() or any(
+                c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+async def _poll(url: str, want: int, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            status, body = await asyncio.to_thread(_get, url)
+            if status == want:
+                return body
+            last = (status, body)
+        except OSError as err:
+            last = err
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{url} did not answer {want} within {timeout}s; last: {last}")
+
+
+async def test_run_serves_health_readiness_and_metrics(kube: Gateway, controlplane: ControlPlane, tmp_path: Path) -> None:
+    health, metrics = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(controlplane.kubeconfig),
+         "--health-port", str(health), "--metrics-port", str(metrics), "--bind-address", "127.0.0.1", "--no-webhook"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        await _poll(f"http://127.0.0.1:{health}/healthz", 200)
+        assert "caches synced" in await _poll(f"http://127.0.0.1:{health}/readyz", 200)
+        body = await _poll(f"http://127.0.0.1:{metrics}/metrics", 200)
+        assert 'lessor_api_requests_total{kind="Lease",verb="list"}' in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode in (0, -signal.SIGTERM), out
+
+
+async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: ControlPlane, tmp_path: Path) -> None:
+    """The README's first command, end to end (on its own control plane)."""
+    kubeconfig = tmp_path / "dev.kubeconfig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lessor", "dev", "--kubeconfig-out", str(kubeconfig), "--dir", str(tmp_path / "dev"),
+         "--health-port", str(free_port()), "--metrics-port", str(free_port())],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        while not any("Ctrl-C stops everything" in line for line in lines):
+            assert time.monotonic() < deadline, "".join(lines)
+            line = await asyncio.to_thread(proc.stderr.readline)
+            assert line or proc.poll() is None, "".join(lines)
+            lines.append(line)
+        output = "".join(lines)
+        assert f"export KUBECONFIG={kubeconfig}" in output
+        async with await Gateway.connect(str(kubeconfig)) as gw:
+            exporters, _ = await gw.list(EXPORTER, "lab")
+            assert len(exporters) >= 2
+            deadline = time.monotonic() + 30
+            while not all(e.get("status", {}).get("lastSeen") for e in exporters):
+                assert time.monotonic() < deadline, "sample exporters never got a heartbeat"
+                await asyncio.sleep(0.5)
+                exporters, _ = await gw.list(EXPORTER, "lab")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest = await asyncio.to_thread(proc.communicate, timeout=60)
+    assert proc.returncode == 0, "".join(lines) + (rest[1] or "")

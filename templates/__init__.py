@@ -1,1 +1,33 @@
-"""Jinja2 templating in a sandbox: timestamp, timedelta and validation checks."""
+"""Jinja2 templating in a sandbox: timestamp, timedelta, validation checks and schemas.
+
+Stands alone: nothing here imports the rest of lessor.
+"""
+
+from .checks import CheckFailure, check_expression, check_variables, run_checks
+from .durations import format_duration, parse_duration
+from .errors import TemplateError
+from .pointers import escape_pointer_token
+from .render import render_object, render_string, template_variables
+from .schema import InvalidSchemaError, SchemaViolation, validate_schema
+from .timestamps import TimeDelta, Timestamp, format_timestamp, parse_timestamp
+
+__all__ = [
+    "CheckFailure",
+    "InvalidSchemaError",
+    "SchemaViolation",
+    "TemplateError",
+    "TimeDelta",
+    "Timestamp",
+    "check_expression",
+    "check_variables",
+    "escape_pointer_token",
+    "format_duration",
+    "format_timestamp",
+    "parse_duration",
+    "parse_timestamp",
+    "render_object",
+    "render_string",
+    "run_checks",
+    "template_variables",
+    "validate_schema",
+]

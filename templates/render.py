@@ -1,0 +1,82 @@
+"""Rendering provider templates: every string inside an object is a Jinja2 template.
+
+Type rule: a string that is exactly one `{{ expression }}` takes the value
+of the expression (`"{{ resource_index }}"` is the number 0,
+`"{{ resource_claim.metadata.labels }}"` is an object, timestamps become
+RFC 3339 strings); any other string renders to a string. The value is
+what the expression computed, never a re-parse of its text, so
+`"{{ '1.0' }}"` stays the string `"1.0"`. Strings without Jinja markup are
+returned untouched and object keys are never rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from .errors import TemplateError, describe
+from .jsonvalues import plain
+from .pointers import escape_pointer_token
+from .sandbox import compile_template
+from .timestamps import TimestampFactory, make_timedelta
+
+_MARKUP = ("{{", "{%", "{#")
+
+
+def template_variables(
+    *,
+    resource_claim: Mapping[str, Any] | None = None,
+    resource_handle: Mapping[str, Any] | None = None,
+    resource_index: int | None = None,
+    resource_provider: Mapping[str, Any] | None = None,
+    resource_template: Mapping[str, Any] | None = None,
+    requester_identity: Mapping[str, Any] | None = None,
+    requester_user: Mapping[str, Any] | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> dict[str, Any]:
+    """The variables a provider template sees.
+
+    Those that do not apply (no claim bound yet, no requester annotation)
+    are none rather than missing, so a template can test
+    `resource_claim is none` instead of failing as undefined.
+    """
+    return {
+        "resource_claim": resource_claim,
+        "resource_handle": resource_handle,
+        "resource_index": resource_index,
+        "resource_provider": resource_provider,
+        "resource_template": resource_template,
+        "requester_identity": requester_identity,
+        "requester_user": requester_user,
+        "timestamp": TimestampFactory(clock),
+        "timedelta": make_timedelta,
+    }
+
+
+def render_string(source: str, variables: Mapping[str, Any], path: str = "") -> Any:
+    """Render one template string; raises TemplateError naming `path`."""
+    if not any(mark in source for mark in _MARKUP):
+        return source
+    try:
+        return plain(compile_template(source)(variables))
+    except Exception as error:  # anything the template provoked is the template's error
+        raise TemplateError(describe(error), path) from error
+
+
+def render_object(template: Any, variables: Mapping[str, Any], path: str = "") -> Any:
+    """Render every string value in a JSON object, returning a new object.
+
+    `path` is the JSON pointer of `template` itself (e.g. `/spec/override`),
+    so errors name the field from the root of the Kubernetes object.
+    """
+    if isinstance(template, str):
+        return render_string(template, variables, path)
+    if isinstance(template, Mapping):
+        return {
+            key: render_object(value, variables, f"{path}/{escape_pointer_token(str(key))}")
+            for key, value in template.items()
+        }
+    if isinstance(template, list):
+        return [render_object(item, variables, f"{path}/{index}") for index, item in enumerate(template)]
+    return template

@@ -1,0 +1,291 @@
+"""A Lease's spec, validated once into a typed, immutable request.
+
+`parse_lease` turns the raw object into a `LeaseRequest`, or into a `Verdict`
+(condition type, reason, message naming the field) when the spec can never be
+satisfied as written. Nothing here reads a clock or the API: the time a lease
+asks for is relative to a `now` its caller passes.
+
+Time fields: any two of `duration`, `beginTime` and `endTime` give the third
+(begin + end give the duration, end + duration give the begin), so when all
+three are given they must agree. The end is `endTime`, else begin plus
+duration (rule 11), where the begin of a lease without `beginTime` is the
+moment it is granted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from lessor.selectors import Selector, SelectorError, parse_selector
+from lessor.templates.durations import parse_duration
+from lessor.templates.timestamps import format_timestamp, parse_timestamp
+
+
+class ConditionType(StrEnum):
+    INVALID = "Invalid"
+    UNSATISFIABLE = "Unsatisfiable"
+    PENDING = "Pending"
+    READY = "Ready"
+
+
+class Reason(StrEnum):
+    """Every reason the contract (DESIGN.md section 3, Lease) fixes."""
+
+    INVALID_SELECTOR = "InvalidSelector"
+    INVALID_DURATION = "InvalidDuration"
+    EXPORTER_NOT_FOUND = "ExporterNotFound"
+    SELECTOR_MISMATCH = "SelectorMismatch"
+    EXPORTER_DISABLED = "ExporterDisabled"
+    ALL_DISABLED = "AllDisabled"
+    NO_ACCESS = "NoAccess"
+    DURATION_EXCEEDED = "DurationExceeded"
+    OFFLINE = "Offline"
+    NOT_AVAILABLE = "NotAvailable"
+    NOT_READY = "NotReady"
+    SCHEDULED = "Scheduled"
+    READY = "Ready"
+    RELEASED = "Released"
+    EXPIRED = "Expired"
+    EVICTED = "Evicted"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A terminal answer: the lease ends at once with this condition (`Invalid` or `Unsatisfiable`)."""
+
+    type: ConditionType
+    reason: Reason
+    message: str
+
+
+_TIME_KEYS = ("duration", "beginTime", "endTime")
+
+# Go's time.ParseDuration syntax, as the CRD pattern has it: no `d` unit.
+_GO_DURATION = re.compile(r"[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+)")
+
+
+def parse_go_duration(text: Any, field: str) -> timedelta:
+    """A Go duration string (`90s`, `1h30m`); ValueError naming `field` otherwise."""
+    if not isinstance(text, str):
+        raise ValueError(f"{field}: must be a duration string such as 1h30m, not {type(text).__name__}")
+    if not _GO_DURATION.fullmatch(text):
+        hint = " (there is no day unit: write 24h)" if "d" in text else ""
+        raise ValueError(
+            f"{field}: invalid duration {text!r}{hint}: expected a Go duration such as 90s, 10m or 1h30m"
+        )
+    return parse_duration(text)
+
+
+def format_go_duration(value: timedelta) -> str:
+    """Write a duration as the Lease and policy fields take it: hours at most (`36h`, `1h30m`, `1.5s`), no days."""
+    micros = value // timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    hours, micros = divmod(abs(micros), 3_600_000_000)
+    minutes, micros = divmod(micros, 60_000_000)
+    seconds, micros = divmod(micros, 1_000_000)
+    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m")) if n]
+    if micros:
+        parts.append(f"{seconds}.{micros:06d}".rstrip("0") + "s")
+    elif seconds or not parts:
+        parts.append(f"{seconds}s")
+    return sign + "".join(parts)
+
+
+def _timestamp(text: Any, field: str) -> datetime:
+    if not isinstance(text, str):
+        raise ValueError(f"{field}: must be an RFC 3339 timestamp string, not {type(text).__name__}")
+    try:
+        return parse_timestamp(text)
+    except ValueError as err:
+        raise ValueError(f"{field}: {err}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRequest:
+    """What a lease asks for, checked. Times are aware UTC datetimes.
+
+    `begin`, `end` and `duration` are completed from each other: whenever two
+    are known the third is filled in, so `duration` is None only for a lease
+    that gives no `duration` and at most one of `beginTime`/`endTime`.
+    """
+
+    name: str
+    client: str
+    selector: Selector | None = None  # None: spec.selector absent (exporterRef then pins the exporter)
+    exporter_ref: str | None = None
+    begin: datetime | None = None
+    end: datetime | None = None
+    duration: timedelta | None = None
+    release: bool = False
+    allow_disabled: bool = False
+    created: datetime | None = None
+    generation: int = 0
+    given: frozenset[str] = frozenset()  # which of duration, beginTime, endTime the spec gave
+
+    def requested_duration(self, now: datetime) -> timedelta | None:
+        """How long the lease asks for; None is unbounded (neither a duration nor an end).
+
+        A lease with an `endTime` but no begin starts when granted, at `now`
+        at the earliest, so it asks for `end - now`.
+        """
+        if self.duration is not None:
+            return self.duration
+        if self.end is not None:
+            return self.end - (self.begin or now)
+        return None
+
+    def scheduled(self, now: datetime) -> bool:
+        """True while the begin (given, or derived from end - duration) is in the future: `Pending`/`Scheduled`."""
+        return self.begin is not None and self.begin > now
+
+    def expired(self, now: datetime) -> bool:
+        """True once the end has passed (a lease still waiting then ends `Expired`, never granted)."""
+        return self.end is not None and self.end <= now
+
+    def end_for(self, granted_at: datetime) -> datetime | None:
+        """Rule 11: `endTime`, else begin plus duration (begin: `beginTime`, else the grant); None: no end."""
+        if self.end is not None:
+            return self.end
+        if self.duration is not None:
+            return (self.begin or granted_at) + self.duration
+        return None
+
+    def window(self, granted_at: datetime) -> tuple[datetime, datetime | None]:
+        """`status.beginTime` and `status.endTime` for a grant at `granted_at`."""
+        return granted_at, self.end_for(granted_at)
+
+    def describe_duration(self, now: datetime) -> str:
+        """The requested time in words, naming the fields it comes from (for messages)."""
+        requested = self.requested_duration(now)
+        if requested is None:
+            return "unbounded time (no spec.duration and no spec.endTime)"
+        length = format_go_duration(requested)
+        if "duration" in self.given or self.end is None:
+            return f"{length} (spec.duration)"
+        if self.begin is not None and self.end is not None:
+            return f"{length} (spec.beginTime {format_timestamp(self.begin)} to spec.endTime {format_timestamp(self.end)})"
+        return f"{length} (from now until spec.endTime {format_timestamp(self.end)})"
+
+
+def parse_lease(lease: Mapping[str, Any]) -> LeaseRequest | Verdict:
+    """Validate a Lease object into a request, or the verdict that ends it.
+
+    Every problem is reported, in one message: the reason is that of the
+    first (selector problems before time problems), so a user fixing a
+    manifest sees everything wrong with it at once.
+    """
+    metadata = lease.get("metadata") or {}
+    spec = lease.get("spec")
+    if not isinstance(spec, Mapping):
+        return Verdict(ConditionType.INVALID, Reason.INVALID_SELECTOR,
+                       "spec: missing: a lease needs spec.clientRef and spec.selector or spec.exporterRef")
+    problems: list[tuple[Reason, str]] = []
+
+    selector, exporter_ref = _selection(spec, problems)
+    begin, end, duration = _times(spec, problems)
+
+    if problems:
+        return Verdict(ConditionType.INVALID, problems[0][0], "; ".join(message for _, message in problems))
+
+    client_ref = spec.get("clientRef")
+    client = client_ref.get("name") if isinstance(client_ref, Mapping) else None
+    if not isinstance(client, str) or not client:
+        # The CRD requires it; no Invalid reason fits, and a lease nobody asks for admits no one.
+        return Verdict(ConditionType.UNSATISFIABLE, Reason.NO_ACCESS,
+                       "spec.clientRef.name: required: the Client asking for the lease")
+
+    created = metadata.get("creationTimestamp")
+    try:
+        created_at = parse_timestamp(created) if isinstance(created, str) else None
+    except ValueError:
+        created_at = None
+    generation = metadata.get("generation")
+    return LeaseRequest(
+        name=str(metadata.get("name") or ""),
+        client=client,
+        selector=selector,
+        exporter_ref=exporter_ref,
+        begin=begin,
+        end=end,
+        duration=duration,
+        release=spec.get("release") is True,
+        allow_disabled=spec.get("allowDisabled") is True,
+        created=created_at,
+        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
+        given=frozenset(key for key in _TIME_KEYS if spec.get(key) is not None),
+    )
+
+
+def _selection(spec: Mapping[str, Any], problems: list[tuple[Reason, str]]) -> tuple[Selector | None, str | None]:
+    raw_ref = spec.get("exporterRef")
+    exporter_ref: str | None = None
+    if raw_ref is not None:
+        name = raw_ref.get("name") if isinstance(raw_ref, Mapping) else None
+        if isinstance(name, str) and name:
+            exporter_ref = name
+        else:
+            problems.append((Reason.INVALID_SELECTOR, "spec.exporterRef.name: required when spec.exporterRef is set"))
+
+    raw_selector = spec.get("selector")
+    selector: Selector | None = None
+    if raw_selector is not None:
+        try:
+            selector = parse_selector(raw_selector, "spec.selector")
+        except SelectorError as err:
+            problems.append((Reason.INVALID_SELECTOR, str(err)))
+            return None, exporter_ref
+    if raw_ref is None and (selector is None or selector.empty):
+        problem = "empty: it would match every exporter" if selector is not None else "missing"
+        problems.append((Reason.INVALID_SELECTOR,
+                         f"spec.selector: {problem}: select exporters by label (matchLabels or "
+                         "matchExpressions) or name one in spec.exporterRef.name"))
+    return selector, exporter_ref
+
+
+def _times(
+    spec: Mapping[str, Any], problems: list[tuple[Reason, str]]
+) -> tuple[datetime | None, datetime | None, timedelta | None]:
+    bad = Reason.INVALID_DURATION
+    duration = begin = end = None
+    if spec.get("duration") is not None:
+        try:
+            duration = parse_go_duration(spec["duration"], "spec.duration")
+        except ValueError as err:
+            problems.append((bad, str(err)))
+        else:
+            if duration <= timedelta(0):
+                problems.append((bad, f"spec.duration: must be positive, not {spec['duration']}"))
+                duration = None
+    for key in ("beginTime", "endTime"):
+        if spec.get(key) is None:
+            continue
+        try:
+            value = _timestamp(spec[key], f"spec.{key}")
+        except ValueError as err:
+            problems.append((bad, str(err)))
+            continue
+        if key == "beginTime":
+            begin = value
+        else:
+            end = value
+    if any(reason is bad for reason, _ in problems):
+        return None, None, None
+
+    if begin is not None and end is not None:
+        if end <= begin:
+            problems.append((bad, f"spec.endTime: {spec['endTime']} must be after spec.beginTime {spec['beginTime']}"))
+        elif duration is not None and end - begin != duration:
+            problems.append((bad,
+                             f"spec.duration: {spec['duration']} does not match spec.endTime - spec.beginTime "
+                             f"({format_go_duration(end - begin)}): give any two of duration, beginTime and endTime, "
+                             "or three that agree"))
+        else:
+            duration = end - begin
+    elif end is not None and duration is not None:
+        begin = end - duration
+    return begin, end, duration

@@ -1,0 +1,292 @@
+"""A Lease's spec validated into a request: selector, exporterRef, the time window (rules 1, 10, 11)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lessor.actors.lease_spec import (
+    ConditionType,
+    LeaseRequest,
+    Reason,
+    Verdict,
+    format_go_duration,
+    parse_go_duration,
+    parse_lease,
+)
+from lessor.templates.timestamps import format_timestamp
+
+NOW = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
+HOUR = timedelta(hours=1)
+BOARD = {"matchLabels": {"board": "rpi4"}}
+
+
+def lease(**spec: object) -> dict:
+    body: dict = {"clientRef": {"name": "alice"}}
+    body.update(spec)
+    return {
+        "metadata": {"name": "l1", "namespace": "lab", "generation": 3,
+                     "creationTimestamp": "2030-01-01T11:00:00Z"},
+        "spec": body,
+    }
+
+
+def ok(**spec: object) -> LeaseRequest:
+    request = parse_lease(lease(**spec))
+    assert isinstance(request, LeaseRequest), request
+    return request
+
+
+def refused(**spec: object) -> Verdict:
+    verdict = parse_lease(lease(**spec))
+    assert isinstance(verdict, Verdict), verdict
+    return verdict
+
+
+def ts(value: datetime) -> str:
+    return format_timestamp(value)
+
+
+def go(value: timedelta) -> str:
+    """A Go duration (no day unit, unlike format_duration)."""
+    return f"{int(value.total_seconds())}s"
+
+
+# --- what a valid lease becomes ---------------------------------------------------------------
+
+
+def test_a_valid_lease_becomes_a_typed_request() -> None:
+    request = ok(selector=BOARD, duration="1h30m", release=True, allowDisabled=True)
+    assert request.name == "l1"
+    assert request.client == "alice"
+    assert request.selector is not None and request.selector.matches({"board": "rpi4"})
+    assert not request.selector.matches({"board": "rpi5"})
+    assert request.exporter_ref is None
+    assert request.duration == timedelta(hours=1, minutes=30)
+    assert request.begin is None and request.end is None
+    assert request.release is True and request.allow_disabled is True
+    assert request.created == datetime(2030, 1, 1, 11, tzinfo=timezone.utc)
+    assert request.generation == 3
+    assert request.given == frozenset({"duration"})
+
+
+def test_the_request_is_immutable() -> None:
+    request = ok(selector=BOARD)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.client = "mallory"  # type: ignore[misc]
+
+
+def test_flags_default_to_false() -> None:
+    request = ok(selector=BOARD)
+    assert request.release is False and request.allow_disabled is False
+
+
+def test_exporter_ref_alone_pins_an_exporter() -> None:
+    request = ok(exporterRef={"name": "rpi4-1"})
+    assert request.exporter_ref == "rpi4-1"
+    assert request.selector is None
+
+
+def test_exporter_ref_with_an_empty_selector_is_valid() -> None:
+    assert ok(exporterRef={"name": "rpi4-1"}, selector={}).exporter_ref == "rpi4-1"
+
+
+# --- rule 1: selector -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [{}, {"selector": {}}, {"selector": None},
+                                  {"selector": {"matchLabels": {}, "matchExpressions": []}}])
+def test_no_selector_and_no_exporter_ref_is_invalid_selector(spec: dict) -> None:
+    verdict = refused(**spec)
+    assert (verdict.type, verdict.reason) == (ConditionType.INVALID, Reason.INVALID_SELECTOR)
+    assert verdict.message.startswith("spec.selector:")
+
+
+def test_a_malformed_selector_is_invalid_selector_naming_the_field() -> None:
+    verdict = refused(selector={"matchExpressions": [{"key": "board", "operator": "In"}]})
+    assert verdict.reason is Reason.INVALID_SELECTOR
+    assert "spec.selector.matchExpressions[0].values" in verdict.message
+
+
+def test_an_exporter_ref_without_a_name_is_invalid_selector() -> None:
+    verdict = refused(exporterRef={})
+    assert verdict.reason is Reason.INVALID_SELECTOR
+    assert "spec.exporterRef.name" in verdict.message
+
+
+def test_no_spec_at_all_is_invalid() -> None:
+    verdict = parse_lease({"metadata": {"name": "l1"}})
+    assert isinstance(verdict, Verdict) and verdict.type is ConditionType.INVALID
+
+
+def test_a_missing_client_ref_admits_no_one() -> None:
+    verdict = parse_lease({"metadata": {"name": "l1"}, "spec": {"selector": BOARD}})
+    assert isinstance(verdict, Verdict)
+    assert (verdict.type, verdict.reason) == (ConditionType.UNSATISFIABLE, Reason.NO_ACCESS)
+    assert "spec.clientRef.name" in verdict.message
+
+
+def test_every_problem_is_reported_and_the_first_gives_the_reason() -> None:
+    verdict = refused(selector={}, duration="-1h")
+    assert verdict.reason is Reason.INVALID_SELECTOR
+    assert "spec.selector" in verdict.message and "spec.duration" in verdict.message
+
+
+# --- rule 1: time fields ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("duration", ["0", "0s", "-1h", "-30m"])
+def test_a_non_positive_duration_is_invalid_duration(duration: str) -> None:
+    verdict = refused(selector=BOARD, duration=duration)
+    assert (verdict.type, verdict.reason) == (ConditionType.INVALID, Reason.INVALID_DURATION)
+    assert verdict.message.startswith("spec.duration:")
+
+
+@pytest.mark.parametrize("duration", ["1d", "an hour", "1h30", "", 3600])
+def test_a_malformed_duration_is_invalid_duration(duration: object) -> None:
+    verdict = refused(selector=BOARD, duration=duration)
+    assert verdict.reason is Reason.INVALID_DURATION
+    assert "spec.duration" in verdict.message
+
+
+def test_the_day_unit_is_refused_with_a_hint() -> None:
+    assert "24h" in refused(selector=BOARD, duration="1d").message
+
+
+@pytest.mark.parametrize("field", ["beginTime", "endTime"])
+def test_a_malformed_time_is_invalid_duration_naming_the_field(field: str) -> None:
+    verdict = refused(selector=BOARD, **{field: "tomorrow"})
+    assert verdict.reason is Reason.INVALID_DURATION
+    assert f"spec.{field}" in verdict.message
+
+
+@pytest.mark.parametrize("end", [NOW, NOW - HOUR])
+def test_an_end_not_after_the_begin_is_invalid_duration(end: datetime) -> None:
+    verdict = refused(selector=BOARD, beginTime=ts(NOW), endTime=ts(end))
+    assert verdict.reason is Reason.INVALID_DURATION
+    assert verdict.message.startswith("spec.endTime:")
+
+
+def test_three_time_fields_that_disagree_are_invalid_duration() -> None:
+    verdict = refused(selector=BOARD, beginTime=ts(NOW), endTime=ts(NOW + 2 * HOUR), duration="1h")
+    assert verdict.reason is Reason.INVALID_DURATION
+    assert verdict.message.startswith("spec.duration:")
+    assert "2h" in verdict.message
+
+
+def test_three_time_fields_that_agree_are_valid() -> None:
+    request = ok(selector=BOARD, beginTime=ts(NOW), endTime=ts(NOW + 2 * HOUR), duration="2h")
+    assert (request.begin, request.end, request.duration) == (NOW, NOW + 2 * HOUR, 2 * HOUR)
+
+
+def test_begin_and_end_give_the_duration() -> None:
+    request = ok(selector=BOARD, beginTime=ts(NOW), endTime=ts(NOW + 90 * timedelta(minutes=1)))
+    assert request.duration == timedelta(minutes=90)
+
+
+def test_end_and_duration_give_the_begin() -> None:
+    request = ok(selector=BOARD, endTime=ts(NOW + 3 * HOUR), duration="1h")
+    assert request.begin == NOW + 2 * HOUR
+    assert request.scheduled(NOW)
+
+
+def test_times_are_normalised_to_utc() -> None:
+    request = ok(selector=BOARD, beginTime="2030-01-01T14:00:00+02:00")
+    assert request.begin == NOW
+    assert request.begin.utcoffset() == timedelta(0)
+
+
+def test_parse_go_duration_names_the_field() -> None:
+    assert parse_go_duration("1h30m", "f") == timedelta(hours=1, minutes=30)
+    with pytest.raises(ValueError, match="^spec.x: "):
+        parse_go_duration("2d", "spec.x")
+
+
+# --- what the request asks for ---------------------------------------------------------------
+
+
+def test_the_requested_duration() -> None:
+    assert ok(selector=BOARD, duration="2h").requested_duration(NOW) == 2 * HOUR
+    assert ok(selector=BOARD, beginTime=ts(NOW + HOUR), endTime=ts(NOW + 4 * HOUR)).requested_duration(NOW) \
+        == 3 * HOUR
+    # Only an end: the lease starts when granted, now at the earliest.
+    assert ok(selector=BOARD, endTime=ts(NOW + 5 * HOUR)).requested_duration(NOW) == 5 * HOUR
+    # Neither a duration nor an end: unbounded.
+    assert ok(selector=BOARD).requested_duration(NOW) is None
+    assert ok(selector=BOARD, beginTime=ts(NOW + HOUR)).requested_duration(NOW) is None
+
+
+def test_rule_11_the_end_is_end_time_else_begin_plus_duration() -> None:
+    granted = NOW + timedelta(minutes=7)
+    assert ok(selector=BOARD, endTime=ts(NOW + 5 * HOUR)).end_for(granted) == NOW + 5 * HOUR
+    assert ok(selector=BOARD, beginTime=ts(NOW), duration="1h").end_for(granted) == NOW + HOUR
+    assert ok(selector=BOARD, duration="1h").end_for(granted) == granted + HOUR
+    assert ok(selector=BOARD).end_for(granted) is None
+    assert ok(selector=BOARD, duration="1h").window(granted) == (granted, granted + HOUR)
+
+
+def test_rule_10_a_begin_in_the_future_is_scheduled() -> None:
+    request = ok(selector=BOARD, beginTime=ts(NOW + HOUR), duration="1h")
+    assert request.scheduled(NOW)
+    assert not request.scheduled(NOW + HOUR)
+    assert not ok(selector=BOARD, duration="1h").scheduled(NOW)
+
+
+def test_expired() -> None:
+    request = ok(selector=BOARD, endTime=ts(NOW))
+    assert request.expired(NOW) and not request.expired(NOW - timedelta(seconds=1))
+    assert not ok(selector=BOARD, duration="1h").expired(NOW + 100 * HOUR)
+
+
+def test_describe_duration_names_the_fields() -> None:
+    assert ok(selector=BOARD, duration="4h").describe_duration(NOW) == "4h (spec.duration)"
+    assert "spec.endTime" in ok(selector=BOARD, endTime=ts(NOW + HOUR)).describe_duration(NOW)
+    assert "spec.beginTime" in ok(selector=BOARD, beginTime=ts(NOW), endTime=ts(NOW + HOUR)).describe_duration(NOW)
+    assert "unbounded" in ok(selector=BOARD).describe_duration(NOW)
+
+
+# --- properties -------------------------------------------------------------------------------
+
+_begins = st.integers(min_value=-10**6, max_value=10**6).map(lambda s: NOW + timedelta(seconds=s))
+_lengths = st.integers(min_value=1, max_value=10**6).map(lambda s: timedelta(seconds=s))
+
+
+@given(_begins, _lengths, st.sampled_from([("beginTime", "endTime"), ("beginTime", "duration"),
+                                          ("endTime", "duration"), ("beginTime", "endTime", "duration")]))
+def test_any_two_time_fields_give_the_same_window(begin: datetime, length: timedelta, keys: tuple[str, ...]) -> None:
+    values = {"beginTime": ts(begin), "endTime": ts(begin + length), "duration": go(length)}
+    request = ok(selector=BOARD, **{key: values[key] for key in keys})
+    granted = begin + timedelta(seconds=1)
+    assert request.end_for(granted) == begin + length
+    assert request.requested_duration(begin) == length
+    if "beginTime" in keys or "endTime" in keys and "duration" in keys:
+        assert request.begin == begin
+
+
+@given(_begins, _lengths, _lengths)
+def test_three_time_fields_are_valid_exactly_when_they_agree(begin: datetime, length: timedelta,
+                                                             other: timedelta) -> None:
+    result = parse_lease(lease(selector=BOARD, beginTime=ts(begin), endTime=ts(begin + length),
+                               duration=go(other)))
+    if length == other:
+        assert isinstance(result, LeaseRequest)
+    else:
+        assert isinstance(result, Verdict) and result.reason is Reason.INVALID_DURATION
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (timedelta(0), "0s"), (timedelta(hours=36), "36h"), (timedelta(hours=1, minutes=30), "1h30m"),
+    (timedelta(seconds=1.5), "1.5s"), (timedelta(hours=-2), "-2h"), (timedelta(hours=1000), "1000h"),
+])
+def test_format_go_duration_writes_what_the_fields_accept(value: timedelta, text: str) -> None:
+    assert format_go_duration(value) == text
+    assert parse_go_duration(text, "f") == value
+
+
+@given(st.integers(min_value=-10**12, max_value=10**12).map(lambda us: timedelta(microseconds=us)))
+def test_property_format_go_duration_round_trips(value: timedelta) -> None:
+    assert parse_go_duration(format_go_duration(value), "f") == value

@@ -1,0 +1,340 @@
+"""A claim's (or pool's) resources, each matched to its provider, defaulted and validated.
+
+Every problem is collected, none raised, each with the field a user edits:
+`spec.resources[0].template/data/size: 9 is greater than the maximum of 8`
+(the template's field, then a JSON pointer inside the template, since
+template keys may contain dots). The errors go to
+`status.resources[].validationError` and to the `Valid` condition, so one
+look at the claim shows everything to fix, not the first problem only.
+
+Besides the provider's schema and checks, a claim's own template may not
+choose where or what the operator creates: no `metadata.namespace`, no
+`metadata.name`, no `lessor.dev/` labels or annotations, and no
+`apiVersion`/`kind` other than the provider's. Claim values are data:
+they are never rendered as templates.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lessor.jsonpatch import apply, diff, matches_ignoring
+from lessor.templates import (
+    InvalidSchemaError,
+    TemplateError,
+    check_variables,
+    run_checks,
+    validate_schema,
+)
+
+from .conditions import UNKNOWN, new_condition
+from .lifespan import LifespanConfig, combine
+from .provider import Object, Provider, Readiness, clock
+
+#: Valid condition reasons, most fundamental first: the condition reports the first that occurs.
+REASONS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "Forbidden",
+           "ProviderTemplateError", "InvalidTemplate", "SchemaViolation", "CheckFailed", "UpdateRefused")
+_GENERATE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[-a-z0-9.])?")
+_DOMAIN = "lessor.dev/"
+
+
+@dataclass(frozen=True)
+class ResourceError:
+    """One problem, at the field to fix; `reason` is one of REASONS."""
+
+    field: str
+    message: str
+    reason: str
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True, eq=False)
+class ClaimResource:
+    """`spec.resources[index]` resolved: its provider and its defaulted template (None if not made)."""
+
+    index: int
+    name: str
+    provider: Provider | None
+    template: Object | None
+    errors: tuple[ResourceError, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def validation_error(self) -> str | None:
+        return "; ".join(str(error) for error in self.errors) or None
+
+
+@dataclass(frozen=True, eq=False)
+class ClaimSpec:
+    """All resources of a claim or pool; `errors` holds problems of the whole (no resources at all)."""
+
+    resources: tuple[ClaimResource, ...]
+    errors: tuple[ResourceError, ...] = ()
+
+    @property
+    def all_errors(self) -> tuple[ResourceError, ...]:
+        return self.errors + tuple(error for resource in self.resources for error in resource.errors)
+
+    @property
+    def valid(self) -> bool:
+        return not self.all_errors
+
+    @property
+    def templates(self) -> list[Object | None]:
+        return [resource.template for resource in self.resources]
+
+    @property
+    def lifespan(self) -> LifespanConfig:
+        """The minimum of each lifespan setting over the providers, for a handle made for this claim."""
+        return combine(r.provider.lifespan for r in self.resources if r.provider is not None)
+
+    def handle_resources(self) -> list[Object]:
+        """`spec.resources` of a new handle made for this claim (valid claims only)."""
+        return [{"name": r.name, "provider": {"name": r.provider.name}, "template": copy.deepcopy(r.template)}
+                for r in self.resources if r.provider is not None and r.template is not None]
+
+
+# ---------------------------------------------------------------- resolving
+
+
+def resolve_claim(claim: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime) -> ClaimSpec:
+    """Match, default and validate every resource of a ResourceClaim.
+
+    `providers` are those of the operator's namespace, by name.
+    """
+    return _resolve(claim, providers, claim=claim, now=now)
+
+
+def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime) -> ClaimSpec:
+    """The same for a ResourcePool's templates, written by admins: named providers, schema only, no claim rules.
+
+    A pool's handles take these defaulted templates, so claims are compared with what they would have asked.
+    """
+    return _resolve(pool, providers, claim=None, now=now)
+
+
+def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
+             claim: Mapping[str, Any] | None, now: datetime) -> ClaimSpec:
+    entries = (obj.get("spec") or {}).get("resources") or []
+    if not entries:
+        return ClaimSpec((), (ResourceError("spec.resources", "at least one resource is needed", "NoResources"),))
+    return ClaimSpec(tuple(_resource(i, entry, providers, claim, now) for i, entry in enumerate(entries)))
+
+
+def _resource(index: int, entry: Mapping[str, Any], providers: Mapping[str, Provider],
+              claim: Mapping[str, Any] | None, now: datetime) -> ClaimResource:
+    field = f"spec.resources[{index}]"
+    template = entry.get("template") or {}
+    provider, error = _provider_for(index, entry, template, providers, can_match=claim is not None)
+    name = str(entry.get("name") or (provider.resource_name if provider else ""))
+    if error:
+        return ClaimResource(index, name, provider, None, (error,))
+    assert provider is not None
+    if not isinstance(template, Mapping):
+        error = ResourceError(f"{field}.template", "must be an object", "InvalidTemplate", index)
+        return ClaimResource(index, name, provider, None, (error,))
+    errors = forbidden(template, provider, index) if claim is not None else []
+    try:
+        defaulted = provider.apply_defaults(template, claim=claim, index=index, now=now)
+    except TemplateError as failure:
+        message = f"ResourceProvider {provider.name} could not render {failure}"
+        errors.append(ResourceError(f"{field}.provider.name", message, "ProviderTemplateError", index))
+        return ClaimResource(index, name, provider, None, tuple(errors))
+    # A pool has no claim: checks are written about claims (`resource_claim.metadata...`), so only the schema applies.
+    errors += validate_template(provider, defaulted, index=index, claim=claim, now=now, checks=claim is not None)
+    return ClaimResource(index, name, provider, defaulted, tuple(errors))
+
+
+def _provider_for(index: int, entry: Mapping[str, Any], template: Any, providers: Mapping[str, Provider],
+                  can_match: bool) -> tuple[Provider | None, ResourceError | None]:
+    field = f"spec.resources[{index}]"
+    named = (entry.get("provider") or {}).get("name")
+    if named:
+        provider = providers.get(named)
+        if provider is None:
+            return None, ResourceError(f"{field}.provider.name", f"there is no ResourceProvider {named}",
+                                       "ProviderNotFound", index)
+    elif not can_match:
+        return None, ResourceError(f"{field}.provider.name", "is required", "ProviderNotFound", index)
+    else:
+        candidates = sorted((p for p in providers.values() if p.matches(template)), key=lambda p: p.name)
+        if not candidates:
+            return None, ResourceError(f"{field}.provider", "no ResourceProvider's match fits the template; "
+                                       "name one in provider.name", "ProviderNotFound", index)
+        if len(candidates) > 1:
+            names = ", ".join(p.name for p in candidates)
+            return None, ResourceError(f"{field}.provider", f"the template fits the match of ResourceProviders "
+                                       f"{names}; name one in provider.name", "ProviderAmbiguous", index)
+        provider = candidates[0]
+    if not provider.valid:
+        message = f"ResourceProvider {provider.name} is invalid: " + "; ".join(provider.errors)
+        return provider, ResourceError(f"{field}.provider.name", message, "ProviderInvalid", index)
+    return provider, None
+
+
+def forbidden(template: Mapping[str, Any], provider: Provider, index: int) -> list[ResourceError]:
+    """What a claim's own template may not say: where the resource goes, its name, its kind, its lifecycle
+    (ownerReferences, finalizers) or the operator's `lessor.dev/` labels and annotations."""
+    field = f"spec.resources[{index}].template"
+    errors = []
+    metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    if "namespace" in metadata:
+        errors.append(ResourceError(f"{field}/metadata/namespace", "a claim cannot choose the namespace of its "
+                                    f"resource: ResourceProvider {provider.name} places it", "Forbidden", index))
+    if "name" in metadata:
+        errors.append(ResourceError(f"{field}/metadata/name", "a claim cannot name its resource: the name is made "
+                                    "from the handle's guid (metadata.generateName sets a prefix)", "Forbidden", index))
+    for key in ("ownerReferences", "finalizers"):
+        if key in metadata:
+            errors.append(ResourceError(f"{field}/metadata/{key}", f"a claim cannot set the {key} of its resource: "
+                                        "the operator manages its lifecycle", "Forbidden", index))
+    generate_name = metadata.get("generateName")
+    if generate_name is not None and not (isinstance(generate_name, str) and len(generate_name) <= 200
+                                          and _GENERATE_NAME.fullmatch(generate_name)):
+        errors.append(ResourceError(f"{field}/metadata/generateName", "must be lowercase letters, digits, '-' "
+                                    "and '.', starting with a letter or digit, at most 200 characters",
+                                    "InvalidTemplate", index))
+    for section in ("labels", "annotations"):
+        for key in metadata.get(section) or {}:
+            if isinstance(key, str) and key.startswith(_DOMAIN):
+                pointer = f"{field}/metadata/{section}/{key.replace('~', '~0').replace('/', '~1')}"
+                errors.append(ResourceError(pointer, f"{_DOMAIN} {section} are set by the operator only",
+                                            "Forbidden", index))
+    for key, fixed in (("apiVersion", provider.api_version), ("kind", provider.kind)):
+        if key in template and fixed is not None and template[key] != fixed:
+            errors.append(ResourceError(f"{field}/{key}", f"ResourceProvider {provider.name} makes "
+                                        f"{key} {fixed!r}; a claim cannot change it to {template[key]!r}",
+                                        "Forbidden", index))
+    return errors
+
+
+def validate_template(provider: Provider, template: Mapping[str, Any], *, index: int,
+                      claim: Mapping[str, Any] | None, now: datetime, checks: bool = True) -> list[ResourceError]:
+    """Every schema violation and (with `checks`) failed check of a defaulted template; never raises."""
+    field = f"spec.resources[{index}].template"
+    errors = []
+    if provider.schema is not None:
+        try:
+            for violation in validate_schema(template, provider.schema):
+                errors.append(ResourceError(field + violation.path, violation.message, "SchemaViolation", index))
+        except InvalidSchemaError as error:  # the provider reports it too; never crash on it
+            errors.append(ResourceError(f"spec.resources[{index}].provider.name",
+                                        f"ResourceProvider {provider.name}: {error}", "ProviderInvalid", index))
+    if checks and provider.checks:
+        variables = check_variables(template, resource_claim=claim, resource_index=index,
+                                    resource_provider=provider.definition, clock=clock(now))
+        entries = [{"name": check.name, "check": check.check} for check in provider.checks]
+        errors += [ResourceError(field, str(failure), "CheckFailed", index)
+                   for failure in run_checks(entries, variables)]
+    return errors
+
+
+# ------------------------------------------------------------------ binding
+
+
+def matches_handle(spec: ClaimSpec, handle: Mapping[str, Any]) -> bool:
+    """Whether a pool's handle satisfies a valid claim.
+
+    Same number of resources, same providers in the same order, and each
+    template equal to the handle's except at the provider's `matchIgnore` paths.
+    """
+    handle_resources = (handle.get("spec") or {}).get("resources") or []
+    if not spec.valid or len(handle_resources) != len(spec.resources):
+        return False
+    for resource, theirs in zip(spec.resources, handle_resources):
+        assert resource.provider is not None
+        if (theirs.get("provider") or {}).get("name") != resource.provider.name:
+            return False
+        if not matches_ignoring(resource.template, theirs.get("template") or {}, resource.provider.match_ignore):
+            return False
+    return True
+
+
+def bound_templates(spec: ClaimSpec, handle: Mapping[str, Any]) -> list[Object]:
+    """A matching handle's templates once bound: the claim's values added or replaced at the ignored paths.
+
+    What the pool provisioned and the claim does not mention stays.
+    """
+    result = []
+    for resource, theirs in zip(spec.resources, (handle.get("spec") or {}).get("resources") or []):
+        current = theirs.get("template") or {}
+        patch = [op for op in diff(current, resource.template) if op["op"] != "remove"]
+        result.append(apply(current, patch))
+    return result
+
+
+# ------------------------------------------------------------------- status
+
+
+def status_resources(spec: ClaimSpec, previous: Sequence[Mapping[str, Any]] | None = None,
+                     extra: Sequence[ResourceError] = ()) -> list[Object]:
+    """`status.resources[]`: name, provider and validationError per resource.
+
+    `reference` and `state` are kept from `previous` (the current status) for
+    a resource that keeps its provider; `extra` adds errors found later, e.g.
+    refused updates, to the resources they concern.
+    """
+    entries = []
+    for resource in spec.resources:
+        entry: Object = {"name": resource.name}
+        if resource.provider is not None:
+            entry["provider"] = {"name": resource.provider.name}
+        if previous and resource.index < len(previous):
+            old = previous[resource.index]
+            if (old.get("provider") or {}).get("name") == entry.get("provider", {}).get("name"):
+                entry.update({key: copy.deepcopy(old[key]) for key in ("reference", "state") if key in old})
+        errors = [*resource.errors, *(e for e in extra if e.index == resource.index)]
+        if errors:
+            entry["validationError"] = "; ".join(str(error) for error in errors)
+        entries.append(entry)
+    return entries
+
+
+def valid_condition(errors: Sequence[ResourceError], *, now: datetime, generation: int | None = None) -> Object:
+    """The claim's `Valid` condition: True, or False with the most fundamental reason and every error.
+
+    Merge it with `conditions.merge_condition`, which keeps lastTransitionTime while the status holds.
+    """
+    if not errors:
+        return new_condition("Valid", True, "Valid", "every resource template is valid",
+                             now=now, observed_generation=generation)
+    reason = min((error.reason for error in errors), key=lambda r: REASONS.index(r) if r in REASONS else len(REASONS))
+    message = "; ".join(str(error) for error in errors)
+    return new_condition("Valid", False, reason, message, now=now, observed_generation=generation)
+
+
+def resource_state(obj: Mapping[str, Any]) -> Object:
+    """A resource as `status.resources[].state` shows it: a copy without `metadata.managedFields`."""
+    state = copy.deepcopy(dict(obj))
+    if isinstance(state.get("metadata"), dict):
+        state["metadata"].pop("managedFields", None)
+    return state
+
+
+def ready_condition(readiness: Sequence[tuple[str, Readiness]], *, now: datetime,
+                    generation: int | None = None) -> Object:
+    """`Ready`: True when every resource is; else False (or Unknown when a check failed), naming each that is not.
+
+    `readiness` pairs a label for each resource (e.g. `spec.resources[0] (environment)`) with its Readiness.
+    """
+    if not readiness:
+        return new_condition("Ready", False, "NoResources", "the claim has no resources",
+                             now=now, observed_generation=generation)
+    waiting = [f"{label}: {r.message}" for label, r in readiness if r.ready is not True]
+    if not waiting:
+        return new_condition("Ready", True, "Ready", "every resource is ready", now=now, observed_generation=generation)
+    unknown = any(r.ready is None for _, r in readiness)
+    reason = "ReadinessCheckFailed" if unknown else "ResourcesNotReady"
+    return new_condition("Ready", UNKNOWN if unknown else False, reason, "; ".join(waiting),
+                         now=now, observed_generation=generation)

@@ -1,0 +1,226 @@
+"""The resources a handle stands for: its templates with the providers' overrides, named, placed and labelled.
+
+Placement and identity are decided here, never by a claim:
+
+- namespace: the provider's rendered `override.metadata.namespace`, else the
+  operator's namespace. A namespace in the template is dropped.
+- name: an existing resource keeps its name; else `override`'s (or an
+  admin-written pool template's) `metadata.name`; else `generateName` +
+  the handle's guid; else `guid<index>-<guid>` (the seed's form). The guid
+  is the part of the handle's name that `generateName` added, whatever its
+  length (the seed assumed five characters).
+- `apiVersion` and `kind` are the provider's; an existing resource's never
+  change (refused with `KindChangeRefused` rather than replacing it).
+- `lessor.dev/` labels and annotations are the operator's: whatever the
+  template says there is replaced by the handle, claim, provider and pool
+  the resource belongs to (labels only where the value is a valid label value).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lessor.templates import TemplateError, template_variables
+
+from .conditions import new_condition
+from .provider import Object, Provider, clock
+
+DOMAIN = "lessor.dev/"
+HANDLE_NAME = "lessor.dev/resource-handle-name"
+HANDLE_NAMESPACE = "lessor.dev/resource-handle-namespace"
+CLAIM_NAME = "lessor.dev/resource-claim-name"
+CLAIM_NAMESPACE = "lessor.dev/resource-claim-namespace"
+PROVIDER_NAME = "lessor.dev/resource-provider-name"
+POOL_NAME = "lessor.dev/resource-pool-name"
+#: The namespace annotation naming who asked for the namespace; `requester_user` and `requester_identity` come from it.
+REQUESTER = "openshift.io/requester"
+
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True)
+class RenderedResource:
+    """One handle resource: the definition to create or update, or why there is none.
+
+    `reason` is empty when rendered; otherwise one of `ResourceRequiresClaim`
+    (waiting, not an error), `ProviderNotFound`, `ProviderInvalid`,
+    `TemplateError`, `Forbidden`, `InvalidResource`, `KindChangeRefused`.
+    """
+
+    index: int
+    definition: Object | None
+    reference: Object | None
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def rendered(self) -> bool:
+        return self.definition is not None
+
+    @property
+    def waiting(self) -> bool:
+        return self.reason == "ResourceRequiresClaim"
+
+
+def handle_guid(handle: Mapping[str, Any]) -> str:
+    """The part of the handle's name that `generateName` added (the whole name if it had none)."""
+    metadata = handle.get("metadata") or {}
+    name = str(metadata.get("name") or "")
+    prefix = metadata.get("generateName") or ""
+    if prefix and name.startswith(prefix) and len(name) > len(prefix):
+        return name[len(prefix):]
+    if name.startswith("guid-") and len(name) > len("guid-"):
+        return name[len("guid-"):]
+    return name
+
+
+def requester_of(namespace: Mapping[str, Any] | None) -> str | None:
+    """The user named by the claim namespace's `openshift.io/requester` annotation.
+
+    The caller looks up that User and its Identity for `requester_user` and `requester_identity`.
+    """
+    annotations = ((namespace or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(REQUESTER)
+    return value if isinstance(value, str) and value else None
+
+
+def valid_label_value(value: Any) -> bool:
+    """Whether `value` may be a label value: at most 63 characters of `[-A-Za-z0-9_.]`, alphanumeric at both ends."""
+    return isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def tracking(handle: Mapping[str, Any], provider_name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The `lessor.dev/` (labels, annotations) of a resource of this handle."""
+    metadata = handle.get("metadata") or {}
+    spec = handle.get("spec") or {}
+    claim = spec.get("resourceClaim") or {}
+    pool = spec.get("resourcePool") or {}
+    values = {
+        HANDLE_NAME: metadata.get("name"),
+        HANDLE_NAMESPACE: metadata.get("namespace"),
+        CLAIM_NAME: claim.get("name"),
+        CLAIM_NAMESPACE: claim.get("namespace"),
+        PROVIDER_NAME: provider_name,
+        POOL_NAME: pool.get("name"),
+    }
+    annotations = {key: str(value) for key, value in values.items() if value}
+    labels = {key: value for key, value in annotations.items() if valid_label_value(value)}
+    return labels, annotations
+
+
+def render_handle(handle: Mapping[str, Any], providers: Mapping[str, Provider], *, operator_namespace: str,
+                  claim: Mapping[str, Any] | None = None, requester_identity: Mapping[str, Any] | None = None,
+                  requester_user: Mapping[str, Any] | None = None, now: datetime) -> list[RenderedResource]:
+    """Every resource of the handle, in the order of `spec.resources`."""
+    results = []
+    for index, entry in enumerate((handle.get("spec") or {}).get("resources") or []):
+        name = (entry.get("provider") or {}).get("name")
+        provider = providers.get(name) if name else None
+        if provider is None:
+            message = f"spec.resources[{index}].provider.name: there is no ResourceProvider {name}"
+            results.append(RenderedResource(index, None, entry.get("reference"), "ProviderNotFound", message))
+            continue
+        results.append(render_resource(handle, index, provider, operator_namespace=operator_namespace, claim=claim,
+                                       requester_identity=requester_identity, requester_user=requester_user, now=now))
+    return results
+
+
+def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *, operator_namespace: str,
+                    claim: Mapping[str, Any] | None = None, requester_identity: Mapping[str, Any] | None = None,
+                    requester_user: Mapping[str, Any] | None = None, now: datetime) -> RenderedResource:
+    """The definition of `spec.resources[index]` of the handle.
+
+    `claim` is the bound claim (None while unbound); `requester_*` are
+    looked up by the caller from the claim namespace's requester annotation.
+    """
+    entry = ((handle.get("spec") or {}).get("resources") or [])[index]
+    field = f"spec.resources[{index}]"
+    reference = entry.get("reference")
+
+    def refuse(reason: str, message: str) -> RenderedResource:
+        return RenderedResource(index, None, reference, reason, f"{field}: {message}")
+
+    if not provider.valid:
+        return refuse("ProviderInvalid", f"ResourceProvider {provider.name} is invalid: " + "; ".join(provider.errors))
+    if provider.resource_requires_claim and claim is None:
+        return refuse("ResourceRequiresClaim", f"ResourceProvider {provider.name} waits for a claim")
+
+    template = entry.get("template") or {}
+    variables = template_variables(
+        resource_claim=claim, resource_handle=handle, resource_index=index,
+        resource_provider=provider.definition, resource_template=template,
+        requester_identity=requester_identity, requester_user=requester_user, clock=clock(now))
+    placed = copy.deepcopy(template)
+    if isinstance(placed.get("metadata"), dict):
+        placed["metadata"].pop("namespace", None)  # only the provider places resources
+    try:
+        definition = provider.apply_override(placed, variables)
+    except TemplateError as error:
+        return refuse("TemplateError", f"ResourceProvider {provider.name} could not render {error}")
+
+    for key, fixed in (("apiVersion", provider.api_version), ("kind", provider.kind)):
+        if fixed is not None:
+            definition.setdefault(key, fixed)
+            if definition[key] != fixed:
+                return refuse("Forbidden", f"the template's {key} {definition[key]!r} is not "
+                                           f"ResourceProvider {provider.name}'s {fixed!r}")
+        if not isinstance(definition.get(key), str) or not definition[key]:
+            return refuse("InvalidResource", f"ResourceProvider {provider.name} gave no {key}")
+
+    if not isinstance(definition.get("metadata"), dict):
+        definition["metadata"] = {}
+    metadata = definition["metadata"]
+    namespace = metadata.get("namespace") or operator_namespace
+    generate_name = metadata.pop("generateName", None)
+    name = metadata.get("name") or f"{generate_name or f'guid{index}-'}{handle_guid(handle)}"
+    if reference:
+        if (reference.get("apiVersion"), reference.get("kind")) != (definition["apiVersion"], definition["kind"]):
+            return refuse("KindChangeRefused",
+                          f"the resource exists as {reference.get('apiVersion')} {reference.get('kind')} "
+                          f"{reference.get('namespace')}/{reference.get('name')}; the template would make it a "
+                          f"{definition['apiVersion']} {definition['kind']}: an existing resource's apiVersion "
+                          "and kind cannot change")
+        name = reference.get("name") or name
+        namespace = reference.get("namespace") or namespace
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        return refuse("InvalidResource", f"the resource name {name!r} is not a valid name (lowercase letters, "
+                                         "digits, '-' and '.', at most 253 characters)")
+    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_SUBDOMAIN.fullmatch(namespace) \
+            or "." in namespace:
+        return refuse("InvalidResource", f"ResourceProvider {provider.name} gave the namespace {namespace!r}, "
+                                         "which is not a valid namespace name")
+    metadata["name"] = name
+    metadata["namespace"] = namespace
+
+    labels, annotations = tracking(handle, provider.name)
+    for section, ours in (("labels", labels), ("annotations", annotations)):
+        theirs = metadata.get(section) if isinstance(metadata.get(section), dict) else {}
+        merged = {key: value for key, value in theirs.items() if not str(key).startswith(DOMAIN)}
+        merged.update(ours)
+        metadata[section] = merged
+
+    reference = {"apiVersion": definition["apiVersion"], "kind": definition["kind"],
+                 "name": name, "namespace": namespace}
+    return RenderedResource(index, definition, reference)
+
+
+def rendered_condition(results: list[RenderedResource], *, now: datetime,
+                       generation: int | None = None) -> Object:
+    """The handle's `Rendered` condition: False with the first refusal's reason and every refusal's message.
+
+    Resources waiting for a claim (`resourceRequiresClaim`) are not refusals.
+    The claim actor shows the same refusals on the claim, where its user looks.
+    """
+    refused = [result for result in results if not result.rendered and not result.waiting]
+    if refused:
+        return new_condition("Rendered", False, refused[0].reason, "; ".join(r.message for r in refused),
+                             now=now, observed_generation=generation)
+    waiting = "; ".join(result.message for result in results if result.waiting)
+    return new_condition("Rendered", True, "Rendered", waiting or "every resource is rendered",
+                         now=now, observed_generation=generation)

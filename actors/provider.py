@@ -1,0 +1,341 @@
+"""A compiled, cached view of a ResourceProvider.
+
+Claims, pools and handles consult their providers on every event; the
+provider's regexes, schema, checks and templates are compiled once per
+version of the provider, not per use. Problems in the provider itself
+(a bad regex, a broken schema, a template that does not parse) are
+collected in `errors`, each naming the provider's field, instead of
+raising: a claim that uses a broken provider is told which provider and
+which field, and the provider's author can fix it.
+
+The provider also decides what kind of resource it makes: its `override`
+(else `match`, else `default`) must set `apiVersion` and `kind`, so a
+claim can never choose the kind of object the operator creates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from lessor.jsonpatch import ALL_OPS, json_equal
+from lessor.templates import (
+    InvalidSchemaError,
+    TemplateError,
+    check_expression,
+    check_variables,
+    escape_pointer_token,
+    render_object,
+    template_variables,
+    validate_schema,
+)
+from lessor.templates.errors import describe
+from lessor.templates.sandbox import compile_expression, compile_template
+
+from .lifespan import LifespanConfig
+
+Object = dict[str, Any]
+_MARKUP = ("{{", "{%", "{#")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One `spec.validation.checks[]` entry."""
+
+    name: str
+    check: str
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether one resource is ready; `message` says why not (or why it is unknown: `ready` None)."""
+
+    ready: bool | None
+    message: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Provider:
+    """A ResourceProvider, read once. Treat the objects inside as read-only: the view is shared."""
+
+    name: str
+    definition: Object
+    """The whole ResourceProvider, as templates see it in `resource_provider`."""
+    template_enable: bool
+    default: Object
+    override: Object
+    match: Object | None
+    match_ignore: tuple[str, ...]
+    update_filters: tuple[Object, ...]
+    schema: Object | None
+    checks: tuple[Check, ...]
+    lifespan: LifespanConfig
+    resource_requires_claim: bool
+    resource_name: str
+    readiness_check: str | None
+    api_version: str | None
+    """The apiVersion the provider fixes, when known before rendering (None: a template in override sets it)."""
+    kind: str | None
+    errors: tuple[str, ...]
+    """Problems in the provider, each `spec.<field>: message`; a provider with errors is not used."""
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    def matches(self, template: Any) -> bool:
+        """Whether a claim template without `provider.name` is for this provider: `match` is a subset of it."""
+        return self.match is not None and _contains(template, self.match)
+
+    def apply_defaults(self, template: Mapping[str, Any], *, claim: Mapping[str, Any] | None,
+                       index: int, now: datetime) -> Object:
+        """`default` merged under the template (the template wins); raises TemplateError naming `/spec/default/...`."""
+        default: Any = self.default
+        if self.template_enable:
+            variables = template_variables(resource_claim=claim, resource_index=index,
+                                           resource_provider=self.definition, clock=clock(now))
+            default = render_object(default, variables, "/spec/default")
+        return merge(default, template)
+
+    def apply_override(self, template: Mapping[str, Any], variables: Mapping[str, Any]) -> Object:
+        """`override` merged over the template (the override wins); raises TemplateError naming `/spec/override/...`."""
+        override: Any = self.override
+        if self.template_enable:
+            override = render_object(override, variables, "/spec/override")
+        return merge(template, override)
+
+    def readiness(self, state: Mapping[str, Any] | None, *, handle: Mapping[str, Any] | None = None,
+                  claim: Mapping[str, Any] | None = None, now: datetime) -> Readiness:
+        """Whether a created resource is ready.
+
+        With `readinessCheck`, that Jinja2 expression decides (it sees the
+        resource's top-level fields, as validation checks see a template).
+        Without it: a resource that exists is ready unless it has a `Ready`
+        condition that is not `True`.
+        """
+        if state is None:
+            return Readiness(False, "not created yet")
+        if self.readiness_check is not None:
+            variables = check_variables(state, resource_claim=claim, resource_handle=handle,
+                                        resource_provider=self.definition, clock=clock(now))
+            try:
+                if check_expression(self.readiness_check, variables):
+                    return Readiness(True)
+                return Readiness(False, "readinessCheck is false")
+            except TemplateError as error:
+                return Readiness(None, f"readinessCheck could not be evaluated: {error.message}")
+        for condition in (state.get("status") or {}).get("conditions") or ():
+            if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+                if condition.get("status") == "True":
+                    return Readiness(True)
+                reason = condition.get("reason") or condition.get("status")
+                detail = condition.get("message") or ""
+                status = f"Ready is {condition.get('status')} ({reason})"
+                return Readiness(False, f"{status}: {detail}" if detail else status)
+        return Readiness(True)
+
+
+def provider_from(obj: Mapping[str, Any]) -> Provider:
+    """The compiled view of a ResourceProvider object, cached per content.
+
+    `status`, `managedFields` and `resourceVersion` are left out, so a status
+    write does not recompile the provider.
+    """
+    view = {key: value for key, value in obj.items() if key != "status"}
+    metadata = dict(view.get("metadata") or {})
+    for key in ("managedFields", "resourceVersion"):
+        metadata.pop(key, None)
+    view["metadata"] = metadata
+    return _compile(json.dumps(view, sort_keys=True, default=str))
+
+
+def merge(under: Any, over: Any) -> Any:
+    """`over` merged onto `under`: objects key by key, anything else (lists too) replaced by `over`.
+
+    A new object is returned; neither argument is changed.
+    """
+    if isinstance(under, Mapping) and isinstance(over, Mapping):
+        merged = copy.deepcopy(dict(under))
+        for key, value in over.items():
+            merged[key] = merge(under[key], value) if key in under else copy.deepcopy(value)
+        return merged
+    return copy.deepcopy(over)
+
+
+def _contains(value: Any, pattern: Any) -> bool:
+    if isinstance(pattern, Mapping):
+        return isinstance(value, Mapping) and all(
+            key in value and _contains(value[key], item) for key, item in pattern.items())
+    return json_equal(value, pattern)
+
+
+def clock(now: datetime) -> Callable[[], datetime]:
+    """A clock stuck at `now`, for `timestamp.utcnow` in templates: these modules never read the time."""
+    return lambda: now
+
+
+# ------------------------------------------------------------------ compiling
+
+
+@lru_cache(maxsize=256)
+def _compile(canonical: str) -> Provider:
+    obj = json.loads(canonical)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    errors: list[str] = []
+
+    def section(key: str) -> Object:
+        value = spec.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            errors.append(f"spec.{key}: must be an object")
+            return {}
+        return value
+
+    template_enable = (spec.get("template") or {}).get("enable") is True
+    default, override = section("default"), section("override")
+    if template_enable:
+        errors += _template_errors("spec.default", default)
+        errors += _template_errors("spec.override", override)
+    match = spec.get("match")
+    if match is not None and not isinstance(match, Mapping):
+        errors.append("spec.match: must be an object")
+        match = None
+
+    match_ignore = tuple(spec.get("matchIgnore") or ())
+    for i, pattern in enumerate(match_ignore):
+        errors += _regex_errors(f"spec.matchIgnore[{i}]", pattern)
+
+    update_filters = tuple(spec.get("updateFilters") or ())
+    for i, update_filter in enumerate(update_filters):
+        errors += _filter_errors(f"spec.updateFilters[{i}]", update_filter)
+
+    validation = spec.get("validation") or {}
+    schema = validation.get("openAPIV3Schema")
+    if schema is not None and not isinstance(schema, Mapping):
+        errors.append("spec.validation.openAPIV3Schema: must be an object")
+        schema = None
+    elif schema is not None:
+        try:
+            validate_schema(None, schema)
+        except InvalidSchemaError as error:
+            errors.append(f"spec.validation.openAPIV3Schema: {error}")
+    checks = []
+    for i, entry in enumerate(validation.get("checks") or ()):
+        expression = entry.get("check") if isinstance(entry, Mapping) else None
+        if not isinstance(expression, str) or not expression.strip():
+            errors.append(f"spec.validation.checks[{i}].check: the check has no expression")
+            continue
+        try:
+            compile_expression(expression)
+        except Exception as error:  # whatever Jinja2 raises while parsing is the check's error
+            errors.append(f"spec.validation.checks[{i}].check: {describe(error)}")
+            continue
+        checks.append(Check(str(entry.get("name") or expression), expression))
+
+    readiness_check = spec.get("readinessCheck")
+    if readiness_check is not None:
+        try:
+            compile_expression(readiness_check)
+        except Exception as error:
+            errors.append(f"spec.readinessCheck: {describe(error)}")
+
+    lifespan, lifespan_errors = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
+    errors += lifespan_errors
+
+    api_version, kind, fixed = _fixed_kind(override, match, default)
+    if not fixed:
+        errors.append("spec.override: sets no apiVersion and kind (nor do match or default), so a claim's "
+                      "template would choose what the operator creates; set them in override")
+
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    return Provider(
+        name=name,
+        definition=obj,
+        template_enable=template_enable,
+        default=default,
+        override=override,
+        match=match,
+        match_ignore=match_ignore,
+        update_filters=update_filters,
+        schema=schema,
+        checks=tuple(checks),
+        lifespan=lifespan,
+        resource_requires_claim=spec.get("resourceRequiresClaim") is True,
+        resource_name=str(spec.get("resourceName") or name),
+        readiness_check=readiness_check,
+        api_version=api_version,
+        kind=kind,
+        errors=tuple(errors),
+    )
+
+
+def _fixed_kind(override: Mapping[str, Any], match: Mapping[str, Any] | None,
+                default: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
+    """(apiVersion, kind, whether the provider fixes both); values None when a template in override sets them."""
+    if "apiVersion" in override and "kind" in override:
+        return _static(override["apiVersion"]), _static(override["kind"]), True
+    for source in (match or {}, default):
+        if isinstance(source.get("apiVersion"), str) and isinstance(source.get("kind"), str):
+            api_version = _static(override.get("apiVersion", source["apiVersion"]))
+            kind = _static(override.get("kind", source["kind"]))
+            return api_version, kind, True
+    return None, None, False
+
+
+def _static(value: Any) -> str | None:
+    if isinstance(value, str) and not any(mark in value for mark in _MARKUP):
+        return value
+    return None
+
+
+def _template_errors(field: str, value: Any) -> list[str]:
+    errors = []
+    for pointer, source in _strings(value, ""):
+        try:
+            compile_template(source)
+        except Exception as error:  # whatever Jinja2 raises while parsing is the template's error
+            errors.append(f"{field}{pointer}: {describe(error)}")
+    return errors
+
+
+def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        if any(mark in value for mark in _MARKUP):
+            yield pointer, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(item, f"{pointer}/{escape_pointer_token(str(key))}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{pointer}/{index}")
+
+
+def _regex_errors(field: str, pattern: Any) -> list[str]:
+    if not isinstance(pattern, str):
+        return [f"{field}: must be a string"]
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        return [f"{field}: invalid regular expression {pattern!r}: {error}"]
+    return []
+
+
+def _filter_errors(field: str, update_filter: Any) -> list[str]:
+    if not isinstance(update_filter, Mapping):
+        return [f"{field}: must be an object"]
+    if "pathMatch" not in update_filter:
+        return [f"{field}.pathMatch: is required"]
+    errors = _regex_errors(f"{field}.pathMatch", update_filter["pathMatch"])
+    ops = update_filter.get("allowedOps")
+    if ops is not None:
+        unknown = [op for op in ops if op not in ALL_OPS] if isinstance(ops, list) else [ops]
+        if unknown:
+            errors.append(f"{field}.allowedOps: {unknown} are not among {list(ALL_OPS)}")
+    return errors

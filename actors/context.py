@@ -1,0 +1,34 @@
+"""What the app hands every actor: the API, the clock and the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from .api import Api
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Context:
+    api: Api
+    now: Callable[[], datetime] = utcnow
+    operator_namespace: str = "lessor-system"
+    heartbeat_timeout: timedelta = timedelta(seconds=60)
+    decision_window: float = 0.05
+    """Seconds a free exporter collects requests before its first offer, so that leases
+    created together are served by priority, not by arrival order."""
+    offer_timeout: float = 5.0
+    """An offer not answered in this time goes to the next waiter (its lease may have died)."""
+    pending_grace: float = 1.0
+    """A lease granted within this time never shows Pending: one status write saved."""
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """`kind/namespace/name` → (namespace, name)."""
+    _, namespace, name = address.split("/", 2)
+    return namespace, name

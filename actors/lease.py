@@ -1,0 +1,391 @@
+"""The lease actor: one Lease from creation to its end.
+
+It validates the lease (`lease_spec`), resolves it against the topology's view
+of its namespace (`policy.resolve`), queues at every approved exporter, and
+accepts the best offer it gets (see `lease_protocol` for the conversation;
+the exporter actor decides who gets an exporter, the lease only which of its
+offers to take). Timers, not polling, begin scheduled leases and end expired
+ones.
+
+State: the last Lease object, the held exporter, the exporters it waits on,
+the offers in hand. All of it is rebuilt from the API on restart: a held
+exporter is found in `status.exporterRef` or, if the lease died between the
+exporter's commit and its own status write, by queueing again (the exporter
+answers a holder's `Want` with `Granted`).
+
+Writes: the Lease status (conditions, exporterRef, times, priority,
+spotAccess, ended) and, once ended, the `lessor.dev/lease-ended` label. An
+ended lease stops its actor: it costs nothing afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from lessor.mailbox import Actor
+from lessor.templates.timestamps import format_timestamp, parse_timestamp
+
+from .api import LEASE, NotFound
+from .conditions import merge_condition, new_condition, remove_condition, same_conditions
+from .context import Context, split_address
+from .lease_protocol import (
+    Accept,
+    Decline,
+    Evicted,
+    ExporterReset,
+    Granted,
+    Offer,
+    OfferWithdrawn,
+    Release,
+    Want,
+    Withdraw,
+)
+from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
+from .observed import Observed
+from .policy import Candidate, ExporterView, Holder, Pending, Plan, compile_policies, resolve
+from .queries import TOPOLOGY, LeaseWorld, LeaseWorldView
+
+log = logging.getLogger(__name__)
+
+ENDED_LABEL = "lessor.dev/lease-ended"
+READY = ConditionType.READY
+# Verdicts that a moment's wait can change: the exporter, client or policy may simply not have
+# reached the topology yet when lease and lab are applied together.
+_SETTLING = {Reason.EXPORTER_NOT_FOUND, Reason.NO_ACCESS, Reason.ALL_DISABLED}
+_SETTLE = timedelta(seconds=3)
+_REEVALUATE_DELAY = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class _Evaluate:
+    """Sent to self: resolve again (begin time reached, expiry, or the world changed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Choose:
+    """Sent to self: pick among the offers that arrived together."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ShowPending:
+    """Sent to self when a lease still waits after the grace: now it is worth a status write."""
+
+
+class LeaseActor(Actor):
+    __slots__ = ("ctx", "namespace", "name", "obj", "request", "exporter", "plan", "wanted",
+                 "offers", "choosing", "accepting", "pending")
+
+    def __init__(self, address: str, ctx: Context) -> None:
+        self.ctx = ctx
+        self.namespace, self.name = split_address(address)
+        self.obj: Mapping[str, Any] | None = None
+        self.request: LeaseRequest | None = None
+        self.exporter: str | None = None
+        self.plan: Plan | None = None
+        self.wanted: dict[str, Candidate] = {}
+        self.offers: dict[str, Offer] = {}
+        self.choosing = False
+        self.accepting: tuple[str, int] | None = None
+        self.pending: Pending | None = None
+
+    # --- life ---------------------------------------------------------------------------
+
+    async def started(self) -> None:
+        self.obj = await self.ctx.api.get(LEASE, self.namespace, self.name)
+        if self.obj is None or _ended(self.obj):
+            self.stop()
+            return
+        self.exporter = ((self.obj.get("status") or {}).get("exporterRef") or {}).get("name") or None
+        await self._evaluate()
+
+    async def receive(self, message: Any) -> Any:
+        match message:
+            case Observed(kind="Lease"):
+                await self._observed_self(message.object)
+            case Observed(kind="Exporter", name=exporter, object=None) if exporter == self.exporter:
+                await self._end(READY, False, Reason.EVICTED,
+                                f"exporter {exporter} was deleted while leased")
+            case Observed():
+                if self.exporter is None:  # the world changed: resolve again, once per burst
+                    self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
+            case Offer():
+                self.offers[message.exporter] = message
+                if not self.choosing:
+                    self.choosing = True
+                    self.tell(self.address, _Choose())
+            case _Choose():
+                self.choosing = False
+                self._choose()
+            case Granted(exporter=exporter):
+                await self._granted(exporter)
+            case OfferWithdrawn(exporter=exporter, ticket=ticket):
+                if self.accepting == (exporter, ticket):
+                    self.accepting = None
+                    await self._evaluate()
+            case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
+                await self._end(READY, False, Reason.EVICTED,
+                                f"spot access: exporter {exporter} went to lease {by}, which is not spot")
+            case ExporterReset(exporter=exporter):
+                if candidate := self.wanted.get(exporter):
+                    self._want(candidate)
+            case _Evaluate():
+                await self._evaluate()
+            case _ShowPending():
+                if self.exporter is None and self.pending is not None:
+                    await self._show_pending(self.pending)
+            case _:
+                log.debug("lease %s/%s: ignoring %r", self.namespace, self.name, message)
+
+    async def _observed_self(self, obj: Mapping[str, Any] | None) -> None:
+        if obj is None:  # deleted: give everything back, write nothing
+            self._let_go()
+            self.stop()
+            return
+        if _version(obj) < _version(self.obj):
+            return  # older than what our own write returned
+        generation_changed = (obj.get("metadata") or {}).get("generation") != \
+            ((self.obj or {}).get("metadata") or {}).get("generation")
+        self.obj = obj
+        if _ended(obj):
+            self._let_go()
+            self.stop()
+        elif generation_changed:
+            await self._evaluate()
+
+    # --- deciding -------------------------------------------------------------------------
+
+    async def _evaluate(self) -> None:
+        assert self.obj is not None
+        now = self.ctx.now()
+        request = parse_lease(self.obj)
+        if isinstance(request, Verdict):
+            await self._end_with(request)
+            return
+        self.request = request
+        if request.release:
+            await self._end(READY, False, Reason.RELEASED, "spec.release is true")
+            return
+        if self.exporter is not None:
+            await self._keep_time(request, now)
+            return
+        if request.expired(now):
+            await self._end(READY, False, Reason.EXPIRED,
+                            f"the lease ended at {format_timestamp(request.end)} before it got an exporter")
+            return
+        view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
+            self.namespace, (self.obj.get("spec") or {}).get("selector"), request.exporter_ref, request.client))
+        exporters = [ExporterView.from_object(o, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
+                                              holder=_holder(o, view.holders)) for o in view.exporters]
+        client_labels = ((view.client.get("metadata") or {}).get("labels") or {}) if view.client else None
+        result = resolve(request, client_labels, exporters, compile_policies(view.policies), now=now)
+        if isinstance(result, Verdict):
+            if result.reason in _SETTLING and request.created and now < request.created + _SETTLE:
+                self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
+                return
+            await self._end_with(result)
+            return
+        if request.end is not None:
+            self.schedule("expire", _Evaluate(), at=request.end)
+        if result.scheduled_until is not None:
+            self._withdraw_all()
+            self.schedule("evaluate", _Evaluate(), at=result.scheduled_until)
+            await self._show_pending(result.pending)
+            return
+        self.plan = result
+        self._queue_at(result.candidates)
+        self.pending = result.pending
+        if result.takeable:
+            self.schedule("pending", _ShowPending(), delay=self.ctx.pending_grace)
+        else:
+            await self._show_pending(result.pending)
+
+    def _queue_at(self, candidates: tuple[Candidate, ...]) -> None:
+        """Wait in the queue of every approved exporter: whichever frees up first serves us."""
+        fresh = {c.exporter: c for c in candidates}
+        for exporter in self.wanted.keys() - fresh.keys():
+            self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
+        for exporter, candidate in fresh.items():
+            old = self.wanted.get(exporter)
+            if old is None or (old.priority, old.spot) != (candidate.priority, candidate.spot):
+                self._want(candidate)
+        self.wanted = fresh
+
+    def _want(self, candidate: Candidate) -> None:
+        assert self.request is not None and self.obj is not None
+        created = self.request.created or self.ctx.now()
+        self.tell(_exporter_address(self.namespace, candidate.exporter),
+                  Want(self.name, candidate.priority, candidate.spot, created, self.request.allow_disabled))
+
+    def _choose(self) -> None:
+        """Take the best offer in hand (in the plan's order); decline the rest."""
+        if self.exporter is not None or self.accepting is not None or self.plan is None:
+            if self.exporter is not None or self.plan is None:
+                self._decline_all()
+            return
+        order = {c.exporter: i for i, c in enumerate(self.plan.candidates)}
+        usable = sorted((o for o in self.offers.values() if o.exporter in order), key=lambda o: order[o.exporter])
+        if not usable:
+            self._decline_all()
+            return
+        best = usable[0]
+        del self.offers[best.exporter]
+        self.accepting = (best.exporter, best.ticket)
+        self.tell(_exporter_address(self.namespace, best.exporter), Accept(self.name, best.ticket))
+        self._decline_all()
+
+    def _decline_all(self) -> None:
+        for offer in self.offers.values():
+            self.tell(_exporter_address(self.namespace, offer.exporter), Decline(self.name, offer.ticket))
+            self.wanted.pop(offer.exporter, None)
+        self.offers.clear()
+
+    async def _granted(self, exporter: str) -> None:
+        self.accepting = None
+        if self.exporter is not None and self.exporter != exporter:
+            self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
+            return
+        if self.request is None or self.obj is None or _ended(self.obj):
+            self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
+            return
+        terms = self.wanted.get(exporter)
+        self.exporter = exporter
+        self.wanted.pop(exporter, None)
+        self._withdraw_all()
+        self._decline_all()
+        self.cancel("pending")
+        self.pending = None
+        now = self.ctx.now()
+        begin, end = self.request.window(now)
+        status = (self.obj.get("status") or {})
+        conditions = remove_condition(status.get("conditions"), ConditionType.PENDING)
+        conditions = merge_condition(conditions, new_condition(
+            READY, True, "Ready", f"exporter {exporter} is leased", now=now,
+            observed_generation=self._generation()))
+        await self._write_status({
+            "exporterRef": {"name": exporter},
+            "beginTime": format_timestamp(begin),
+            "endTime": format_timestamp(end) if end else None,
+            "priority": terms.priority if terms else int(status.get("priority") or 0),
+            "spotAccess": terms.spot if terms else status.get("spotAccess") is True,
+            "ended": False,
+            "conditions": conditions,
+        })
+        if end is not None:
+            self.schedule("expire", _Evaluate(), at=end)
+
+    async def _keep_time(self, request: LeaseRequest, now: datetime) -> None:
+        """An active lease: expire it at its end, which may have moved since it was granted."""
+        assert self.obj is not None
+        status = self.obj.get("status") or {}
+        begin = _time(status.get("beginTime")) or now
+        end = request.end_for(begin)
+        if end is not None and end <= now:
+            await self._end(READY, False, Reason.EXPIRED, f"the lease ended at {format_timestamp(end)}")
+            return
+        if end is None:
+            self.cancel("expire")
+        else:
+            self.schedule("expire", _Evaluate(), at=end)
+        wanted = format_timestamp(end) if end else None
+        if status.get("endTime") != wanted:
+            await self._write_status({"endTime": wanted})
+
+    # --- ending ---------------------------------------------------------------------------
+
+    async def _end_with(self, verdict: Verdict) -> None:
+        await self._end(verdict.type, True, verdict.reason, verdict.message)
+
+    async def _end(self, condition: str, status: bool, reason: str, message: str) -> None:
+        """Every way a lease ends: one status write, the label, the exporter given back."""
+        assert self.obj is not None
+        self._let_go()
+        now = self.ctx.now()
+        conditions = remove_condition((self.obj.get("status") or {}).get("conditions"), ConditionType.PENDING)
+        conditions = merge_condition(conditions, new_condition(
+            condition, status, reason, message, now=now, observed_generation=self._generation()))
+        if condition != READY and any(c.get("type") == READY for c in conditions):
+            conditions = merge_condition(conditions, new_condition(
+                READY, False, reason, message, now=now, observed_generation=self._generation()))
+        await self._write_status({"ended": True, "conditions": conditions})
+        try:
+            await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
+                                           {"metadata": {"labels": {ENDED_LABEL: "true"}}})
+        except NotFound:
+            pass
+        self.stop()
+
+    def _let_go(self) -> None:
+        """Give back the exporter and leave every queue (nothing is written here)."""
+        if self.exporter is not None:
+            self.tell(_exporter_address(self.namespace, self.exporter), Release(self.name))
+        if self.accepting is not None:
+            self.tell(_exporter_address(self.namespace, self.accepting[0]), Release(self.name))
+            self.accepting = None
+        self._decline_all()
+        self._withdraw_all()
+        for timer in ("evaluate", "expire", "pending"):
+            self.cancel(timer)
+
+    def _withdraw_all(self) -> None:
+        for exporter in self.wanted:
+            self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
+        self.wanted = {}
+
+    # --- writes ---------------------------------------------------------------------------
+
+    async def _show_pending(self, pending: Pending) -> None:
+        assert self.obj is not None
+        now = self.ctx.now()
+        current = (self.obj.get("status") or {}).get("conditions")
+        conditions = merge_condition(current, new_condition(
+            ConditionType.PENDING, True, pending.reason, pending.message, now=now,
+            observed_generation=self._generation()))
+        if not same_conditions(_without_times(conditions), _without_times(current)):
+            await self._write_status({"conditions": conditions})
+
+    async def _write_status(self, status: dict[str, Any]) -> None:
+        try:
+            self.obj = await self.ctx.api.patch_status(LEASE, self.namespace, self.name, status)
+        except NotFound:  # deleted meanwhile: its deletion event stops us
+            pass
+
+    def _generation(self) -> int | None:
+        return ((self.obj or {}).get("metadata") or {}).get("generation")
+
+
+def _ended(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("ended") is True
+
+
+def _version(obj: Mapping[str, Any] | None) -> int:
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _holder(exporter: Mapping[str, Any], holders: Mapping[str, Mapping[str, Any]]) -> Holder | None:
+    ref = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name")
+    if not ref:
+        return None
+    status = (holders.get(ref) or {}).get("status") or {}
+    return Holder(ref, int(status.get("priority") or 0), status.get("spotAccess") is True)
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return parse_timestamp(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _without_times(conditions: Any) -> list[dict[str, Any]]:
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions or ()]
+
+
+def _exporter_address(namespace: str, exporter: str) -> str:
+    return f"exporter/{namespace}/{exporter}"

@@ -1,0 +1,87 @@
+"""The conversation between lease actors and exporter actors.
+
+An exporter is handed out in two steps so that no write is ever wasted and
+no lease holds two exporters:
+
+    lease ──Want──────────► exporter      queue me (priority, age)
+    lease ◄─────────Offer── exporter      you are my best waiter; the exporter is reserved
+    lease ──Accept/Decline► exporter      the lease takes the best offer it holds
+    lease ◄───────Granted── exporter      after status.leaseRef was written (the commit point)
+
+`Withdraw` leaves a queue, `Release` gives a held exporter back. A lease
+that is killed mid-conversation loses nothing: offers expire, and the
+restarted lease asks again; an exporter that restarts tells the leases
+waiting on it (`ExporterReset`) to queue again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+# --- to the exporter actor ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    lease: str
+    priority: int
+    spot: bool  # the lease's approval for this exporter is spot: it may be evicted, it evicts no one
+    created: datetime
+    allow_disabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Withdraw:
+    lease: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accept:
+    lease: str
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decline:
+    lease: str
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    lease: str
+
+
+# --- to the lease actor ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    exporter: str
+    ticket: int
+    evicts: str | None  # the spot lease that loses the exporter if this offer is accepted
+
+
+@dataclass(frozen=True, slots=True)
+class OfferWithdrawn:
+    exporter: str
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    exporter: str
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    exporter: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterReset:
+    """The exporter's actor restarted and lost its queue: waiting leases queue again."""
+
+    exporter: str

@@ -1,0 +1,55 @@
+"""Questions actors ask the topology (the app's topology actor answers them by message)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+TOPOLOGY = "topology"
+"""The topology actor's address."""
+
+Object = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class GetObject:
+    """→ the cached object, or None."""
+
+    kind: str
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListObjects:
+    """→ tuple of the cached objects of a kind in a namespace."""
+
+    kind: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseWorld:
+    """→ `LeaseWorldView`: what a lease needs to resolve its request."""
+
+    namespace: str
+    selector: Object | None
+    exporter_ref: str | None
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseWorldView:
+    exporters: tuple[Object, ...]  # the selected (or pinned) exporters
+    policies: tuple[Object, ...]  # every ExporterAccessPolicy of the namespace
+    client: Object | None
+    holders: Mapping[str, Object]  # lease name -> Lease, for the exporters' current holders
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingLeases:
+    """→ tuple of names of the live, not yet granted leases that select or pin this exporter."""
+
+    namespace: str
+    exporter: str

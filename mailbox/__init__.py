@@ -1,1 +1,27 @@
-"""The actor runtime: mailboxes, supervision, timers, tracing. Knows nothing of Kubernetes."""
+"""The actor runtime: mailboxes, supervision, timers, tracing. Knows nothing of Kubernetes.
+
+An actor is a subclass of `Actor`; an `ActorSystem` maps address kinds to
+factories and spawns an actor on the first message to its address.
+docs/mailbox.md is the reader's guide.
+"""
+
+from .actor import Actor
+from .chaos import ChaosMonkey
+from .dead_letters import DeadLetter, DeadLetters
+from .errors import ActorKilled, AskTimeout, MailboxError, MailboxFull, Undeliverable
+from .supervision import Supervision
+from .system import ActorSystem
+
+__all__ = [
+    "Actor",
+    "ActorKilled",
+    "ActorSystem",
+    "AskTimeout",
+    "ChaosMonkey",
+    "DeadLetter",
+    "DeadLetters",
+    "MailboxError",
+    "MailboxFull",
+    "Supervision",
+    "Undeliverable",
+]

@@ -51,3 +51,27 @@ async def namespace(kube: Gateway) -> AsyncIterator[str]:
 @pytest.fixture
 def kubeconfig(controlplane: ControlPlane) -> Path:
     return controlplane.kubeconfig
+
+
+@pytest.fixture(scope="session")
+async def operator(kube: Gateway) -> AsyncIterator[object]:
+    """The operator, in this process: its actors, topology and chaos monkey are reachable by tests."""
+    import asyncio
+    import contextlib
+
+    from prometheus_client import CollectorRegistry
+
+    from lessor.controlplane.processes import free_port
+    from lessor.operator import Operator, OperatorConfig
+
+    config = OperatorConfig(operator_namespace=OPERATOR_NAMESPACE, bind_address="127.0.0.1",
+                            health_port=free_port(), metrics_port=free_port(), exporter_heartbeat_timeout=30.0)
+    op = Operator(config, kube, CollectorRegistry())
+    task = asyncio.create_task(op.run())
+    while not op.ready()[0]:
+        assert not task.done(), task.exception()
+        await asyncio.sleep(0.05)
+    yield op
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -1,0 +1,77 @@
+"""OpenTelemetry SDK set-up from the standard OTEL_* environment variables.
+
+The runtime (`lessor.mailbox`) only uses the OpenTelemetry API; this is the
+one place the app chooses an SDK and exporters. Call `configure_telemetry()`
+once at start-up, before making the ActorSystem, and `shutdown()` the
+provider it returns on exit so that buffered spans are flushed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+
+DEFAULT_SERVICE_NAME = "lessor"
+EXPORTERS = ("otlp", "console", "none")
+
+
+def tracer_provider_from_env() -> TracerProvider | None:
+    """The tracer provider the environment asks for, or None when tracing is off.
+
+    `OTEL_TRACES_EXPORTER` is a comma-separated list of `otlp` (OTLP over
+    HTTP/protobuf; endpoint, headers, timeout, TLS and compression come from
+    the `OTEL_EXPORTER_OTLP_*` variables, default http://localhost:4318),
+    `console` and `none`. Unset means `none`: an operator that nobody traces
+    pays nothing for spans. `OTEL_SDK_DISABLED=true` also turns tracing off.
+    `OTEL_SERVICE_NAME` defaults to `lessor`; `OTEL_RESOURCE_ATTRIBUTES`,
+    `OTEL_TRACES_SAMPLER` and the span limits are read by the SDK itself.
+    """
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    names = [name.strip().lower() for name in os.environ.get("OTEL_TRACES_EXPORTER", "none").split(",")]
+    unknown = sorted(set(names) - set(EXPORTERS) - {""})
+    if unknown:
+        raise ValueError(f"OTEL_TRACES_EXPORTER: unsupported {', '.join(unknown)} (supported: {', '.join(EXPORTERS)})")
+    names = [name for name in names if name not in ("", "none")]
+    if not names:
+        return None
+    service = os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    for name in dict.fromkeys(names):
+        if name == "otlp":
+            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
+        else:
+            # stdout as it is now: the exporter's default is bound when its module is imported.
+            provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(service_name=service, out=sys.stdout)))
+    return provider
+
+
+def configure_telemetry() -> TracerProvider | None:
+    """Install the provider from the environment as the global one; return it (None when tracing is off)."""
+    provider = tracer_provider_from_env()
+    if provider is not None:
+        trace.set_tracer_provider(provider)
+    return provider
+
+
+def _otlp_exporter() -> SpanExporter:
+    protocol = os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    )
+    if protocol.strip().lower() != "http/protobuf":
+        raise ValueError(f"OTLP protocol {protocol!r} is not supported: lessor exports OTLP over http/protobuf")
+    # Imported here: the exporter pulls in requests and protobuf, which an
+    # operator that does not export traces need not load.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()

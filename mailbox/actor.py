@@ -1,0 +1,73 @@
+"""The base class the app subclasses: one instance is one incarnation of an actor."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cell import Cell
+
+DEFAULT_ASK_TIMEOUT = 5.0
+
+
+class Actor:
+    """Private state plus three hooks; the runtime calls them one at a time, never concurrently.
+
+    `started` runs before the first message of every incarnation: on first
+    activation, after a restart (crash, kill or request) and on reactivation
+    after passivation. It is where state is rebuilt from the source of truth,
+    because nothing else survives: not the instance, not its timers (except
+    across passivation), not the message that was being handled.
+
+    The runtime binds the instance to its address after the factory returns,
+    so `address`, `tell`, `ask`, `schedule`, `cancel` and `stop` work from
+    `started` on, not in `__init__`.
+    """
+
+    __slots__ = ("_cell",)
+
+    _cell: Cell
+
+    async def started(self) -> None:
+        """Rebuild state; a raise counts as a crash (restart with backoff)."""
+
+    async def receive(self, message: Any) -> Any:
+        """Handle one message; the return value is the reply to an ask, a raise is a crash."""
+        raise NotImplementedError(f"{type(self).__name__} must define receive()")
+
+    async def stopping(self) -> None:
+        """Last words on an orderly stop, restart request or passivation (not after a crash or kill)."""
+
+    @property
+    def address(self) -> str:
+        return self._cell.address
+
+    def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
+        """Send without waiting; see `ActorSystem.tell`."""
+        self._cell.system._tell(address, message, self._cell.address, coalesce)
+
+    async def ask(self, address: str, message: Any, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+        """Send and wait for the reply; see `ActorSystem.ask`. Asking oneself would deadlock, so it raises."""
+        if address == self._cell.address:
+            raise ValueError(f"{address} cannot ask itself: it would wait on its own mailbox")
+        return await self._cell.system._ask(address, message, self._cell.address, timeout)
+
+    def schedule(self, key: Hashable, message: Any, *, delay: float | None = None, at: datetime | None = None) -> None:
+        """Send `message` to self after `delay` seconds or at the aware datetime `at`; replaces the timer `key`."""
+        if at is not None:
+            if delay is not None or at.tzinfo is None:
+                raise ValueError("give either delay or a timezone-aware at, not both")
+            delay = (at - datetime.now(UTC)).total_seconds()
+        elif delay is None:
+            raise ValueError("give delay or at")
+        self._cell.system._schedule(self._cell.address, key, message, delay)
+
+    def cancel(self, key: Hashable) -> bool:
+        """Cancel the timer `key`; False if there was none pending."""
+        return self._cell.system._timers.cancel(self._cell.address, key)
+
+    def stop(self) -> None:
+        """Stop after the current message: `stopping` runs, waiting messages go to dead letters."""
+        self._cell.request_stop()

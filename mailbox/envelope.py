@@ -1,0 +1,53 @@
+"""What travels in a mailbox: the app's message plus what the runtime needs to deliver it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Any
+
+from opentelemetry.context import Context
+
+# A coalesced message keeps at most this many links to the messages it
+# replaced, so a stuck actor fed snapshots does not grow without bound.
+MAX_LINKS = 64
+
+
+class Envelope:
+    """One message in flight.
+
+    Mutable on purpose: coalescing overwrites a waiting envelope in place, so
+    the newest message takes the old one's turn without searching the queue.
+    `context`, `links` and `id` are filled only while tracing is on.
+    """
+
+    __slots__ = ("message", "sender", "reply", "key", "context", "links", "id")
+
+    def __init__(
+        self,
+        message: Any,
+        sender: str | None,
+        reply: asyncio.Future[Any] | None = None,
+        key: Hashable | None = None,
+        context: Context | None = None,
+        links: list[Context] | None = None,
+        id: int = 0,
+    ) -> None:
+        self.message = message
+        self.sender = sender
+        self.reply = reply
+        self.key = key
+        self.context = context
+        self.links = links
+        self.id = id
+
+    def supersede(self, newer: Envelope) -> None:
+        """Carry `newer`'s message (a keyed tell) instead; the replaced message's context becomes a link."""
+        if self.context is not None:
+            links = self.links or []
+            links.append(self.context)
+            self.links = links[-MAX_LINKS:]
+        self.message = newer.message
+        self.sender = newer.sender
+        self.context = newer.context
+        self.id = newer.id

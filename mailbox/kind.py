@@ -1,0 +1,23 @@
+"""A registered kind: how to make its actors and the rules they live by."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .metrics import KindStats
+from .supervision import Supervision
+
+if TYPE_CHECKING:
+    from .actor import Actor
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str
+    factory: Callable[[str], Actor]
+    capacity: int
+    supervision: Supervision
+    passivate_after: float | None
+    stats: KindStats

@@ -1,0 +1,123 @@
+"""Prometheus metrics, counted in plain Python on the hot path and rendered only when scraped.
+
+The client library's instruments take a lock and walk label dicts on every
+update, which would cost more than delivering a message; so the runtime keeps
+its own counters and a collector turns them into metric families at scrape
+time. Depth and liveness are read from the live actors at scrape time too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+# Handling time buckets, seconds: actors answer in microseconds when they only
+# touch their state and in seconds when they wait on the API server.
+BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# Kind label for dead letters to addresses whose kind is not registered.
+NO_KIND = ""
+
+
+class Handling:
+    """A time histogram and a failure count for one (kind, message type); the cell updates it inline."""
+
+    __slots__ = ("failed", "seconds", "buckets")
+
+    def __init__(self) -> None:
+        self.failed = 0
+        self.seconds = 0.0
+        self.buckets = [0] * (len(BUCKETS) + 1)  # the last one is +Inf
+
+
+class KindStats:
+    """Counters for one actor kind."""
+
+    __slots__ = ("handling", "restarts", "escalations", "passivations", "dead_letters")
+
+    def __init__(self) -> None:
+        self.handling: dict[type, Handling] = {}  # by message class
+        self.restarts: Counter[str] = Counter()  # by reason: crash, kill, requested
+        self.escalations = 0
+        self.passivations = 0
+        self.dead_letters: Counter[str] = Counter()  # by reason
+
+
+class MailboxCollector:
+    """A registry collector: `kinds` maps kind -> stats; `occupancy` yields (kind, depth) per live actor."""
+
+    def __init__(self, kinds: Mapping[str, KindStats], occupancy: Callable[[], Iterable[tuple[str, int]]]) -> None:
+        self._kinds = kinds
+        self._occupancy = occupancy
+
+    def describe(self) -> Iterator[Metric]:
+        """The families without samples, so a registry can reject clashing names without a scrape."""
+        return _families({}, ())
+
+    def collect(self) -> Iterator[Metric]:
+        return _families(self._kinds, self._occupancy())
+
+
+def _families(kinds: Mapping[str, KindStats], occupancy: Iterable[tuple[str, int]]) -> Iterator[Metric]:
+    live = GaugeMetricFamily("lessor_actors", "Live (active, not passivated) actors.", labels=["kind"])
+    depth = GaugeMetricFamily("lessor_mailbox_depth", "Messages waiting in mailboxes.", labels=["kind"])
+    handled = CounterMetricFamily(
+        "lessor_messages_handled", "Messages handled, by outcome.", labels=["kind", "message_type", "outcome"]
+    )
+    seconds = HistogramMetricFamily(
+        "lessor_message_handling_seconds", "Time spent handling one message.", labels=["kind", "message_type"]
+    )
+    restarts = CounterMetricFamily("lessor_actor_restarts", "Actor restarts.", labels=["kind", "reason"])
+    escalations = CounterMetricFamily(
+        "lessor_actor_escalations", "Actors stopped for good by supervision.", labels=["kind"]
+    )
+    passivations = CounterMetricFamily("lessor_actor_passivations", "Idle actors passivated.", labels=["kind"])
+    dead = CounterMetricFamily("lessor_dead_letters", "Messages not delivered.", labels=["kind", "reason"])
+    if kinds:
+        counts: Counter[str] = Counter()
+        depths: Counter[str] = Counter()
+        for kind, waiting in occupancy:
+            counts[kind] += 1
+            depths[kind] += waiting
+        for kind, stats in kinds.items():
+            if kind != NO_KIND:
+                live.add_metric([kind], counts[kind])
+                depth.add_metric([kind], depths[kind])
+                escalations.add_metric([kind], stats.escalations)
+                passivations.add_metric([kind], stats.passivations)
+            for message_type, h in _by_name(stats.handling).items():
+                handled.add_metric([kind, message_type, "ok"], sum(h.buckets) - h.failed)
+                handled.add_metric([kind, message_type, "error"], h.failed)
+                cumulative, points = 0, []
+                for bound, count in zip((*map(str, BUCKETS), "+Inf"), h.buckets, strict=True):
+                    cumulative += count
+                    points.append((bound, cumulative))
+                seconds.add_metric([kind, message_type], points, h.seconds)
+            for reason, count in stats.restarts.items():
+                restarts.add_metric([kind, reason], count)
+            for reason, count in stats.dead_letters.items():
+                dead.add_metric([kind, reason], count)
+    yield from (live, depth, handled, seconds, restarts, escalations, passivations, dead)
+
+
+def _by_name(handling: Mapping[type, Handling]) -> dict[str, Handling]:
+    """Key by class name, the label value; classes sharing a name are summed rather than emitted twice."""
+    named: dict[str, Handling] = {}
+    for cls, h in handling.items():
+        total = named.get(cls.__name__)
+        if total is None:
+            named[cls.__name__] = h
+            continue
+        merged = Handling()
+        merged.failed = total.failed + h.failed
+        merged.seconds = total.seconds + h.seconds
+        merged.buckets = [a + b for a, b in zip(total.buckets, h.buckets, strict=True)]
+        named[cls.__name__] = merged
+    return named

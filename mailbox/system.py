@@ -1,0 +1,299 @@
+"""The actor system: registry of kinds, addressing, delivery, and the scope every actor runs in."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import random
+from collections.abc import Callable, Coroutine, Hashable, Iterator
+from types import TracebackType
+from typing import Any
+
+import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from . import dead_letters
+from .actor import DEFAULT_ASK_TIMEOUT, Actor
+from .cell import ACTIVE, Cell
+from .dead_letters import DeadLetter, DeadLetters
+from .envelope import Envelope
+from .errors import AskTimeout, MailboxFull, Undeliverable
+from .kind import Kind
+from .metrics import NO_KIND, KindStats, MailboxCollector
+from .supervision import Supervision
+from .timers import Timers
+from .tracing import Tracing
+
+log = logging.getLogger(__name__)
+
+Escalation = Callable[[str, BaseException], None]
+
+DEFAULT_SUPERVISION = Supervision()
+
+
+class ActorSystem:
+    """Virtual actors addressed by path (`kind/...`), spawned by their first message.
+
+    Use as `async with ActorSystem() as system:`. Every actor task runs in
+    the system's task group; leaving the block refuses new messages, stops
+    every actor (each runs `stopping`, waiting messages become dead letters)
+    and returns only when all actor tasks have finished.
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: CollectorRegistry | None = REGISTRY,
+        tracer_provider: trace.TracerProvider | None = None,
+        on_escalation: Escalation | None = None,
+        shutdown_timeout: float = 10.0,
+    ) -> None:
+        """`registry`: where the metrics go (None: nowhere). `tracer_provider`: defaults to the global one.
+
+        `on_escalation(address, error)` is called when an actor exceeds its
+        restart intensity and is stopped for good. `shutdown_timeout` bounds
+        how long leaving the block waits for `stopping` hooks before
+        cancelling the stragglers.
+        """
+        self.dead_letters = DeadLetters()
+        self._kinds: dict[str, Kind] = {}
+        self._stats: dict[str, KindStats] = {NO_KIND: KindStats()}
+        self._cells: dict[str, Cell] = {}
+        self._closed: set[str] = set()  # addresses escalated: stopped for good
+        self._timers = Timers(self._timer_due)
+        self._tracing = Tracing(tracer_provider)
+        self._rng = random.Random()
+        self._registry = registry
+        self._collector = MailboxCollector(self._stats, self._occupancy)
+        self._on_escalation = on_escalation
+        self._shutdown_timeout = shutdown_timeout
+        self._group: asyncio.TaskGroup | None = None
+        self._accepting = False  # True from entering the block until leaving it starts
+        self._closing = False
+        self._emptied = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> ActorSystem:
+        if self._group is not None or self._closing:
+            raise RuntimeError("an ActorSystem runs once")
+        if self._registry is not None:
+            self._registry.register(self._collector)  # first: a name clash leaves nothing half-started
+        # Actor tasks go in an asyncio.TaskGroup rather than an anyio one:
+        # anyio wraps each task in its own cancel scope and event, which made
+        # spawning several times slower (see docs/mailbox.md).
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        self._accepting = True
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._group is not None
+        self._accepting = False
+        self._closing = True
+        self._timers.close()
+        try:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
+                for cell in list(self._cells.values()):
+                    cell.request_stop()
+                if self._cells:
+                    await self._emptied.wait()
+        finally:
+            for cell in list(self._cells.values()):
+                if cell.task is not None:
+                    log.warning("%s did not stop within %gs; cancelling it", cell.address, self._shutdown_timeout)
+                    cell.task.cancel()
+            # Every actor task is finished or cancelled; the group only waits
+            # for them. It is not handed the block's exception, so that
+            # exception propagates as itself, not wrapped in a group.
+            await self._group.__aexit__(None, None, None)
+            if self._registry is not None:
+                self._registry.unregister(self._collector)
+
+    # -- the public API ----------------------------------------------------------
+
+    def register(
+        self,
+        kind: str,
+        factory: Callable[[str], Actor],
+        *,
+        capacity: int = 1000,
+        supervision: Supervision = DEFAULT_SUPERVISION,
+        passivate_after: float | None = None,
+    ) -> None:
+        """Make `kind/...` addresses spawn `factory(address)` on their first message.
+
+        `capacity` bounds each mailbox (see `tell`). `passivate_after`: stop
+        actors idle that many seconds; their next message (or timer)
+        reactivates them, with `started` rebuilding their state.
+        """
+        if not kind or "/" in kind:
+            raise ValueError(f"a kind is one non-empty address segment, not {kind!r}")
+        if kind in self._kinds:
+            raise ValueError(f"kind {kind!r} is already registered")
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        stats = self._stats.setdefault(kind, KindStats())
+        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats)
+
+    def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
+        """Queue `message` for `address` and return at once.
+
+        A full mailbox refuses the message: it becomes a dead letter and this
+        raises `MailboxFull`, so the overload is the sender's to handle.
+        With `coalesce`, a message still waiting in that mailbox under the
+        same key is replaced by this one, which keeps the old one's place.
+        """
+        if self._tracing.enabled:
+            self._tell(address, message, None, coalesce)
+        else:  # the hot path, one call shorter
+            self._post(address, Envelope(message, None, None, coalesce), True)
+
+    async def ask(self, address: str, message: Any, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+        """Send `message` and return the actor's reply.
+
+        Raises what the handler raised, `ActorKilled` if it was killed while
+        handling, `Undeliverable` if the message went to dead letters,
+        `MailboxFull`, or `AskTimeout` after `timeout` seconds.
+        """
+        return await self._ask(address, message, None, timeout)
+
+    def stop(self, address: str) -> None:
+        """Stop the actor ahead of its waiting messages (which become dead letters); its next message respawns it."""
+        cell = self._cells.get(address)
+        if cell is not None:
+            cell.request_stop()
+
+    def restart(self, address: str) -> None:
+        """Restart the actor ahead of its waiting messages: `stopping`, then a new incarnation's `started`."""
+        cell = self._cells.get(address)
+        if cell is not None:
+            cell.request_restart()
+
+    def kill(self, address: str) -> bool:
+        """Cancel the actor mid-handling; it is restarted as after a crash. False if no incarnation was live."""
+        cell = self._cells.get(address)
+        return cell is not None and cell.kill()
+
+    def live(self, kind: str | None = None) -> list[str]:
+        """Addresses of active (not passivated, not stopped) actors, optionally of one kind."""
+        return [
+            address
+            for address, cell in self._cells.items()
+            if cell.state is ACTIVE and (kind is None or cell.kind.name == kind)
+        ]
+
+    # -- delivery ----------------------------------------------------------------
+
+    def _tell(
+        self,
+        address: str,
+        message: Any,
+        sender: str | None,
+        key: Hashable | None,
+        links: tuple[Context, ...] = (),
+        bounded: bool = True,
+    ) -> None:
+        envelope = Envelope(message, sender, None, key)
+        if not self._tracing.enabled:
+            self._post(address, envelope, bounded)
+            return
+        span, envelope.context, envelope.id = self._tracing.send(address, message, links)
+        with trace.use_span(span, end_on_exit=True):
+            self._post(address, envelope, bounded)
+
+    async def _ask(self, address: str, message: Any, sender: str | None, timeout: float) -> Any:
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        envelope = Envelope(message, sender, reply)
+        if not self._tracing.enabled:
+            self._post(address, envelope, True)
+            return await _reply(address, reply, timeout)
+        span, envelope.context, envelope.id = self._tracing.send(address, message)
+        with trace.use_span(span, end_on_exit=True):
+            self._post(address, envelope, True)
+            return await _reply(address, reply, timeout)
+
+    def _post(self, address: str, envelope: Envelope, bounded: bool) -> None:
+        cell = self._cells.get(address)
+        if cell is None:
+            if not self._accepting:
+                if self._group is None:
+                    raise RuntimeError("the ActorSystem is not running: use `async with ActorSystem() as system`")
+                self._dead_letter(address, envelope, dead_letters.SHUTDOWN)
+                return
+            kind = self._kinds.get(address.partition("/")[0])
+            if kind is None:
+                self._dead_letter(address, envelope, dead_letters.UNREGISTERED)
+                return
+            if address in self._closed:
+                self._dead_letter(address, envelope, dead_letters.ESCALATED)
+                return
+            cell = self._cells[address] = Cell(self, address, kind)
+        refused = cell.post(envelope, bounded)
+        if refused is not None:
+            self._dead_letter(address, envelope, refused)
+            if refused == dead_letters.MAILBOX_FULL:
+                raise MailboxFull(address, cell.kind.capacity)
+
+    def _dead_letter(self, address: str, envelope: Envelope, reason: str) -> None:
+        kind = self._kinds.get(address.partition("/")[0])
+        (kind.stats if kind else self._stats[NO_KIND]).dead_letters[reason] += 1
+        self.dead_letters.add(DeadLetter(address, envelope.message, reason, envelope.sender))
+        reply = envelope.reply
+        if reply is not None and not reply.done() and reason != dead_letters.MAILBOX_FULL:
+            reply.set_exception(Undeliverable(address, reason))
+
+    # -- services for cells and actors -------------------------------------------
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], address: str) -> asyncio.Task[None]:
+        assert self._group is not None
+        # A fresh context: an actor does not inherit the contextvars (trace
+        # context included) of whichever sender happened to wake it.
+        return self._group.create_task(coroutine, name=address, context=contextvars.Context())
+
+    def _forget(self, cell: Cell) -> None:
+        if self._cells.get(cell.address) is cell:
+            del self._cells[cell.address]
+            if self._closing and not self._cells:
+                self._emptied.set()
+
+    def _schedule(self, address: str, key: Hashable, message: Any, delay: float) -> None:
+        if self._closing:
+            return
+        context = otel_context.get_current() if self._tracing.enabled else None
+        self._timers.schedule(address, key, message, delay, context)
+
+    def _timer_due(self, address: str, message: Any, context: Context | None) -> None:
+        # Timer messages skip the mailbox bound: an actor's own keyed timers
+        # are few, and dropping one (a lease's expiry) would be a silent bug.
+        # The delivery starts a new trace linked to the one that armed it.
+        self._tell(address, message, address, None, (context,) if context is not None else (), bounded=False)
+
+    def _escalated(self, address: str, error: BaseException) -> None:
+        if self._on_escalation is None:
+            return
+        try:
+            self._on_escalation(address, error)
+        except Exception:
+            log.exception("escalation callback failed for %s", address)
+
+    def _occupancy(self) -> Iterator[tuple[str, int]]:
+        for cell in self._cells.values():
+            yield cell.kind.name, cell.depth()
+
+
+async def _reply(address: str, reply: asyncio.Future[Any], timeout: float) -> Any:
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            return await reply
+    except TimeoutError:
+        if deadline.expired():
+            raise AskTimeout(address, timeout) from None
+        raise

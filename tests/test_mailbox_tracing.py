@@ -1,0 +1,160 @@
+"""Tracing: a conversation across actors is one trace; a coalesced message's span links the sends it replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext, SpanKind
+
+from lessor.mailbox import Actor, ActorSystem
+
+
+@dataclass(frozen=True)
+class Start:
+    pass
+
+
+@dataclass(frozen=True)
+class Forward:
+    pass
+
+
+@dataclass(frozen=True)
+class Question:
+    pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+
+
+@dataclass(frozen=True)
+class Arm:
+    pass
+
+
+@dataclass(frozen=True)
+class WakeUp:
+    pass
+
+
+class Relay(Actor):
+    """a tells b; b asks c and reports the answer."""
+
+    def __init__(self, answers: list[str], done: asyncio.Event, entered: asyncio.Event, gate: asyncio.Event) -> None:
+        self.answers, self.done, self.entered, self.gate = answers, done, entered, gate
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, Start):
+            self.tell("relay/b", Forward())
+        elif isinstance(message, Forward):
+            self.answers.append(await self.ask("relay/c", Question()))
+            self.done.set()
+        elif isinstance(message, Question):
+            return "42"
+        elif message == "hold":
+            self.entered.set()
+            await self.gate.wait()
+        elif isinstance(message, Snapshot) and message.version == 3:
+            self.done.set()
+        elif isinstance(message, Arm):
+            self.schedule("wake", WakeUp(), delay=0.001)
+        elif isinstance(message, WakeUp):
+            self.done.set()
+        return None
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.answers: list[str] = []
+        self.done, self.entered, self.gate = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    def register(self, system: ActorSystem) -> None:
+        system.register("relay", lambda _: Relay(self.answers, self.done, self.entered, self.gate))
+
+    def span(self, name: str) -> ReadableSpan:
+        (found,) = [s for s in self.exporter.get_finished_spans() if s.name == name]
+        return found
+
+
+def context_of(span: ReadableSpan) -> SpanContext:
+    context: SpanContext | None = span.context
+    assert context is not None
+    return context
+
+
+def parent_of(child: ReadableSpan, parent: ReadableSpan) -> bool:
+    return child.parent is not None and child.parent.span_id == context_of(parent).span_id
+
+
+async def test_tell_then_ask_across_three_actors_is_one_trace() -> None:
+    h = Harness()
+    tracer = h.provider.get_tracer("test")
+    async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
+        h.register(system)
+        with tracer.start_as_current_span("watch event"):
+            system.tell("relay/a", Start())
+        await h.done.wait()
+    assert h.answers == ["42"]
+    root = h.span("watch event")
+    chain = [
+        root,
+        h.span("send Start"),
+        h.span("process Start"),
+        h.span("send Forward"),
+        h.span("process Forward"),
+        h.span("send Question"),
+        h.span("process Question"),
+    ]
+    assert {context_of(s).trace_id for s in chain} == {context_of(root).trace_id}
+    for parent, child in itertools.pairwise(chain):
+        assert parent_of(child, parent), f"{child.name} should be a child of {parent.name}"
+    assert [s.kind for s in chain[1:]] == [SpanKind.PRODUCER, SpanKind.CONSUMER] * 3
+    send = dict(h.span("send Forward").attributes or {})
+    process = dict(h.span("process Forward").attributes or {})
+    assert send["messaging.operation.type"] == "send"
+    assert process == {
+        "messaging.system": "lessor",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": "relay/b",
+        "messaging.message.id": send["messaging.message.id"],
+    }
+
+
+async def test_a_coalesced_message_is_processed_under_the_newest_send_and_links_the_others() -> None:
+    h = Harness()
+    async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
+        h.register(system)
+        system.tell("relay/d", "hold")
+        await h.entered.wait()
+        for version in (1, 2, 3):
+            system.tell("relay/d", Snapshot(version), coalesce="snapshot")
+        h.gate.set()
+        await h.done.wait()
+    sends = [s for s in h.exporter.get_finished_spans() if s.name == "send Snapshot"]
+    (process,) = [s for s in h.exporter.get_finished_spans() if s.name == "process Snapshot"]
+    assert len(sends) == 3
+    assert parent_of(process, sends[2])
+    assert [link.context.span_id for link in process.links] == [context_of(s).span_id for s in sends[:2]]
+
+
+async def test_a_timer_delivery_starts_a_new_trace_linked_to_the_handling_that_armed_it() -> None:
+    h = Harness()
+    async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
+        h.register(system)
+        system.tell("relay/t", Arm())
+        await h.done.wait()
+    armed_by, fired, delivered = h.span("process Arm"), h.span("send WakeUp"), h.span("process WakeUp")
+    assert fired.parent is None
+    assert [link.context.span_id for link in fired.links] == [context_of(armed_by).span_id]
+    assert parent_of(delivered, fired)

@@ -1,0 +1,134 @@
+"""The topology as an actor: the one owner of the graph, fed by the gateway, asked by actors.
+
+Watch events come in as `Event`s, in the order each informer delivers them;
+each change is routed to the actors it concerns as an `Observed` snapshot.
+Until `Synced` (every informer has listed once) changes are recorded but not
+routed: a lease must not be judged against a half-listed cluster. At
+`Synced`, every object that has an actor is announced once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lessor.actors.observed import Observed
+from lessor.actors.queries import GetObject, LeaseWorld, LeaseWorldView, ListObjects, WaitingLeases
+from lessor.mailbox import Actor
+from lessor.selectors import SelectorError, parse_selector
+from lessor.topology.fields import SPEC_EXPORTER_REF, is_inert
+from lessor.topology.graph import Topology
+from lessor.topology.keys import CLIENT, EXPORTER, LEASE, POLICY, ObjectKey, address
+
+JSON = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: str
+    object: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """Every informer has delivered its first list."""
+
+
+@dataclass
+class Graph:
+    """What outlives one incarnation of the topology actor: the graph (a cache of the watch,
+    which the informers never re-send) and whether it is complete."""
+
+    topology: Topology
+    synced: bool = False
+
+
+class TopologyActor(Actor):
+    __slots__ = ("graph", "topology")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.topology = graph.topology
+
+    async def started(self) -> None:
+        # A restart may have lost the routing of the event it was handling: announce everything.
+        if self.graph.synced:
+            self._announce_all()
+
+    async def receive(self, message: Any) -> Any:
+        match message:
+            case Event(type=event_type, object=obj):
+                change = self.topology.apply(event_type, dict(obj))
+                if change is not None and self.graph.synced:
+                    for target in self.topology.route(change):
+                        self._observe(target, change.key, change.new)
+            case Synced():
+                self.graph.synced = True
+                self._announce_all()
+            case GetObject(kind=kind, namespace=namespace, name=name):
+                return self.topology.get(ObjectKey(kind, namespace, name))
+            case ListObjects(kind=kind, namespace=namespace):
+                return self._objects(kind, namespace)
+            case LeaseWorld():
+                return self._lease_world(message)
+            case WaitingLeases(namespace=namespace, exporter=exporter):
+                return self._waiting_leases(namespace, exporter)
+            case _:
+                raise TypeError(f"the topology does not answer {type(message).__name__}")
+        return None
+
+    def _observe(self, target: str, key: ObjectKey, obj: JSON | None) -> None:
+        message = Observed(key.kind, key.namespace, key.name, obj)
+        self.tell(target, message, coalesce=(target, message.coalesce_key))
+
+    def _announce_all(self) -> None:
+        for key in sorted(self.topology.keys()):
+            target = address(key)
+            obj = self.topology.get(key)
+            if target is not None and obj is not None and not is_inert(key, obj):
+                self._observe(target, key, obj)
+
+    def _objects(self, kind: str, namespace: str) -> tuple[JSON, ...]:
+        keys = sorted(self.topology.keys(kind, namespace))
+        return tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
+
+    def _lease_world(self, query: LeaseWorld) -> LeaseWorldView:
+        ns = query.namespace
+        if query.exporter_ref:
+            pinned = self.topology.get(ObjectKey(EXPORTER, ns, query.exporter_ref))
+            exporters: tuple[JSON, ...] = (pinned,) if pinned is not None else ()
+        elif query.selector is not None:
+            try:
+                selector = parse_selector(query.selector, "spec.selector")
+            except SelectorError:
+                selector = None
+            keys = sorted(self.topology.exporters(ns, selector)) if selector is not None else []
+            exporters = tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
+        else:
+            exporters = ()
+        holders = {}
+        for exporter in exporters:
+            ref = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name")
+            if ref and (lease := self.topology.get(ObjectKey(LEASE, ns, ref))) is not None:
+                holders[ref] = lease
+        return LeaseWorldView(
+            exporters=exporters,
+            policies=self._objects(POLICY, ns),
+            client=self.topology.get(ObjectKey(CLIENT, ns, query.client)),
+            holders=holders,
+        )
+
+    def _waiting_leases(self, namespace: str, exporter: str) -> tuple[str, ...]:
+        key = ObjectKey(EXPORTER, namespace, exporter)
+        obj = self.topology.get(key)
+        if obj is None:
+            return ()
+        interested = self.topology.leases_selecting(namespace, (obj.get("metadata") or {}).get("labels") or {})
+        interested |= self.topology.referrers(key, SPEC_EXPORTER_REF)
+        names = []
+        for lease_key in sorted(interested):
+            lease = self.topology.get(lease_key)
+            if lease is not None and not ((lease.get("status") or {}).get("exporterRef") or {}).get("name"):
+                names.append(lease_key.name)
+        return tuple(names)

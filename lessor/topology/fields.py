@@ -1,0 +1,163 @@
+"""What an object points at, read from its JSON: references by name, and label selectors.
+
+Each edge is named after the field that makes it, so a reader of the graph can
+find it in the manifest. The readers here report what the object says; the
+topology decides which objects take part in the graph (`is_inert`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lessor.selectors import Selector, SelectorError, parse_selector
+from lessor.topology.keys import (
+    CLAIM,
+    CLIENT,
+    EXPORTER,
+    HANDLE,
+    LEASE,
+    POLICY,
+    POOL,
+    PROVIDER,
+    ObjectKey,
+    kind_name,
+)
+
+HANDLE_NAME_LABEL = "lessor.dev/resource-handle-name"
+HANDLE_NAMESPACE_LABEL = "lessor.dev/resource-handle-namespace"
+LEASE_ENDED_LABEL = "lessor.dev/lease-ended"
+
+SPEC_EXPORTER_REF = "spec.exporterRef"
+STATUS_EXPORTER_REF = "status.exporterRef"
+CLIENT_REF = "spec.clientRef"
+CLAIM_HANDLE = "status.resourceHandle"
+HANDLE_CLAIM = "spec.resourceClaim"
+HANDLE_POOL = "spec.resourcePool"
+PROVIDER_REF = "spec.resources[].provider"
+SPEC_REFERENCE = "spec.resources[].reference"
+STATUS_REFERENCE = "status.resources[].reference"
+HANDLE_LABEL = HANDLE_NAME_LABEL
+LEASE_SELECTOR = "spec.selector"
+EXPORTER_SELECTOR = "spec.exporterSelector"
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: ObjectKey
+    field: str
+    target: ObjectKey
+
+
+def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    if obj is None:
+        return {}
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def is_ended(obj: Mapping[str, Any]) -> bool:
+    """A lease is ended once its status says so or it carries the ended label."""
+    return (obj.get("status") or {}).get("ended") is True or labels_of(obj).get(LEASE_ENDED_LABEL) == "true"
+
+
+def is_inert(key: ObjectKey, obj: Mapping[str, Any]) -> bool:
+    """True for ended leases: they stay in the topology as objects but take part in no
+    edge, index or route to others, so history does not slow down the live leases."""
+    return key.kind == LEASE and is_ended(obj)
+
+
+def references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str) -> tuple[Edge, ...]:
+    """The edges that `obj` makes by naming other objects, without duplicates."""
+    edges = dict.fromkeys(_references(key, obj, operator_namespace))
+    return tuple(edges)
+
+
+def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str) -> Iterator[Edge]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    namespace = key.namespace
+    if key.kind == LEASE:
+        yield from _named(key, SPEC_EXPORTER_REF, EXPORTER, spec.get("exporterRef"), namespace)
+        yield from _named(key, STATUS_EXPORTER_REF, EXPORTER, status.get("exporterRef"), namespace)
+        yield from _named(key, CLIENT_REF, CLIENT, spec.get("clientRef"), namespace)
+    elif key.kind == CLAIM:
+        yield from _named(key, CLAIM_HANDLE, HANDLE, status.get("resourceHandle"), operator_namespace)
+    elif key.kind == HANDLE:
+        yield from _named(key, HANDLE_CLAIM, CLAIM, spec.get("resourceClaim"), namespace)
+        yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
+        for resource in _dicts(spec.get("resources")):
+            yield from _named(key, PROVIDER_REF, PROVIDER, resource.get("provider"), namespace)
+            yield from _reference(key, SPEC_REFERENCE, resource.get("reference"))
+        for resource in _dicts(status.get("resources")):
+            yield from _reference(key, STATUS_REFERENCE, resource.get("reference"))
+    elif key.kind == POOL:
+        for resource in _dicts(spec.get("resources")):
+            yield from _named(key, PROVIDER_REF, PROVIDER, resource.get("provider"), namespace)
+    handle = handle_of_resource(obj, operator_namespace)
+    if handle is not None:
+        yield Edge(key, HANDLE_LABEL, handle)
+
+
+def handle_of_resource(obj: Mapping[str, Any], operator_namespace: str) -> ObjectKey | None:
+    """The handle a created resource belongs to, from its labels, else its annotations."""
+    metadata = obj.get("metadata") or {}
+    for marks in (metadata.get("labels") or {}, metadata.get("annotations") or {}):
+        name = marks.get(HANDLE_NAME_LABEL)
+        if isinstance(name, str) and name:
+            return ObjectKey(HANDLE, marks.get(HANDLE_NAMESPACE_LABEL) or operator_namespace, name)
+    return None
+
+
+def exporter_selectors(key: ObjectKey, obj: Mapping[str, Any]) -> tuple[tuple[str, Selector], ...]:
+    """The selectors over exporters that `obj` holds, by field; invalid ones select nothing."""
+    spec = obj.get("spec") or {}
+    if key.kind == LEASE:
+        return _compiled([(LEASE_SELECTOR, spec.get("selector"))])
+    if key.kind == POLICY:
+        return _compiled([(EXPORTER_SELECTOR, spec.get("exporterSelector"))])
+    return ()
+
+
+def client_selectors(key: ObjectKey, obj: Mapping[str, Any]) -> tuple[tuple[str, Selector], ...]:
+    """The selectors over clients in a policy's `spec.policies[].from[]`, by field."""
+    if key.kind != POLICY:
+        return ()
+    raw = [
+        (f"spec.policies[{i}].from[{j}].clientSelector", source.get("clientSelector"))
+        for i, policy in enumerate((obj.get("spec") or {}).get("policies") or ())
+        if isinstance(policy, Mapping)
+        for j, source in enumerate(policy.get("from") or ())
+        if isinstance(source, Mapping)
+    ]
+    return _compiled(raw)
+
+
+def _compiled(raw: list[tuple[str, Any]]) -> tuple[tuple[str, Selector], ...]:
+    compiled = []
+    for field, selector in raw:
+        try:
+            parsed = parse_selector(selector, field)
+        except SelectorError:
+            continue  # the owner's actor reports it; here it simply selects nothing
+        if not parsed.nothing:
+            compiled.append((field, parsed))
+    return tuple(compiled)
+
+
+def _named(source: ObjectKey, field: str, kind: str, ref: Any, namespace: str) -> Iterator[Edge]:
+    if isinstance(ref, Mapping):
+        name = ref.get("name")
+        if isinstance(name, str) and name:
+            yield Edge(source, field, ObjectKey(kind, ref.get("namespace") or namespace, name))
+
+
+def _reference(source: ObjectKey, field: str, ref: Any) -> Iterator[Edge]:
+    if isinstance(ref, Mapping):
+        kind, name = ref.get("kind"), ref.get("name")
+        if isinstance(kind, str) and kind and isinstance(name, str) and name:
+            target = ObjectKey(kind_name(ref.get("apiVersion") or "", kind), ref.get("namespace") or "", name)
+            yield Edge(source, field, target)
+
+
+def _dicts(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []

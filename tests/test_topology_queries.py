@@ -1,0 +1,192 @@
+"""What actors can ask the topology, and how it draws itself."""
+
+from typing import Any
+
+import pytest
+
+from lessor.selectors import parse_selector
+from lessor.topology import ADDED, MODIFIED, Edge, ObjectKey, Topology
+
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+
+
+def obj(kind: str, name: str, ns: str = "lab", labels: dict | None = None, **parts: Any) -> dict:
+    return {
+        "apiVersion": API,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+    } | parts
+
+
+def key(kind: str, name: str, ns: str = "lab") -> ObjectKey:
+    return ObjectKey(kind, ns, name)
+
+
+def sel(**pairs: str):
+    return parse_selector({"matchLabels": pairs})
+
+
+@pytest.fixture
+def lab() -> Topology:
+    topology = Topology(OPS)
+    items = [
+        obj("Exporter", "rpi4-1", labels={"board": "rpi4", "site": "a"}),
+        obj("Exporter", "rpi4-2", labels={"board": "rpi4", "site": "b"}),
+        obj("Exporter", "imx8-1", labels={"board": "imx8", "site": "a", "broken": "yes"}),
+        obj("Exporter", "rpi4-other", "lab2", labels={"board": "rpi4", "site": "a"}),
+        obj("Client", "alice", labels={"team": "kernel"}),
+        obj("Client", "bob", labels={"team": "qa"}),
+        obj(
+            "ExporterAccessPolicy",
+            "rpi-for-kernel",
+            spec={
+                "exporterSelector": {"matchLabels": {"board": "rpi4"}},
+                "policies": [{"priority": 10, "from": [{"clientSelector": {"matchLabels": {"team": "kernel"}}}]}],
+            },
+        ),
+        obj(
+            "ExporterAccessPolicy",
+            "site-a-for-all",
+            spec={
+                "exporterSelector": {"matchLabels": {"site": "a"}},
+                "policies": [{"from": [{"clientSelector": {}}]}],
+            },
+        ),
+        obj(
+            "Lease",
+            "l1",
+            spec={"clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}},
+            status={"exporterRef": {"name": "rpi4-2"}},
+        ),
+    ]
+    for item in items:
+        topology.apply(ADDED, item)
+    return topology
+
+
+def test_exporters_matching_a_selector_stay_in_their_namespace(lab: Topology) -> None:
+    assert lab.exporters("lab", sel(board="rpi4")) == {key("Exporter", "rpi4-1"), key("Exporter", "rpi4-2")}
+    assert lab.exporters("lab2", sel(board="rpi4")) == {key("Exporter", "rpi4-other", "lab2")}
+    assert lab.exporters("nowhere", sel(board="rpi4")) == set()
+
+
+def test_negative_expressions_subtract_from_the_namespace(lab: Topology) -> None:
+    healthy = parse_selector({"matchExpressions": [{"key": "broken", "operator": "DoesNotExist"}]})
+    assert lab.exporters("lab", healthy) == {key("Exporter", "rpi4-1"), key("Exporter", "rpi4-2")}
+    not_b = parse_selector({"matchExpressions": [{"key": "site", "operator": "NotIn", "values": ["b"]}]})
+    assert lab.exporters("lab", not_b) == {key("Exporter", "rpi4-1"), key("Exporter", "imx8-1")}
+
+
+def test_query_results_are_the_callers_to_keep(lab: Topology) -> None:
+    found = lab.exporters("lab", sel(board="rpi4"))
+    found.clear()
+    assert len(lab.exporters("lab", sel(board="rpi4"))) == 2
+
+
+def test_label_queries_exist_only_for_selected_kinds(lab: Topology) -> None:
+    with pytest.raises(ValueError, match="Lease"):
+        lab.select("Lease", "lab", sel())
+
+
+def test_candidates_pair_each_exporter_with_the_policies_covering_it(lab: Topology) -> None:
+    found = [
+        (c.key.name, [p["metadata"]["name"] for p in c.policies]) for c in lab.candidates("lab", sel(board="rpi4"))
+    ]
+    assert found == [("rpi4-1", ["rpi-for-kernel", "site-a-for-all"]), ("rpi4-2", ["rpi-for-kernel"])]
+
+
+def test_policies_for_a_client(lab: Topology) -> None:
+    assert lab.policies_for_client("lab", {"team": "kernel"}) == {
+        key("ExporterAccessPolicy", "rpi-for-kernel"),
+        key("ExporterAccessPolicy", "site-a-for-all"),
+    }
+    assert lab.policies_for_client("lab", {"team": "qa"}) == {key("ExporterAccessPolicy", "site-a-for-all")}
+    assert lab.policies_for_client("lab2", {"team": "qa"}) == set()
+
+
+def test_leases_selecting_and_naming(lab: Topology) -> None:
+    assert lab.leases_selecting("lab", {"board": "rpi4"}) == {key("Lease", "l1")}
+    assert lab.leases_selecting("lab", {"board": "imx8"}) == set()
+    assert lab.leases_of_client(key("Client", "alice")) == {key("Lease", "l1")}
+
+
+def test_edges_of_a_lease_and_into_an_exporter(lab: Topology) -> None:
+    lease = key("Lease", "l1")
+    assert set(lab.edges_from(lease)) == {
+        Edge(lease, "spec.clientRef", key("Client", "alice")),
+        Edge(lease, "status.exporterRef", key("Exporter", "rpi4-2")),
+        Edge(lease, "spec.selector", key("Exporter", "rpi4-1")),
+        Edge(lease, "spec.selector", key("Exporter", "rpi4-2")),
+    }
+    exporter = key("Exporter", "rpi4-2")
+    assert set(lab.edges_to(exporter)) == {
+        Edge(lease, "status.exporterRef", exporter),
+        Edge(lease, "spec.selector", exporter),
+        Edge(key("ExporterAccessPolicy", "rpi-for-kernel"), "spec.exporterSelector", exporter),
+    }
+
+
+def test_an_ended_lease_keeps_its_object_but_loses_its_edges(lab: Topology) -> None:
+    ended = obj(
+        "Lease",
+        "l1",
+        labels={"lessor.dev/lease-ended": "true"},
+        spec={"clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}},
+    )
+    lab.apply(MODIFIED, ended)
+    assert lab.get(key("Lease", "l1")) is ended
+    assert lab.edges_from(key("Lease", "l1")) == []
+    assert lab.leases_selecting("lab", {"board": "rpi4"}) == set()
+    assert lab.leases_of_client(key("Client", "alice")) == set()
+
+
+def test_pool_handles_claims_and_created_resources() -> None:
+    topology = Topology(OPS)
+    reference = {"apiVersion": "v1", "kind": "Secret", "name": "s1", "namespace": "env"}
+    items = [
+        obj("ResourceProvider", "base", OPS),
+        obj("ResourcePool", "p1", OPS, spec={"resources": [{"provider": {"name": "base"}}]}),
+        obj(
+            "ResourceHandle",
+            "guid-a",
+            OPS,
+            spec={
+                "resourcePool": {"name": "p1", "namespace": OPS},
+                "resourceClaim": {"name": "c1", "namespace": "user"},
+                "resources": [{"provider": {"name": "base"}, "reference": reference}],
+            },
+        ),
+        obj("ResourceHandle", "guid-b", OPS, spec={"resourcePool": {"name": "p1", "namespace": OPS}}),
+        obj("ResourceClaim", "c1", "user", status={"resourceHandle": {"name": "guid-a", "namespace": OPS}}),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm1", "namespace": "env", "labels": {"lessor.dev/resource-handle-name": "guid-a"}},
+        },
+    ]
+    for item in items:
+        topology.apply(ADDED, item)
+    pool, handle = key("ResourcePool", "p1", OPS), key("ResourceHandle", "guid-a", OPS)
+    assert topology.handles_of_pool(pool) == {handle, key("ResourceHandle", "guid-b", OPS)}
+    assert topology.resources_of_handle(handle) == {
+        ObjectKey("v1/ConfigMap", "env", "cm1"),
+        ObjectKey("v1/Secret", "env", "s1"),
+    }
+    assert topology.referrers(key("ResourceProvider", "base", OPS), "spec.resources[].provider") == {pool, handle}
+    assert topology.referrers(handle, "status.resourceHandle") == {key("ResourceClaim", "c1", "user")}
+    assert topology.referrers(key("ResourceClaim", "c1", "user"), "spec.resourceClaim") == {handle}
+
+
+def test_dot_draws_objects_edges_and_missing_targets(lab: Topology) -> None:
+    lab.apply(ADDED, obj("Lease", "l2", spec={"clientRef": {"name": "ghost"}}))
+    text = lab.to_dot()
+    assert text.startswith("digraph topology {") and text.rstrip().endswith("}")
+    assert '"Lease/lab/l1" -> "Exporter/lab/rpi4-2" [label="status.exporterRef"];' in text
+    assert '"Lease/lab/l1" -> "Exporter/lab/rpi4-1" [label="spec.selector"];' in text
+    assert (
+        '"ExporterAccessPolicy/lab/rpi-for-kernel" -> "Client/lab/alice" '
+        '[label="spec.policies[0].from[0].clientSelector"];' in text
+    )
+    assert '"Client/lab/ghost" [label="Client/ghost", style=dashed];' in text
+    assert 'label="lab2";' in text

@@ -85,7 +85,9 @@ class ExporterActor(Actor):
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        self.obj = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+        # The topology's copy: if it trails our own last commit, the next commit's precondition
+        # fails, we re-read, and adopt what the API says.
+        self.obj = await self.ask(TOPOLOGY, GetObject("Exporter", self.namespace, self.name))
         if self.obj is None:
             self.stop()
             return
@@ -121,11 +123,15 @@ class ExporterActor(Actor):
                 self._decide()
             case _OfferExpired(ticket=ticket):
                 if self.offer is not None and self.offer[1] == ticket:
+                    # The lease may have restarted and lost the offer: offer again (a fresh ticket).
                     log.info("exporter %s/%s: offer to %s expired", self.namespace, self.name, self.offer[0])
-                    self._forget(self.offer[0])
+                    self.offer = None
                     self._decide()
             case _HeartbeatDue():
+                was = self._available()
                 await self._update_online()
+                if self.obj is not None and self._available() != was:
+                    self._tell_waiters()
             case _:
                 log.warning("exporter %s/%s: unexpected message %r", self.namespace, self.name, message)
 
@@ -136,8 +142,11 @@ class ExporterActor(Actor):
             self.stop()
             return
         if _newer(obj, self.obj):
+            was = self.obj is not None and self._available()
             self.obj = obj
             await self._update_online()
+            if self.obj is not None and self._available() != was:
+                self._tell_waiters()
         self._schedule_decision()
 
     async def _observed_lease(self, lease: str, obj: Mapping[str, Any] | None) -> None:
@@ -162,6 +171,10 @@ class ExporterActor(Actor):
         self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot))
         if want.allow_disabled:
             self.allow_disabled.add(want.lease)
+        if self.offer is not None and self.offer[0] == want.lease:  # a restarted lease lost our offer
+            self.tell(_lease_address(self.namespace, want.lease),
+                      Offer(self.name, self.offer[1], self.holder.lease if self.holder else None))
+            return
         self._schedule_decision()
 
     def _forget(self, lease: str) -> None:
@@ -170,6 +183,15 @@ class ExporterActor(Actor):
         if self.offer is not None and self.offer[0] == lease:
             self.offer = None
             self._schedule_decision()
+
+    def _tell_waiters(self) -> None:
+        """Availability changed: waiting leases may show another Pending reason now.
+
+        (Status-only changes of an exporter are routed to its actor alone, not to every
+        lease that selects it; this is how those leases hear of what matters to them.)
+        """
+        for waiter in self.queue:
+            self.tell(_lease_address(self.namespace, waiter.name), ExporterReset(self.name))
 
     def _schedule_decision(self) -> None:
         if not self.deciding and self.offer is None and len(self.queue):

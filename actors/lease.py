@@ -47,7 +47,7 @@ from .lease_protocol import (
 from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .observed import Observed
 from .policy import Candidate, ExporterView, Holder, Pending, Plan, compile_policies, resolve
-from .queries import TOPOLOGY, LeaseWorld, LeaseWorldView
+from .queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class _ShowPending:
 
 class LeaseActor(Actor):
     __slots__ = ("ctx", "namespace", "name", "obj", "request", "exporter", "plan", "wanted",
-                 "offers", "choosing", "accepting", "pending")
+                 "offers", "choosing", "accepting", "pending", "shapes")
 
     def __init__(self, address: str, ctx: Context) -> None:
         self.ctx = ctx
@@ -91,11 +91,14 @@ class LeaseActor(Actor):
         self.choosing = False
         self.accepting: tuple[str, int] | None = None
         self.pending: Pending | None = None
+        self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
 
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        self.obj = await self.ctx.api.get(LEASE, self.namespace, self.name)
+        # The topology's copy, not an API read per activation: at worst it trails our own last
+        # write, and redoing a decision is safe (the exporter's commit point arbitrates).
+        self.obj = await self.ask(TOPOLOGY, GetObject("Lease", self.namespace, self.name))
         if self.obj is None or _ended(self.obj):
             self.stop()
             return
@@ -109,8 +112,10 @@ class LeaseActor(Actor):
             case Observed(kind="Exporter", name=exporter, object=None) if exporter == self.exporter:
                 await self._end(READY, False, Reason.EVICTED,
                                 f"exporter {exporter} was deleted while leased")
-            case Observed():
-                if self.exporter is None:  # the world changed: resolve again, once per burst
+            case Observed(kind="Exporter") if self.exporter is None:
+                self._exporter_changed(message.name, message.object)
+            case Observed():  # a client or policy changed: resolve again, once per burst
+                if self.exporter is None:
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
             case Offer():
                 self.offers[message.exporter] = message
@@ -129,9 +134,10 @@ class LeaseActor(Actor):
             case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
                 await self._end(READY, False, Reason.EVICTED,
                                 f"spot access: exporter {exporter} went to lease {by}, which is not spot")
-            case ExporterReset(exporter=exporter):
+            case ExporterReset(exporter=exporter):  # it restarted, or its availability changed
                 if candidate := self.wanted.get(exporter):
                     self._want(candidate)
+                    self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
             case _Evaluate():
                 await self._evaluate()
             case _ShowPending():
@@ -139,6 +145,19 @@ class LeaseActor(Actor):
                     await self._show_pending(self.pending)
             case _:
                 log.debug("lease %s/%s: ignoring %r", self.namespace, self.name, message)
+
+    def _exporter_changed(self, name: str, obj: Mapping[str, Any] | None) -> None:
+        """Resolve again only when the change can alter what this lease may have.
+
+        A waiting lease is queued at every approved exporter, so an exporter
+        being leased or freed needs nothing from it: the exporter offers
+        itself. New, vanished or relabelled exporters change the candidates;
+        liveness changes only matter for the Offline/NotReady reason shown.
+        """
+        if obj is None or name not in self.wanted or _shape(obj) != self.shapes.get(name):
+            self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
+        elif self.pending is not None and self.pending.reason in (Reason.OFFLINE, Reason.NOT_READY):
+            self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
 
     async def _observed_self(self, obj: Mapping[str, Any] | None) -> None:
         if obj is None:  # deleted: give everything back, write nothing
@@ -180,6 +199,7 @@ class LeaseActor(Actor):
             self.namespace, (self.obj.get("spec") or {}).get("selector"), request.exporter_ref, request.client))
         exporters = [ExporterView.from_object(o, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
                                               holder=_holder(o, view.holders)) for o in view.exporters]
+        self.shapes = {(o.get("metadata") or {}).get("name", ""): _shape(o) for o in view.exporters}
         client_labels = ((view.client.get("metadata") or {}).get("labels") or {}) if view.client else None
         result = resolve(request, client_labels, exporters, compile_policies(view.policies), now=now)
         if isinstance(result, Verdict):
@@ -374,6 +394,12 @@ def _holder(exporter: Mapping[str, Any], holders: Mapping[str, Mapping[str, Any]
         return None
     status = (holders.get(ref) or {}).get("status") or {}
     return Holder(ref, int(status.get("priority") or 0), status.get("spotAccess") is True)
+
+
+def _shape(exporter: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of an exporter decides whether it is a candidate: labels and enabled."""
+    labels = (exporter.get("metadata") or {}).get("labels") or {}
+    return tuple(sorted(labels.items())), (exporter.get("spec") or {}).get("enabled") is not False
 
 
 def _time(value: Any) -> datetime | None:

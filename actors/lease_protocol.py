@@ -82,6 +82,7 @@ class Evicted:
 
 @dataclass(frozen=True, slots=True)
 class ExporterReset:
-    """The exporter's actor restarted and lost its queue: waiting leases queue again."""
+    """The exporter's actor restarted (and lost its queue), or its availability changed:
+    waiting leases queue again and re-check their Pending reason."""
 
     exporter: str

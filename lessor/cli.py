@@ -16,6 +16,9 @@ from lessor import __version__
 
 BENCHMARKS = {
     "apiserver": "the local API server's write ceiling (status patches/s at 1, 8, 64 writers, creates/s, watch latency)",
+    "leases": "a lease storm (1,000 exporters, 2,000 leases, 20 clients, 3 policies) against the API server's ceiling",
+    "mailbox": "the actor runtime: tell throughput vs a bare asyncio.Queue hop, ask latency, memory per idle actor",
+    "topology": "the topology: selector queries at 100k exporters and 1k policies, build time from 50k objects",
 }
 
 
@@ -55,11 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", help="run the operator",
         description="Run the operator: watch every lessor kind and serve /healthz and /readyz "
-        "(ready once the caches synced) on the health port and Prometheus metrics on /metrics. "
+        "(ready once the caches synced) on the health port and Prometheus metrics on /metrics, "
+        "and the preflight admission webhook over HTTPS. "
         "Uses the in-cluster service account when no kubeconfig is given.",
     )
     _kube_args(run)
     _run_args(run)
+    _webhook_args(run)
 
     dev = sub.add_parser(
         "dev", help="control plane + CRDs + operator + samples, in one process tree",
@@ -97,9 +102,38 @@ def _kube_args(p: argparse.ArgumentParser) -> None:
 def _run_args(p: argparse.ArgumentParser) -> None:
     _run_ports(p, health=8081, metrics=8080)
     p.add_argument("--bind-address", default="0.0.0.0", help="address the probes and metrics listen on (default: %(default)s)")
+    p.add_argument("--exporter-heartbeat-timeout", type=_seconds, default="60s",
+                   help="an exporter is Online while its status.lastSeen is newer than this (default: %(default)s)")
+    p.add_argument("--decision-window", type=_seconds, default="50ms",
+                   help="how long a free exporter collects requests before offering itself, so that leases "
+                   "created together are served by priority rather than arrival (default: %(default)s)")
     p.add_argument("--watch-inactivity-timeout", type=float, default=120.0,
                    help="reconnect a watch that delivered nothing, not even a bookmark, for this many seconds "
                    "(default: %(default)s)")
+
+
+def _webhook_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--webhook-port", type=int, default=9443, help="the admission webhook's HTTPS port (default: %(default)s)")
+    p.add_argument("--webhook-cert-dir", type=Path, metavar="DIR",
+                   help="serve DIR/tls.crt and DIR/tls.key, reloaded when they change; deploy/webhook.yaml "
+                   "registers the webhook. Without it: a development CA and certificate for 127.0.0.1, and "
+                   "lessor run registers the ValidatingWebhookConfiguration lessor-preflight itself")
+    p.add_argument("--no-webhook", action="store_true", help="do not serve (or register) the admission webhook")
+    p.add_argument("--webhook-timeout", type=int, default=10,
+                   help="the webhook configuration's timeoutSeconds, at most 30; must match deploy/webhook.yaml "
+                   "with --webhook-cert-dir (default: %(default)s)")
+    p.add_argument("--webhook-margin", type=float, default=2.0,
+                   help="seconds before the timeout at which unfinished checks are cut off, so their results "
+                   "still reach the user (default: %(default)s)")
+
+
+def _seconds(text: str) -> float:
+    from lessor.templates import parse_duration
+
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 60s, 1m30s or 250ms: {err}") from None
 
 
 def _run_ports(p: argparse.ArgumentParser, *, health: int, metrics: int) -> None:
@@ -137,12 +171,18 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             await install(gateway, args.operator_namespace, progress=_say)
         return 0
     if args.command == "run":
+        from lessor.admission.server import WebhookSettings
         from lessor.operator import OperatorConfig, run_operator
 
+        webhook = None if args.no_webhook else WebhookSettings(
+            port=args.webhook_port, cert_dir=args.webhook_cert_dir,
+            timeout=args.webhook_timeout, margin=args.webhook_margin,
+        )
         await run_operator(OperatorConfig(
             kubeconfig=args.kubeconfig, operator_namespace=args.operator_namespace,
             bind_address=args.bind_address, health_port=args.health_port, metrics_port=args.metrics_port,
-            watch_inactivity_timeout=args.watch_inactivity_timeout,
+            watch_inactivity_timeout=args.watch_inactivity_timeout, webhook=webhook,
+            exporter_heartbeat_timeout=args.exporter_heartbeat_timeout, decision_window=args.decision_window,
         ))
         return 0
     if args.command == "dev":

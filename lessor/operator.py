@@ -1,19 +1,31 @@
-"""`lessor run`: informers for every lessor kind, health and metrics.
-
-Until the actor issues land, the operator only keeps its caches in sync; the
-actors plug into `Operator.on_event`.
+"""`lessor run`: the wiring. Informers feed the topology actor, which routes each change to
+the exporter and lease actors it concerns; health, metrics and the webhook beside them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
+from datetime import timedelta
+
 from prometheus_client import CollectorRegistry, Gauge
 
+from lessor.admission.checks import preflight_registry
+from lessor.admission.lookup import GatewayLookup
+from lessor.admission.server import WebhookSettings, webhook
+from lessor.actors.context import Context
+from lessor.actors.exporter import ExporterActor
+from lessor.actors.lease import LeaseActor
+from lessor.api_adapter import GatewayApi
 from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
+from lessor.mailbox import ActorSystem, MailboxFull, Supervision
+from lessor.topology import Topology
+from lessor.topology.actor import Event, Graph, Synced, TopologyActor
 from lessor.probes import health_app, metrics_app, serve
+from lessor.telemetry import configure_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +38,10 @@ class OperatorConfig:
     health_port: int = 8081
     metrics_port: int = 8080
     watch_inactivity_timeout: float = 120.0
+    exporter_heartbeat_timeout: float = 60.0
+    decision_window: float = 0.05
+    webhook: WebhookSettings | None = None
+    """The preflight admission webhook; None runs without one (`--no-webhook`)."""
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -39,6 +55,13 @@ class Operator:
             for res in LESSOR_RESOURCES
         ]
         self._events = Gauge("lessor_watch_objects", "Objects in the informer caches", ["kind"], registry=registry)
+        self.graph = Graph(Topology(config.operator_namespace))
+        self.context = Context(
+            api=GatewayApi(gateway), operator_namespace=config.operator_namespace,
+            heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
+            decision_window=config.decision_window,
+        )
+        self.system: ActorSystem | None = None
 
     def ready(self) -> tuple[bool, str]:
         waiting = [i.resource.kind for i in self.informers if not i.synced.is_set()]
@@ -48,6 +71,26 @@ class Operator:
         self._events.labels(event.object.get("kind", "")).set(
             sum(len(i.store) for i in self.informers if i.resource.kind == event.object.get("kind"))
         )
+        await self._to_topology(Event(event.type, event.object))
+
+    async def _to_topology(self, message: object) -> None:
+        """The informers wait while the topology's mailbox is full: backpressure, nothing dropped."""
+        assert self.system is not None
+        while True:
+            try:
+                self.system.tell("topology", message)
+                return
+            except MailboxFull:
+                await asyncio.sleep(0.01)
+
+    def _register_actors(self, system: ActorSystem) -> None:
+        # Kill-tolerant supervision: chaos may kill one actor many times; each restart rebuilds
+        # its state from the API, so restarting is always safe.
+        tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=1.0)
+        system.register("topology", lambda _: TopologyActor(self.graph), capacity=1_000_000, supervision=tolerant)
+        system.register("exporter", lambda a: ExporterActor(a, self.context), capacity=100_000,
+                        supervision=tolerant)
+        system.register("lease", lambda a: LeaseActor(a, self.context), capacity=100_000, supervision=tolerant)
 
     async def run(self) -> None:
         runners = [
@@ -56,7 +99,10 @@ class Operator:
         ]
         log.info("health on :%d, metrics on :%d", self.config.health_port, self.config.metrics_port)
         try:
-            async with asyncio.TaskGroup() as tasks:
+            async with ActorSystem(registry=self.registry, on_escalation=_escalated) as system, \
+                    self._webhook(), asyncio.TaskGroup() as tasks:
+                self.system = system
+                self._register_actors(system)
                 for informer in self.informers:
                     tasks.create_task(informer.run(), name=f"informer {informer.resource.kind}")
                 tasks.create_task(self._announce_ready())
@@ -64,12 +110,29 @@ class Operator:
             for runner in runners:
                 await runner.cleanup()
 
+    def _webhook(self) -> contextlib.AbstractAsyncContextManager[object]:
+        settings = self.config.webhook
+        if settings is None:
+            return contextlib.nullcontext()
+        registry = preflight_registry(self.config.operator_namespace)
+        return webhook(self.gateway, registry, GatewayLookup(self.gateway), settings, self.config.bind_address)
+
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        await self._to_topology(Synced())
         log.info("caches synced: %s", ", ".join(f"{i.resource.kind}={len(i.store)}" for i in self.informers))
 
 
+def _escalated(address: str, error: BaseException) -> None:
+    log.error("%s kept failing and was stopped: %s", address, error)
+
+
 async def run_operator(config: OperatorConfig) -> None:
+    provider = configure_telemetry()  # before the actor system: it decides then whether to trace
     registry = CollectorRegistry()
-    async with await Gateway.connect(config.kubeconfig, registry=registry) as gateway:
-        await Operator(config, gateway, registry).run()
+    try:
+        async with await Gateway.connect(config.kubeconfig, registry=registry) as gateway:
+            await Operator(config, gateway, registry).run()
+    finally:
+        if provider is not None:
+            provider.shutdown()

@@ -1,0 +1,25 @@
+"""lessor's preflight checks, one module per kind; see docs/admission.md for the list."""
+
+from __future__ import annotations
+
+from lessor.admission import Registry
+from lessor.admission.checks.claims import ClaimChecker
+from lessor.admission.checks.leases import LeaseChecker
+from lessor.admission.checks.policies import PolicyChecker
+from lessor.admission.checks.pools import PoolChecker
+from lessor.admission.checks.providers import ProviderChecker
+from lessor.gateway.resources import CLAIM, LEASE, POLICY, POOL, PROVIDER
+
+
+def preflight_registry(operator_namespace: str) -> Registry:
+    """Every checker, for its kind; providers are looked up in ``operator_namespace``."""
+    registry = Registry()
+    registry.register(LEASE.group, LEASE.kind, LeaseChecker())
+    registry.register(POLICY.group, POLICY.kind, PolicyChecker())
+    registry.register(PROVIDER.group, PROVIDER.kind, ProviderChecker())
+    registry.register(POOL.group, POOL.kind, PoolChecker(operator_namespace))
+    registry.register(CLAIM.group, CLAIM.kind, ClaimChecker(operator_namespace))
+    return registry
+
+
+__all__ = ["ClaimChecker", "LeaseChecker", "PolicyChecker", "PoolChecker", "ProviderChecker", "preflight_registry"]

@@ -1,0 +1,219 @@
+"""A lease storm against the real control plane, judged against the API server's own ceiling.
+
+1,000 exporters in 50 groups, 20 clients under 3 policies (one spot), then
+2,000 leases at once, each selecting one group: half of them can be granted,
+the rest wait. The operator runs as its own process (`lessor run`), so its
+RSS, CPU time and API requests are its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from lessor.bench.apiserver import measure_ceiling
+from lessor.bench.common import machine, percentile, say
+from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.controlplane.processes import free_port
+from lessor.gateway import Gateway, Informer, WatchEvent
+from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
+from lessor.install import install
+
+API = "lessor.dev/v1alpha1"
+NS = "storm"
+WRITE_VERBS = ("create", "update", "patch", "delete")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exporters", type=int, default=1000, help="default: %(default)s")
+    parser.add_argument("--leases", type=int, default=2000, help="default: %(default)s")
+    parser.add_argument("--clients", type=int, default=20, help="default: %(default)s")
+    parser.add_argument("--groups", type=int, default=50, help="exporter groups a lease selects from (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=600, help="give up after this many seconds (default: %(default)s)")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
+        async with ControlPlane(Path(tmp) / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
+            async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+                await install(kube, "lessor-system", progress=say)
+                say("measuring the API server's ceiling first")
+                ceiling = await measure_ceiling(kube, seconds=3, watch_samples=50)
+                await _lab(kube, args)
+                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args)
+    allowed = ceiling["status_patches_per_second"]["8"] / max(storm["api_writes_per_granted_lease"], 1e-9)
+    return {
+        "benchmark": "leases",
+        "machine": machine(),
+        "setup": {"exporters": args.exporters, "leases": args.leases, "clients": args.clients,
+                  "policies": 3, "groups": args.groups},
+        **storm,
+        "apiserver_ceiling": ceiling,
+        "ratio_to_ceiling": round(storm["leases_granted_per_second"] / allowed, 3),
+        "ratio_explained": "granted/s divided by (status patches/s at 8 writers / API writes per granted lease)",
+    }
+
+
+async def _gather(coros: list[Any], limit: int = 32) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> None:
+        async with gate:
+            await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
+    say(f"creating {args.exporters} exporters, {args.clients} clients, 3 policies")
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    async def exporter(i: int) -> None:
+        name = f"e{i:04d}"
+        await kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter", "metadata": {
+            "name": name, "labels": {"board": "rpi", "group": f"g{i % args.groups}"}}})
+        await kube.patch_status(EXPORTER, NS, name, {"lastSeen": now, "exporterStatus": "Available"})
+
+    await _gather([exporter(i) for i in range(args.exporters)])
+    await _gather([kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {
+        "name": f"c{i:02d}", "labels": {"tier": ("gold", "silver", "spot")[i % 3]}}}) for i in range(args.clients)])
+    for name, tier, priority, spot in (("gold", "gold", 30, False), ("silver", "silver", 20, False),
+                                       ("spot", "spot", 10, True)):
+        await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": name},
+                                       "spec": {"exporterSelector": {"matchLabels": {"board": "rpi"}}, "policies": [{
+                                           "priority": priority, "spotAccess": spot, "maximumDuration": "8h",
+                                           "from": [{"clientSelector": {"matchLabels": {"tier": tier}}}]}]}})
+
+
+def _metrics(port: int) -> dict[tuple[str, str], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    found = {}
+    for kind, verb, value in re.findall(r'lessor_api_requests_total\{kind="([^"]*)",verb="([^"]*)"\} (\S+)', text):
+        found[(verb, kind)] = float(value)
+    return found
+
+
+def _proc_stats(pid: int) -> tuple[int, float]:
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
+async def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("lessor run exited during start-up")
+        try:
+            await asyncio.to_thread(urllib.request.urlopen, url, None, 2)
+            return
+        except OSError:
+            await asyncio.sleep(0.2)
+    raise TimeoutError(url)
+
+
+async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        exporters, _ = await kube.list(EXPORTER, NS)
+        online = sum(1 for e in exporters if any(
+            c["type"] == "Online" for c in (e.get("status") or {}).get("conditions") or ()))
+        if online >= count:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError("the operator did not write every exporter's Online condition")
+
+
+async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    health, metrics = free_port(), free_port()
+    proc = subprocess.Popen(
+        # The exporters' agents are not simulated (their heartbeats would compete for the API
+        # server), so the heartbeat timeout is long enough to keep them online through the storm.
+        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook",
+         "--exporter-heartbeat-timeout", "1h",
+         "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)],
+        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"))
+    try:
+        await _wait_http(f"http://127.0.0.1:{health}/readyz", proc)
+        await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
+        before = _metrics(metrics)
+        _, cpu_before = _proc_stats(proc.pid)
+
+        created: dict[str, float] = {}
+        granted: dict[str, float] = {}
+
+        def on_event(event: WatchEvent) -> None:
+            name = event.object["metadata"]["name"]
+            for c in (event.object.get("status") or {}).get("conditions") or ():
+                if c["type"] == "Ready" and c["status"] == "True" and name not in granted:
+                    granted[name] = time.perf_counter()
+
+        informer = Informer(kube, LEASE, on_event, namespace=NS)
+        watch = asyncio.create_task(informer.run())
+        await informer.synced.wait()
+        say(f"creating {args.leases} leases at once")
+        started = time.perf_counter()
+
+        async def lease(i: int) -> None:
+            name = f"l{i:05d}"
+            created[name] = time.perf_counter()
+            await kube.create(LEASE, NS, {"apiVersion": API, "kind": "Lease", "metadata": {"name": name}, "spec": {
+                "clientRef": {"name": f"c{i % args.clients:02d}"},
+                "selector": {"matchLabels": {"group": f"g{i % args.groups}"}}, "duration": "1h"}})
+
+        await _gather([lease(i) for i in range(args.leases)], limit=32)
+        created_by = time.perf_counter()
+        # Every group has exporters/groups exporters, so at most that many leases per group can win.
+        expected = min(args.leases, args.exporters)
+        deadline = time.monotonic() + args.timeout
+        last = -1
+        while len(granted) < expected and time.monotonic() < deadline:
+            if len(granted) != last:
+                say(f"{len(granted)} of {expected} leases granted")
+                last = len(granted)
+            await asyncio.sleep(1)
+        done = max(granted.values(), default=time.perf_counter())
+        await asyncio.sleep(2)
+        after = _metrics(metrics)
+        rss, cpu_after = _proc_stats(proc.pid)
+        watch.cancel()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 30)
+    latencies = [(granted[n] - created[n]) * 1000 for n in granted if n in created]
+    requests: dict[str, float] = {}
+    for (verb, kind), value in after.items():
+        delta = value - before.get((verb, kind), 0)
+        if delta:
+            requests[f"{verb} {kind}"] = delta
+    writes = sum(v for k, v in requests.items() if k.split()[0] in WRITE_VERBS)
+    count = max(len(granted), 1)
+    return {
+        "leases_granted": len(granted),
+        "leases_expected_granted": expected,
+        "leases_granted_per_second": round(len(granted) / max(done - started, 1e-9), 1),
+        "create_seconds": round(created_by - started, 2),
+        "create_to_ready_ms": {"p50": round(percentile(latencies, 50), 1), "p99": round(percentile(latencies, 99), 1)},
+        "api_requests_per_granted_lease": {k: round(v / count, 3) for k, v in sorted(requests.items())},
+        "api_writes_per_granted_lease": round(writes / count, 3),
+        "list_calls_during_storm": sum(v for k, v in requests.items() if k.startswith("list ")),
+        "operator_rss_bytes": rss,
+        "operator_cpu_seconds": round(cpu_after - cpu_before, 2),
+    }

@@ -1,0 +1,489 @@
+"""The preflight checks through the real API server, with the webhook served in-process and registered.
+
+The registration is scoped by a namespace label that only this module's
+namespaces carry, so other tests on the shared control plane are never
+sent to it, and it is removed when the module ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import pytest
+
+from lessor.admission import SKIP_ANNOTATION, AdmissionRequest, Check, CheckResult, Lookup
+from lessor.admission.checks import preflight_registry
+from lessor.admission.lookup import GatewayLookup
+from lessor.admission.registration import until_enforced
+from lessor.admission.server import WebhookSettings, webhook
+from lessor.controlplane import ControlPlane
+from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway.resources import API_VERSION, CLAIM, CLIENT, LEASE, NAMESPACE, POLICY, POOL, PROVIDER
+
+SCOPE_LABEL = "test.lessor.dev/preflight"
+SLOW_LABEL = "test.lessor.dev/slow"
+TIMEOUT, MARGIN = 6, 3  # the checks get 3 s
+
+
+class SlowChecker:
+    """Stands for a check stuck on a slow infrastructure API; only objects labelled slow wait for it."""
+
+    name = "slow"
+    check_names = ("slow-lookup",)
+
+    async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
+        if SLOW_LABEL not in (request["object"]["metadata"].get("labels") or {}):
+            return {}
+
+        async def stuck() -> CheckResult:
+            await asyncio.sleep(60)
+            return CheckResult.ok()
+
+        return {"slow-lookup": stuck}
+
+
+def manifest(kind: str, name: str, spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name, **metadata}, "spec": spec}
+
+
+def lease(name: str = "lease", client: str = "alice", **spec: Any) -> dict[str, Any]:
+    return manifest("Lease", name, {"clientRef": {"name": client}, **spec})
+
+
+RPI4 = {"matchLabels": {"board": "rpi4"}}
+QA = {"clientSelector": {"matchLabels": {"team": "qa"}}}
+
+SIZES = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "data"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["v1"]},
+        "kind": {"type": "string", "enum": ["ConfigMap"]},
+        "metadata": {"type": "object"},
+        "data": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["size"],
+            "properties": {"size": {"type": "string", "enum": ["small", "medium", "large"]},
+                           "reason": {"type": "string"}},
+        },
+    },
+}
+
+ENVIRONMENT_PROVIDER = {
+    "template": {"enable": True},
+    "match": {"apiVersion": "v1", "kind": "ConfigMap"},
+    "matchIgnore": ["^/metadata/annotations(/.*)?$"],
+    "default": {"data": {"size": "small"}},
+    "override": {"metadata": {"name": "{{ resource_handle.metadata.name }}-env"}},
+    "validation": {
+        "openAPIV3Schema": SIZES,
+        "checks": [{"name": "a large environment needs a reason",
+                    "check": "data.size != 'large' or (data.reason | default('') | length) > 0"}],
+    },
+    "updateFilters": [{"pathMatch": "/data/size", "allowedOps": ["replace"]}],
+    "lifespan": {"maximum": "7d", "relativeMaximum": "3d"},
+}
+
+
+def environment(size: str | None = None, provider: str | None = "env", **data: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": "environment", "template": {
+        "apiVersion": "v1", "kind": "ConfigMap", "data": {**({"size": size} if size else {}), **data}}}
+    if provider:
+        entry["provider"] = {"name": provider}
+    return entry
+
+
+# --- fixtures -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scope() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+async def labelled_namespace(kube: Gateway, name: str, scope: str) -> str:
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": name, "labels": {SCOPE_LABEL: scope}}})
+    return name
+
+
+@pytest.fixture(scope="module")
+async def operator_namespace(kube: Gateway, scope: str) -> AsyncIterator[str]:
+    """Where providers live for this module's webhook; pools go here too."""
+    name = await labelled_namespace(kube, f"t-operator-{scope}", scope)
+    yield name
+    await kube.delete(NAMESPACE, None, name)
+
+
+@pytest.fixture(scope="module")
+async def preflight(kube: Gateway, scope: str, operator_namespace: str) -> AsyncIterator[None]:
+    registry = preflight_registry(operator_namespace)
+    registry.register(LEASE.group, LEASE.kind, SlowChecker())
+    settings = WebhookSettings(port=0, timeout=TIMEOUT, margin=MARGIN, registration=f"lessor-preflight-{scope}",
+                               namespace_selector={"matchLabels": {SCOPE_LABEL: scope}})
+    async with webhook(kube, registry, GatewayLookup(kube), settings, "127.0.0.1"):
+        await until_enforced(kube, LEASE, operator_namespace, lease())  # no selector: denied once enforced
+        yield
+
+
+@pytest.fixture
+async def lab(kube: Gateway, scope: str, preflight: None) -> AsyncIterator[str]:
+    """A fresh namespace that the webhook watches, with clients alice (qa) and bob (dev)."""
+    name = await labelled_namespace(kube, f"t-{uuid.uuid4().hex[:10]}", scope)
+    for client, team in (("alice", "qa"), ("bob", "dev")):
+        await kube.create(CLIENT, name, manifest("Client", client, {}, labels={"team": team}))
+    yield name
+    await kube.delete(NAMESPACE, None, name)
+
+
+@pytest.fixture
+async def env_provider(kube: Gateway, operator_namespace: str, preflight: None) -> AsyncIterator[str]:
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "env", ENVIRONMENT_PROVIDER))
+    yield "env"
+    await kube.delete(PROVIDER, operator_namespace, "env")
+
+
+async def denial(kube: Gateway, resource: Resource, namespace: str, body: dict[str, Any]) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        await kube.create(resource, namespace, body)
+    return caught.value
+
+
+def causes(err: ApiError) -> set[tuple[str, str]]:
+    """(check, field) of every cause the API server passed on from the webhook."""
+    return {(cause["reason"], cause.get("field", "")) for cause in err.causes}
+
+
+async def warnings_of_create(cp: ControlPlane, resource: Resource, namespace: str, body: dict[str, Any]) -> list[str]:
+    """Create through the API server and return the warnings it relays (kubectl prints them as 'Warning:')."""
+    tls = ssl.create_default_context(cafile=str(cp.pki / "ca.crt"))
+    tls.load_cert_chain(str(cp.pki / "admin.crt"), str(cp.pki / "admin.key"))
+    async with aiohttp.ClientSession() as http, http.post(
+        cp.server + resource.path(namespace), json=body, ssl=tls
+    ) as resp:
+        answer = await resp.json()
+        if resp.status >= 300:
+            raise ApiError(resp.status, answer, "create")
+        return [re.sub(r'^\d{3} \S+ "(.*)"$', r"\1", value).replace('\\"', '"')
+                for value in resp.headers.getall("Warning", [])]
+
+
+# --- Lease ----------------------------------------------------------------------------
+
+
+async def test_a_sound_lease_is_created(kube: Gateway, lab: str) -> None:
+    created = await kube.create(LEASE, lab, lease(selector=RPI4, duration="1h"))
+
+    assert created["spec"]["duration"] == "1h"
+
+
+async def test_a_lease_that_selects_nothing_is_denied_at_spec_selector(kube: Gateway, lab: str) -> None:
+    missing = await denial(kube, LEASE, lab, lease("missing", duration="1h"))
+    empty = await denial(kube, LEASE, lab, lease("empty", selector={}, duration="1h"))
+
+    for err in (missing, empty):
+        assert err.status == 422
+        assert causes(err) == {("lease-selector", "spec.selector")}
+    assert "lease-selector: spec.selector: the lease selects no exporter" in missing.message
+    assert "an empty selector would match every exporter" in empty.message
+
+
+async def test_a_lease_pinned_to_an_exporter_needs_no_selector(kube: Gateway, lab: str) -> None:
+    await kube.create(LEASE, lab, lease(exporterRef={"name": "rpi4-01"}, duration="1h"))
+
+
+async def test_a_malformed_selector_is_denied_naming_the_expression(kube: Gateway, lab: str) -> None:
+    selector = {"matchExpressions": [{"key": "board", "operator": "In", "values": []}]}
+
+    err = await denial(kube, LEASE, lab, lease(selector=selector, duration="1h"))
+
+    assert causes(err) == {("lease-selector", "spec.selector.matchExpressions[0].values")}
+    assert "must be non-empty" in err.message
+
+
+@pytest.mark.parametrize(("times", "field", "message"), [
+    ({"duration": "0s"}, "spec.duration", "must be positive, not 0s"),
+    ({"duration": "-1h"}, "spec.duration", "must be positive, not -1h"),
+    ({"beginTime": "2099-01-01T02:00:00Z", "endTime": "2099-01-01T01:00:00Z"}, "spec.endTime",
+     "must be after spec.beginTime"),
+    ({"beginTime": "2099-01-01T00:00:00Z", "endTime": "2099-01-01T02:00:00Z", "duration": "1h"}, "spec.duration",
+     "1h does not match spec.endTime - spec.beginTime (2h)"),
+], ids=["zero", "negative", "end-before-begin", "three-that-disagree"])
+async def test_inconsistent_or_non_positive_times_are_denied(
+    kube: Gateway, lab: str, times: dict[str, str], field: str, message: str
+) -> None:
+    err = await denial(kube, LEASE, lab, lease(selector=RPI4, **times))
+
+    assert causes(err) == {("lease-duration", field)}
+    assert message in err.message
+
+
+async def test_three_times_that_agree_are_accepted(kube: Gateway, lab: str) -> None:
+    await kube.create(LEASE, lab, lease(selector=RPI4, beginTime="2099-01-01T00:00:00Z",
+                                        endTime="2099-01-01T01:30:00Z", duration="1h30m"))
+
+
+async def test_a_lease_for_a_client_that_does_not_exist_is_created_with_a_warning(
+    controlplane: ControlPlane, lab: str
+) -> None:
+    warnings = await warnings_of_create(controlplane, LEASE, lab, lease(client="carol", selector=RPI4, duration="1h"))
+
+    assert warnings == [f"lease-client: spec.clientRef.name: there is no Client carol in namespace {lab}"]
+
+
+async def qa_limited_to_two_hours(kube: Gateway, namespace: str) -> None:
+    await kube.create(POLICY, namespace, manifest("ExporterAccessPolicy", "all-boards", {
+        "exporterSelector": {"matchExpressions": [{"key": "board", "operator": "Exists"}]},
+        "policies": [
+            {"priority": 20, "maximumDuration": "2h", "from": [QA]},
+            {"priority": 10, "maximumDuration": "90m", "from": [QA]},
+            {"priority": 10, "from": [{"clientSelector": {"matchLabels": {"team": "dev"}}}]},
+        ],
+    }))
+
+
+async def test_a_lease_longer_than_every_policy_admitting_the_client_allows_is_denied_naming_the_longest(
+    kube: Gateway, lab: str
+) -> None:
+    await qa_limited_to_two_hours(kube, lab)
+
+    err = await denial(kube, LEASE, lab, lease(selector=RPI4, duration="4h"))
+
+    assert causes(err) == {("lease-max-duration", "spec.duration")}
+    assert ("4h is too long: the longest the policies let client alice lease is 2h "
+            "(ExporterAccessPolicy all-boards, policies[0])") in err.message
+
+
+async def test_an_end_time_too_far_away_is_measured_against_the_policies(kube: Gateway, lab: str) -> None:
+    await qa_limited_to_two_hours(kube, lab)
+
+    err = await denial(kube, LEASE, lab, lease(selector=RPI4, beginTime="2099-01-01T00:00:00Z",
+                                               endTime="2099-01-01T03:00:00Z"))
+
+    assert causes(err) == {("lease-max-duration", "spec.endTime")}
+    assert "spec.endTime asks for 3h, too long" in err.message
+
+
+async def test_a_lease_without_duration_or_end_asks_for_unbounded_time(kube: Gateway, lab: str) -> None:
+    await qa_limited_to_two_hours(kube, lab)
+
+    err = await denial(kube, LEASE, lab, lease(selector=RPI4))
+
+    assert causes(err) == {("lease-max-duration", "spec.duration")}
+    assert "asks for unbounded time" in err.message
+
+
+async def test_limits_do_not_apply_to_a_client_that_a_policy_admits_without_one(kube: Gateway, lab: str) -> None:
+    await qa_limited_to_two_hours(kube, lab)
+
+    await kube.create(LEASE, lab, lease("within", selector=RPI4, duration="2h"))
+    await kube.create(LEASE, lab, lease("unlimited", client="bob", selector=RPI4))
+
+
+async def test_releasing_a_lease_is_not_judged_again(kube: Gateway, lab: str) -> None:
+    await kube.create(LEASE, lab, lease(selector=RPI4, duration="4h"))
+    await qa_limited_to_two_hours(kube, lab)  # the lease would now fail lease-max-duration, were it judged
+
+    released = await kube.merge_patch(LEASE, lab, "lease", {"spec": {"release": True}})
+
+    assert released["spec"]["release"] is True
+
+
+# --- ExporterAccessPolicy --------------------------------------------------------------
+
+
+async def test_a_policy_rule_that_could_never_apply_is_denied_with_every_cause(kube: Gateway, lab: str) -> None:
+    err = await denial(kube, POLICY, lab, manifest("ExporterAccessPolicy", "broken", {
+        "exporterSelector": RPI4,
+        "policies": [
+            {"from": []},
+            {"from": [{}, {"clientSelector": {"matchExpressions": [{"key": "team", "operator": "Exists",
+                                                                    "values": ["qa"]}]}}]},
+            {"from": [QA], "maximumDuration": "0s"},
+        ],
+    }))
+
+    assert err.status == 422
+    assert causes(err) == {
+        ("policy-from", "spec.policies[0].from"),
+        ("policy-from", "spec.policies[1].from[0].clientSelector"),
+        ("policy-from", "spec.policies[1].from[1].clientSelector.matchExpressions[0].values"),
+        ("policy-max-duration", "spec.policies[2].maximumDuration"),
+    }
+
+
+async def test_a_policy_without_exporter_selector_is_denied(kube: Gateway, lab: str) -> None:
+    err = await denial(kube, POLICY, lab, manifest("ExporterAccessPolicy", "nowhere", {"policies": [{"from": [QA]}]}))
+
+    assert causes(err) == {("policy-exporter-selector", "spec.exporterSelector")}
+
+
+async def test_an_empty_exporter_selector_and_a_copy_are_allowed_with_warnings(
+    controlplane: ControlPlane, lab: str
+) -> None:
+    spec = {"exporterSelector": {}, "policies": [{"from": [QA]}]}
+
+    first = await warnings_of_create(controlplane, POLICY, lab, manifest("ExporterAccessPolicy", "everything", spec))
+    second = await warnings_of_create(controlplane, POLICY, lab, manifest("ExporterAccessPolicy", "again", spec))
+
+    matches_all = ("policy-exporter-selector: spec.exporterSelector is empty: "
+                   "the policy applies to every exporter in the namespace")
+    assert first == [matches_all]
+    assert second == [matches_all,
+                      "policy-duplicate: the same spec as ExporterAccessPolicy everything in this namespace"]
+
+
+# --- ResourceProvider, ResourcePool, ResourceClaim -------------------------------------
+
+
+async def test_a_provider_that_would_fail_later_is_denied_now_with_every_cause(
+    kube: Gateway, operator_namespace: str, preflight: None
+) -> None:
+    broken = {
+        **ENVIRONMENT_PROVIDER,
+        "override": {"metadata": {"name": "{{ resource_handle.metadata.name }-env"}},
+        "matchIgnore": ["^/metadata/(annotations$"],
+        "updateFilters": [{"pathMatch": "*size"}],
+        "validation": {"openAPIV3Schema": {"type": "strang"},
+                       "checks": [{"name": "unbalanced", "check": "data.size == ("}]},
+    }
+
+    err = await denial(kube, PROVIDER, operator_namespace, manifest("ResourceProvider", "broken", broken))
+
+    assert causes(err) == {
+        ("provider-templates", "spec.override.metadata.name"),
+        ("provider-checks", "spec.validation.checks[0].check"),
+        ("provider-schema", "spec.validation.openAPIV3Schema"),
+        ("provider-regexes", "spec.matchIgnore[0]"),
+        ("provider-regexes", "spec.updateFilters[0].pathMatch"),
+    }
+    assert "syntax error on line 1" in err.message
+
+
+async def test_a_pool_needs_an_existing_provider_and_templates_it_accepts(
+    kube: Gateway, operator_namespace: str, env_provider: str
+) -> None:
+    err = await denial(kube, POOL, operator_namespace, manifest("ResourcePool", "envs", {
+        "minAvailable": 1,
+        "resources": [environment("huge"), environment("small", provider="nope")],
+    }))
+
+    assert causes(err) == {
+        ("pool-templates", "spec.resources[0].template.data.size"),
+        ("pool-providers", "spec.resources[1].provider.name"),
+    }
+    assert f"there is no ResourceProvider nope in namespace {operator_namespace}" in err.message
+    await kube.create(POOL, operator_namespace, manifest("ResourcePool", "envs", {"resources": [environment()]}))
+    await kube.delete(POOL, operator_namespace, "envs")
+
+
+async def test_a_claim_template_is_denied_with_every_schema_violation_at_its_field(
+    kube: Gateway, lab: str, env_provider: str
+) -> None:
+    err = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "claim", {
+        "resources": [environment("huge", colour="red")],
+    }))
+
+    assert err.status == 422
+    assert causes(err) == {
+        ("claim-templates", "spec.resources[0].template.data"),  # additionalProperties: colour
+        ("claim-templates", "spec.resources[0].template.data.size"),
+    }
+    assert "'huge' is not one of ['small', 'medium', 'large']" in err.message
+
+
+async def test_a_claim_is_judged_with_the_providers_default_and_checks(
+    kube: Gateway, lab: str, env_provider: str
+) -> None:
+    await kube.create(CLAIM, lab, manifest("ResourceClaim", "defaulted", {"resources": [environment()]}))
+
+    err = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "large", {"resources": [environment("large")]}))
+
+    assert causes(err) == {("claim-checks", "spec.resources[0].template")}
+    assert "check 'a large environment needs a reason' failed" in err.message
+
+
+async def test_a_claim_without_provider_name_is_judged_by_the_provider_that_matches(
+    kube: Gateway, lab: str, env_provider: str
+) -> None:
+    unmatched = {"name": "secret", "template": {"apiVersion": "v1", "kind": "Secret"}}
+
+    err = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "claim", {
+        "resources": [environment("huge", provider=None), unmatched],
+    }))
+
+    assert causes(err) == {
+        ("claim-templates", "spec.resources[0].template.data.size"),
+        ("claim-providers", "spec.resources[1].provider"),
+    }
+
+
+async def test_a_lifespan_beyond_the_providers_maximum_is_accepted_with_a_clamping_warning(
+    controlplane: ControlPlane, lab: str, env_provider: str
+) -> None:
+    warnings = await warnings_of_create(controlplane, CLAIM, lab, manifest("ResourceClaim", "claim", {
+        "resources": [environment("small")], "lifespan": {"end": "2099-01-01T00:00:00Z"},
+    }))
+
+    assert len(warnings) == 1
+    assert warnings[0].startswith("claim-lifespan: spec.lifespan.end 2099-01-01T00:00:00Z is beyond the "
+                                  "relativeMaximum 3d of ResourceProvider env: it will be clamped to ")
+
+
+async def test_a_bound_claim_may_change_only_what_the_update_filters_allow(
+    kube: Gateway, lab: str, env_provider: str
+) -> None:
+    await kube.create(CLAIM, lab, manifest("ResourceClaim", "claim", {"resources": [environment("small")]}))
+    await kube.patch_status(CLAIM, lab, "claim", {"resourceHandle": {"name": "guid-x1", "namespace": "elsewhere"}})
+
+    with pytest.raises(ApiError) as caught:
+        await kube.merge_patch(CLAIM, lab, "claim", {"spec": {"resources": [environment("medium", reason="demo")]}})
+    resized = await kube.merge_patch(CLAIM, lab, "claim", {"spec": {"resources": [environment("medium")]}})
+
+    assert causes(caught.value) == {("claim-update-filters", "spec.resources[0].template.data.reason")}
+    assert "add is not allowed once the claim is bound" in caught.value.message
+    assert resized["spec"]["resources"][0]["template"]["data"] == {"size": "medium"}
+
+
+# --- the framework, end to end ----------------------------------------------------------
+
+
+async def test_a_check_past_the_deadline_is_cut_off_and_the_other_results_still_reach_the_user(
+    kube: Gateway, lab: str
+) -> None:
+    slow = lease(selector={}, duration="0s")
+    slow["metadata"]["labels"] = {SLOW_LABEL: "yes"}
+
+    started = time.monotonic()
+    err = await denial(kube, LEASE, lab, slow)
+    elapsed = time.monotonic() - started
+
+    assert elapsed < TIMEOUT - 1  # the webhook answered itself; the API server did not give up on it
+    assert err.status == 500
+    assert causes(err) == {
+        ("lease-selector", "spec.selector"), ("lease-duration", "spec.duration"), ("slow-lookup", ""),
+    }
+    assert f"slow-lookup: check slow-lookup did not finish within {TIMEOUT - MARGIN} s" in err.message
+
+
+async def test_the_skip_annotation_lets_a_blocked_object_through_and_says_so(
+    controlplane: ControlPlane, kube: Gateway, lab: str
+) -> None:
+    blocked = lease(selector={}, duration="1h")
+    blocked["metadata"]["annotations"] = {SKIP_ANNOTATION: "Lease-Selector, lease-selectr"}
+
+    warnings = await warnings_of_create(controlplane, LEASE, lab, blocked)
+
+    assert warnings == [
+        f"check lease-selector skipped by annotation {SKIP_ANNOTATION}",
+        f"{SKIP_ANNOTATION}: no check named 'lease-selectr'",
+    ]
+    assert (await kube.get(LEASE, lab, "lease"))["spec"]["selector"] == {}

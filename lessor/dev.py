@@ -83,8 +83,12 @@ async def run_dev(args: argparse.Namespace) -> int:
                 heartbeats: list[Awaitable[Any]] = []
                 if not args.no_samples:
                     docs = manifests.samples()
-                    for line in await manifests.apply_all(gateway, docs):
-                        _say(f"applied {line}")
+                    for doc in docs:  # one refused sample is reported, the others still come up
+                        try:
+                            for line in await manifests.apply_all(gateway, [doc]):
+                                _say(f"applied {line}")
+                        except ApiError as err:
+                            _say(f"sample {doc['kind']}/{doc['metadata']['name']} was refused: {err.message}")
                     exporters = [(d["metadata"].get("namespace", "default"), d["metadata"]["name"])
                                  for d in docs if d["kind"] == "Exporter"]
                     heartbeats.append(_heartbeat(gateway, exporters))

@@ -17,7 +17,7 @@ import pytest
 from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CRD, EXPORTER, LESSOR_RESOURCES
+from lessor.gateway.resources import CRD, EXPORTER, LEASE, LESSOR_RESOURCES
 
 COMMANDS = ["controlplane", "install", "run", "dev", "bench", "bench apiserver"]
 
@@ -119,6 +119,7 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: Contro
             lines.append(line)
         output = "".join(lines)
         assert f"export KUBECONFIG={kubeconfig}" in output
+        assert "was refused" not in output, output
         async with await Gateway.connect(str(kubeconfig)) as gw:
             exporters, _ = await gw.list(EXPORTER, "lab")
             assert len(exporters) >= 2
@@ -127,6 +128,18 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: Contro
                 assert time.monotonic() < deadline, "sample exporters never got a heartbeat"
                 await asyncio.sleep(0.5)
                 exporters, _ = await gw.list(EXPORTER, "lab")
+            # The sample leases show their conditions: the operator is really deciding.
+            want = {"alice-rpi4": ("Ready", "True", "Ready"), "bob-invalid": ("Invalid", "True", "InvalidSelector"),
+                    "alice-too-long": ("Unsatisfiable", "True", "DurationExceeded")}
+            while True:
+                leases = {x["metadata"]["name"]: x for x in (await gw.list(LEASE, "lab"))[0]}
+                seen = {name: next(((c["type"], c["status"], c["reason"])
+                                    for c in (leases.get(name, {}).get("status") or {}).get("conditions") or ()
+                                    if c["type"] == want[name][0]), None) for name in want}
+                if seen == want:
+                    break
+                assert time.monotonic() < deadline, f"sample leases: {seen}"
+                await asyncio.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGINT)
         rest = await asyncio.to_thread(proc.communicate, timeout=60)

@@ -65,5 +65,10 @@ class Api(Protocol):
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: Object) -> Object: ...
 
+    async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
+        """Server-side apply as the operator's field manager, taking over conflicting fields: creates or
+        updates in one idempotent call, and drops the fields a previous apply set that `body` no longer has."""
+        ...
+
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None: ...

@@ -19,7 +19,7 @@ class Context:
     now: Callable[[], datetime] = utcnow
     operator_namespace: str = "lessor-system"
     heartbeat_timeout: timedelta = timedelta(seconds=60)
-    decision_window: float = 0.05
+    decision_window: float = 0.25
     """Seconds a free exporter collects requests before its first offer, so that leases
     created together are served by priority, not by arrival order."""
     offer_timeout: float = 5.0

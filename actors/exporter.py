@@ -168,6 +168,7 @@ class ExporterActor(Actor):
         if self.holder is not None and self.holder.lease == want.lease:
             self.tell(_lease_address(self.namespace, want.lease), Granted(self.name))
             return
+        burst = not len(self.queue)  # the first request after a quiet spell opens a decision window
         self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot))
         if want.allow_disabled:
             self.allow_disabled.add(want.lease)
@@ -175,7 +176,7 @@ class ExporterActor(Actor):
             self.tell(_lease_address(self.namespace, want.lease),
                       Offer(self.name, self.offer[1], self.holder.lease if self.holder else None))
             return
-        self._schedule_decision()
+        self._schedule_decision(window=burst)
 
     def _forget(self, lease: str) -> None:
         self.queue.remove(lease)
@@ -193,10 +194,12 @@ class ExporterActor(Actor):
         for waiter in self.queue:
             self.tell(_lease_address(self.namespace, waiter.name), ExporterReset(self.name))
 
-    def _schedule_decision(self) -> None:
+    def _schedule_decision(self, *, window: bool = False) -> None:
+        """Decide after the messages already queued; after the decision window when a burst of
+        requests is just starting, so that they are all in before the first offer."""
         if not self.deciding and self.offer is None and len(self.queue):
             self.deciding = True
-            self.schedule("decide", _Decide(), delay=self.ctx.decision_window)
+            self.schedule("decide", _Decide(), delay=self.ctx.decision_window if window else 0)
 
     def _decide(self) -> None:
         """Offer the exporter to the best waiter that may have it now."""

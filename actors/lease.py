@@ -58,6 +58,7 @@ READY = ConditionType.READY
 _SETTLING = {Reason.EXPORTER_NOT_FOUND, Reason.NO_ACCESS, Reason.ALL_DISABLED}
 _SETTLE = timedelta(seconds=3)
 _REEVALUATE_DELAY = 0.1
+_CHOICE_WINDOW = 0.05  # after a first offer, how long to wait for better ones already on their way
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ class _Evaluate:
 
 @dataclass(frozen=True, slots=True)
 class _Choose:
-    """Sent to self: pick among the offers that arrived together."""
+    """Sent to self a decision window after the first offer: pick among the offers in hand."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +120,14 @@ class LeaseActor(Actor):
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
             case Offer():
                 self.offers[message.exporter] = message
-                if not self.choosing:
+                takeable = {c.exporter for c in self.plan.takeable} if self.plan else set()
+                if takeable and takeable <= self.offers.keys():  # every exporter it could want has offered
+                    self.cancel("choose")
+                    self.choosing = False
+                    self._choose()
+                elif not self.choosing:  # wait a moment for the better offers that may be on their way
                     self.choosing = True
-                    self.tell(self.address, _Choose())
+                    self.schedule("choose", _Choose(), delay=_CHOICE_WINDOW)
             case _Choose():
                 self.choosing = False
                 self._choose()
@@ -347,7 +353,7 @@ class LeaseActor(Actor):
             self.accepting = None
         self._decline_all()
         self._withdraw_all()
-        for timer in ("evaluate", "expire", "pending"):
+        for timer in ("evaluate", "expire", "pending", "choose"):
             self.cancel(timer)
 
     def _withdraw_all(self) -> None:

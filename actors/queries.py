@@ -53,3 +53,27 @@ class WaitingLeases:
 
     namespace: str
     exporter: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolHandles:
+    """→ tuple of the ResourceHandles whose `spec.resourcePool` names this pool, bound or not."""
+
+    namespace: str
+    pool: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimHandles:
+    """→ tuple of the ResourceHandles whose `spec.resourceClaim` names this claim (one, unless a crash made two)."""
+
+    namespace: str
+    claim: str
+
+
+@dataclass(frozen=True, slots=True)
+class HandleResources:
+    """→ tuple of the created resources the topology knows for this handle (labelled with it, or referenced)."""
+
+    namespace: str
+    handle: str

@@ -23,11 +23,16 @@ class GatewayApi:
         self.gateway = gateway
 
     async def _resource(self, kind: Kind) -> Resource:
-        return await self.gateway.resolve(kind.api_version, kind.kind)
+        try:
+            return await self.gateway.resolve(kind.api_version, kind.kind)
+        except LookupError as err:  # the group is served, the kind is not (a provider's typo, a CRD not yet installed)
+            raise NotFound(str(err), reason="NotFound", status=404) from err
 
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
         try:
             return await self.gateway.get(await self._resource(kind), namespace, name)
+        except NotFound:
+            return None
         except ApiError as err:
             if err.not_found:
                 return None
@@ -60,11 +65,19 @@ class GatewayApi:
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: Object) -> Object:
         return await self.merge_patch(kind, namespace, name, {"status": status}, subresource="status")
 
+    async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
+        try:
+            return await self.gateway.apply(await self._resource(kind), namespace, name, body, force=True)
+        except ApiError as err:
+            raise _translate(err) from err
+
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None:
         try:
             await self.gateway.delete(await self._resource(kind), namespace, name,
                                       resource_version=resource_version, uid=uid)
+        except NotFound:
+            return
         except ApiError as err:
             if err.not_found:
                 return

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,7 +105,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind-address", default="0.0.0.0", help="address the probes and metrics listen on (default: %(default)s)")
     p.add_argument("--exporter-heartbeat-timeout", type=_seconds, default="60s",
                    help="an exporter is Online while its status.lastSeen is newer than this (default: %(default)s)")
-    p.add_argument("--decision-window", type=_seconds, default="50ms",
+    p.add_argument("--decision-window", type=_seconds, default="250ms",
                    help="how long a free exporter collects requests before offering itself, so that leases "
                    "created together are served by priority rather than arrival (default: %(default)s)")
     p.add_argument("--watch-inactivity-timeout", type=float, default=120.0,
@@ -151,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_dispatch(args)) or 0
     except KeyboardInterrupt:
         return 130
+    except asyncio.CancelledError:  # SIGTERM
+        return 143
     except Exception as err:  # a clear one-line answer instead of a traceback for user errors
         if args.verbose:
             raise
@@ -159,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _dispatch(args: argparse.Namespace) -> int | None:
+    # SIGTERM (a pod being stopped, `lessor dev` stopping its operator) unwinds like Ctrl-C:
+    # context managers run, so a development webhook registration is removed, children stop.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     if args.command == "controlplane":
         from lessor.dev import run_controlplane
 

@@ -1,5 +1,6 @@
 """`lessor run`: the wiring. Informers feed the topology actor, which routes each change to
-the exporter and lease actors it concerns; health, metrics and the webhook beside them.
+the exporter, lease, pool, handle and claim actors it concerns; health, metrics and the webhook
+beside them. The kinds that providers create are watched as they are first seen (`created_kinds`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from prometheus_client import CollectorRegistry, Gauge
 from lessor.admission.checks import preflight_registry
 from lessor.admission.lookup import GatewayLookup
 from lessor.admission.server import WebhookSettings, webhook
+from lessor.actors.claim import ClaimActor
+from lessor.actors.claim_protocol import KINDS
 from lessor.actors.context import Context
 from lessor.actors.exporter import ExporterActor
+from lessor.actors.handle import HandleActor
 from lessor.actors.lease import LeaseActor
+from lessor.actors.pool import PoolActor
 from lessor.api_adapter import GatewayApi
+from lessor.created_kinds import CreatedKinds, KindsActor
 from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.topology import Topology
@@ -39,7 +45,7 @@ class OperatorConfig:
     metrics_port: int = 8080
     watch_inactivity_timeout: float = 120.0
     exporter_heartbeat_timeout: float = 60.0
-    decision_window: float = 0.05
+    decision_window: float = 0.25
     webhook: WebhookSettings | None = None
     """The preflight admission webhook; None runs without one (`--no-webhook`)."""
     extra: dict[str, object] = field(default_factory=dict)
@@ -54,6 +60,7 @@ class Operator:
             Informer(gateway, res, self.on_event, inactivity_timeout=config.watch_inactivity_timeout)
             for res in LESSOR_RESOURCES
         ]
+        self.created_kinds = CreatedKinds(gateway, self.on_event, inactivity_timeout=config.watch_inactivity_timeout)
         self._events = Gauge("lessor_watch_objects", "Objects in the informer caches", ["kind"], registry=registry)
         self.graph = Graph(Topology(config.operator_namespace))
         self.context = Context(
@@ -68,9 +75,11 @@ class Operator:
         return (not waiting, "caches synced" if not waiting else f"waiting for caches: {', '.join(waiting)}")
 
     async def on_event(self, event: WatchEvent) -> None:
-        self._events.labels(event.object.get("kind", "")).set(
-            sum(len(i.store) for i in self.informers if i.resource.kind == event.object.get("kind"))
-        )
+        kind = event.object.get("kind", "")
+        informers = [*self.informers, *self.created_kinds.informers.values()]
+        self._events.labels(kind).set(sum(len(i.store) for i in informers if i.resource.kind == kind))
+        if kind == "ResourceProvider" and event.type != "DELETED":
+            self.created_kinds.watch_provider(event.object)
         await self._to_topology(Event(event.type, event.object))
 
     async def _to_topology(self, message: object) -> None:
@@ -91,6 +100,10 @@ class Operator:
         system.register("exporter", lambda a: ExporterActor(a, self.context), capacity=100_000,
                         supervision=tolerant)
         system.register("lease", lambda a: LeaseActor(a, self.context), capacity=100_000, supervision=tolerant)
+        system.register("pool", lambda a: PoolActor(a, self.context), capacity=100_000, supervision=tolerant)
+        system.register("handle", lambda a: HandleActor(a, self.context), capacity=100_000, supervision=tolerant)
+        system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant)
+        system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant)
 
     async def run(self) -> None:
         runners = [
@@ -103,6 +116,7 @@ class Operator:
                     self._webhook(), asyncio.TaskGroup() as tasks:
                 self.system = system
                 self._register_actors(system)
+                self.created_kinds.attach(tasks)
                 for informer in self.informers:
                     tasks.create_task(informer.run(), name=f"informer {informer.resource.kind}")
                 tasks.create_task(self._announce_ready())
@@ -119,6 +133,7 @@ class Operator:
 
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        await self.created_kinds.synced(timeout=30.0)  # what providers created exists before handles are judged
         await self._to_topology(Synced())
         log.info("caches synced: %s", ", ".join(f"{i.resource.kind}={len(i.store)}" for i in self.informers))
 

@@ -97,7 +97,7 @@ async def test_run_serves_health_readiness_and_metrics(kube: Gateway, controlpla
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
-    assert proc.returncode in (0, -signal.SIGTERM), out
+    assert proc.returncode in (0, 143), out  # 143: stopped by SIGTERM, cleanly
 
 
 async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: ControlPlane, tmp_path: Path) -> None:

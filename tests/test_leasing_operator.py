@@ -102,9 +102,9 @@ async def test_a_lease_gets_an_exporter_and_the_exporter_records_it(kube: Gatewa
 async def test_empty_selector_without_exporter_ref_is_invalid(kube: Gateway, namespace: str) -> None:
     await client(kube, namespace, "alice", team="qa")
     await lease(kube, namespace, "l1", selector={})
-    got = await until(kube, namespace, "l1", has("Invalid", "InvalidSelector"))
+    got = await until(kube, namespace, "l1", lambda o: has("Invalid", "InvalidSelector")(o)
+                      and (o["metadata"].get("labels") or {}).get("lessor.dev/lease-ended") == "true")
     assert got["status"]["ended"] is True
-    assert got["metadata"]["labels"]["lessor.dev/lease-ended"] == "true"
 
 
 async def test_inconsistent_times_are_invalid(kube: Gateway, namespace: str) -> None:

@@ -14,12 +14,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from lessor.actors.observed import Observed
-from lessor.actors.queries import GetObject, LeaseWorld, LeaseWorldView, ListObjects, WaitingLeases
+from lessor.actors.queries import (
+    ClaimHandles,
+    GetObject,
+    HandleResources,
+    LeaseWorld,
+    LeaseWorldView,
+    ListObjects,
+    PoolHandles,
+    WaitingLeases,
+)
 from lessor.mailbox import Actor
 from lessor.selectors import SelectorError, parse_selector
-from lessor.topology.fields import SPEC_EXPORTER_REF, is_inert
+from lessor.topology.fields import HANDLE_CLAIM, SPEC_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
-from lessor.topology.keys import CLIENT, EXPORTER, LEASE, POLICY, ObjectKey, address
+from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
 
 JSON = Mapping[str, Any]
 
@@ -61,7 +70,10 @@ class TopologyActor(Actor):
             case Event(type=event_type, object=obj):
                 change = self.topology.apply(event_type, dict(obj))
                 if change is not None and self.graph.synced:
-                    for target in self.topology.route(change):
+                    targets = self.topology.route(change)
+                    if change.key.kind == PROVIDER:  # which provider an unbound claim uses may change with it
+                        targets |= self._unbound_claims()
+                    for target in targets:
                         self._observe(target, change.key, change.new)
             case Synced():
                 self.graph.synced = True
@@ -74,6 +86,12 @@ class TopologyActor(Actor):
                 return self._lease_world(message)
             case WaitingLeases(namespace=namespace, exporter=exporter):
                 return self._waiting_leases(namespace, exporter)
+            case PoolHandles(namespace=namespace, pool=pool):
+                return self._existing(self.topology.handles_of_pool(ObjectKey(POOL, namespace, pool)))
+            case ClaimHandles(namespace=namespace, claim=claim):
+                return self._existing(self.topology.referrers(ObjectKey(CLAIM, namespace, claim), HANDLE_CLAIM))
+            case HandleResources(namespace=namespace, handle=handle):
+                return self._existing(self.topology.resources_of_handle(ObjectKey(HANDLE, namespace, handle)))
             case _:
                 raise TypeError(f"the topology does not answer {type(message).__name__}")
         return None
@@ -92,6 +110,17 @@ class TopologyActor(Actor):
     def _objects(self, kind: str, namespace: str) -> tuple[JSON, ...]:
         keys = sorted(self.topology.keys(kind, namespace))
         return tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
+
+    def _existing(self, keys: set[ObjectKey]) -> tuple[JSON, ...]:
+        return tuple(obj for key in sorted(keys) if (obj := self.topology.get(key)) is not None)
+
+    def _unbound_claims(self) -> frozenset[str]:
+        return frozenset(
+            found for key in self.topology.keys(CLAIM)
+            if (obj := self.topology.get(key)) is not None
+            and not ((obj.get("status") or {}).get("resourceHandle") or {}).get("name")
+            and (found := address(key)) is not None
+        )
 
     def _lease_world(self, query: LeaseWorld) -> LeaseWorldView:
         ns = query.namespace

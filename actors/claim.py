@@ -1,0 +1,488 @@
+"""The claim actor: one ResourceClaim, from validation to the end of its lifespan.
+
+It resolves the claim against the providers of the operator's namespace
+(`resolve_claim`: a provider per resource, defaults, schema and checks) and
+shows the verdict in `Valid` and `status.resources[].validationError`. A
+valid claim asks the pools whose resources use the same providers, one at a
+time, for a matching unbound handle (the pool decides: see `pool` and
+`claim_protocol`); when none has one, the claim creates its own handle from
+its templates, bound from birth. Once bound it keeps the handle in step:
+the allowed part of a template change (`plan_update`: updateFilters,
+identity, schema) is patched into the handle's spec and the refused part is
+reported with its paths; a changed `spec.lifespan.end` is clamped to the
+limits and written to the handle.
+
+Who writes what: this actor is the only writer of the claim's status
+(`Valid`, `Bound`, `Ready`, `resourceHandle`, `resources[]` with each
+resource's state copied from the handle's status, `lifespan`). After
+binding it writes the handle's templates and lifespan end; the handle actor
+does everything to the resources. At the end of the lifespan the handle
+deletes its resources, then itself; seeing its handle gone after the end,
+the claim deletes itself. A handle deleted before the end is replaced.
+
+State: the claim, the providers and the resolved claim, the bound handle,
+the pools still to ask, the templates the handle was last brought in step
+with. Rebuilt on restart from the claim's status and the handles that name
+the claim; a second handle that names it (a crash between a pool's commit
+and its answer) is deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lessor.jsonpatch import apply as apply_patch
+from lessor.mailbox import Actor
+from lessor.templates import format_timestamp
+
+from .api import CLAIM, HANDLE, ApiFailure, NotFound
+from .claim_protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
+from .claim_spec import (
+    ClaimSpec,
+    ResourceError,
+    ready_condition,
+    resolve_claim,
+    status_resources,
+    valid_condition,
+)
+from .claim_updates import plan_update
+from .claim_world import (
+    CLAIM_KIND,
+    POOL_KIND,
+    claim_of,
+    created_at,
+    deleting,
+    generation,
+    load_providers,
+    name_of,
+    newer,
+    timestamp,
+)
+from .conditions import find_condition, merge_condition, new_condition, same_conditions
+from .context import Context, split_address
+from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
+from .observed import Observed
+from .provider import Provider
+from .queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
+
+log = logging.getLogger(__name__)
+
+_ANSWER_TIMEOUT = 10.0  # a pool that has not answered by then may have died with the question: ask again
+_RETRY = 5.0  # seconds before trying again what the API refused
+
+
+@dataclass(frozen=True, slots=True)
+class _Evaluate:
+    """Sent to self: the requested start is reached, or a refused write is worth another try."""
+
+
+@dataclass(frozen=True, slots=True)
+class _AskAgain:
+    pool: str
+
+
+class ClaimActor(Actor):
+    __slots__ = ("ctx", "namespace", "name", "obj", "providers", "spec", "handle", "bound_at", "pools", "asking",
+                 "base", "update_errors", "decided_generation")
+
+    def __init__(self, address: str, ctx: Context) -> None:
+        self.ctx = ctx
+        self.namespace, self.name = split_address(address)
+        self.obj: Mapping[str, Any] | None = None
+        self.providers: dict[str, Provider] = {}
+        self.spec: ClaimSpec | None = None
+        self.handle: Mapping[str, Any] | None = None
+        self.bound_at: datetime | None = None  # when this incarnation's binding started the lifespan
+        self.pools: list[str] = []  # still to ask, in order
+        self.asking: tuple[str, ClaimSpec] | None = None  # the pool asked, and what it was asked for
+        self.base: list[Any] | None = None  # the claim's templates as the handle reflects them (None: unknown)
+        self.update_errors: list[ResourceError] = []
+        self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
+
+    # --- life ---------------------------------------------------------------------------
+
+    async def started(self) -> None:
+        self.obj = await self.ask(TOPOLOGY, GetObject(CLAIM_KIND, self.namespace, self.name))
+        if self.obj is None:
+            await self._deleted()
+            return
+        named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]
+        mine = ((self.obj.get("status") or {}).get("resourceHandle") or {}).get("name")
+        if mine:
+            self.decided_generation = generation(self.obj)  # an end clamped before is not clamped anew
+            self.handle = next((h for h in named if name_of(h) == mine), None) \
+                or await self.ctx.api.get(HANDLE, self.ctx.operator_namespace, mine)
+            if self.handle is None and await self._ended():
+                return
+        if self.handle is None and named:
+            self.handle = min(named, key=lambda h: (created_at(h) or self.ctx.now(), name_of(h)))
+        for extra in named:
+            if self.handle is None or name_of(extra) != name_of(self.handle):
+                await self._delete_extra(extra)
+        await self._evaluate()
+
+    async def receive(self, message: Any) -> Any:
+        match message:
+            case Observed(kind="ResourceClaim", object=None):
+                await self._deleted()
+            case Observed(kind="ResourceClaim", object=obj) if newer(obj, self.obj):
+                changed = generation(obj) != generation(self.obj)
+                self.obj = obj
+                if changed:
+                    await self._evaluate()
+            case Observed(kind="ResourceHandle", name=name, object=obj):
+                await self._observed_handle(name, obj)
+            case Observed(kind="ResourceProvider") if self.handle is None:
+                await self._evaluate()
+            case HandleBound(handle=handle, start=start):
+                await self._handle_bound(handle, start)
+            case NoHandle(pool=pool) if self.asking is not None and self.asking[0] == pool:
+                self.asking = None
+                self.cancel("answer")
+                await self._ask_next()
+            case _AskAgain(pool=pool) if self.asking is not None and self.asking[0] == pool:
+                self._want(pool, self.asking[1])
+            case _Evaluate():
+                await self._evaluate()
+            case Observed() | NoHandle() | _AskAgain():
+                pass
+            case _:
+                log.warning("claim %s/%s: unexpected message %r", self.namespace, self.name, message)
+
+    async def _deleted(self) -> None:
+        """The claim is gone: every handle that names it is told (each checks with the API, then ends)."""
+        handles = {_handle_address(h) for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name))}
+        if self.handle is not None:
+            handles.add(_handle_address(self.handle))
+        for address in handles:
+            self.tell(address, ClaimDeleted(self.namespace, self.name))
+        self.stop()
+
+    async def _observed_handle(self, name: str, obj: Mapping[str, Any] | None) -> None:
+        if self.handle is not None and name == name_of(self.handle):
+            if obj is None:  # our handle is gone: at the end of the lifespan so are we, else it is replaced
+                self.handle, self.base = None, None
+                if not await self._ended():
+                    await self._evaluate()
+            elif newer(obj, self.handle):
+                self.handle = obj
+                self.providers = await load_providers(self, self.ctx.operator_namespace)
+                await self._write_status()
+            return
+        if obj is None or deleting(obj) or claim_of(obj) != (self.namespace, self.name):
+            return
+        if self.handle is None:  # a handle names us (a pool's commit whose answer was lost): it is ours
+            await self._adopt(obj, base=None, start=None)
+        else:
+            await self._delete_extra(obj)
+
+    # --- deciding -------------------------------------------------------------------------
+
+    async def _evaluate(self) -> None:
+        assert self.obj is not None
+        now = self.ctx.now()
+        self.providers = await load_providers(self, self.ctx.operator_namespace)
+        self.spec = resolve_claim(self.obj, self.providers, now=now)
+        if self.handle is not None:
+            await self._keep_in_step(now)
+            return
+        if not self.spec.valid:
+            await self._write_status()
+            return
+        start = timestamp(((self.obj.get("spec") or {}).get("lifespan") or {}).get("start"))
+        if start is not None and start > now:
+            self.schedule("start", _Evaluate(), at=start)
+            await self._write_status()
+            return
+        if self.asking is None:
+            self.pools = await self._matching_pools(self.spec)
+            await self._ask_next()
+
+    async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
+        """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
+        wanted = [r.provider.name for r in spec.resources if r.provider is not None]
+        pools = await self.ask(TOPOLOGY, ListObjects(POOL_KIND, self.ctx.operator_namespace))
+        return [name_of(pool) for pool in pools if not deleting(pool) and wanted == [
+            (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
+
+    async def _ask_next(self) -> None:
+        assert self.spec is not None
+        if self.pools:
+            pool = self.pools.pop(0)
+            self.asking = (pool, self.spec)
+            self._want(pool, self.spec)
+        else:
+            await self._create_handle(self.spec)
+
+    def _want(self, pool: str, spec: ClaimSpec) -> None:
+        assert self.obj is not None
+        self.tell(f"pool/{self.ctx.operator_namespace}/{pool}", WantHandle(self.namespace, self.name, spec, self.obj))
+        self.schedule("answer", _AskAgain(pool), delay=_ANSWER_TIMEOUT)
+
+    async def _handle_bound(self, handle: Mapping[str, Any], start: datetime) -> None:
+        if claim_of(handle) != (self.namespace, self.name):
+            return
+        if self.handle is not None:
+            if name_of(handle) != name_of(self.handle):
+                await self._delete_extra(handle)
+            return
+        asked = self.asking[1] if self.asking is not None else None
+        self.asking = None
+        self.cancel("answer")
+        await self._adopt(handle, base=list(asked.templates) if asked is not None else None, start=start)
+
+    async def _create_handle(self, spec: ClaimSpec) -> None:
+        """No pool has a match: a handle of our own, from our templates, bound from birth."""
+        assert self.obj is not None
+        now = self.ctx.now().replace(microsecond=0)  # lifespans are written to the second
+        lifespan, _ = claim_lifespan_of(spec.lifespan, self.obj, start=now, now=now)
+        body = {
+            "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
+            "metadata": {"generateName": "guid-", "namespace": self.ctx.operator_namespace},
+            "spec": {
+                "resourceClaim": {"name": self.name, "namespace": self.namespace},
+                "resources": spec.handle_resources(),
+                "lifespan": handle_lifespan_spec(spec.lifespan, lifespan.end if lifespan else None),
+            },
+        }
+        try:
+            handle = await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, body)
+        except ApiFailure as error:
+            log.warning("claim %s/%s: creating a handle failed: %s", self.namespace, self.name, error)
+            self.schedule("retry", _Evaluate(), delay=_RETRY)
+            return
+        await self._adopt(handle, base=list(spec.templates), start=now)
+
+    async def _adopt(self, handle: Mapping[str, Any], *, base: list[Any] | None, start: datetime | None) -> None:
+        self.handle, self.base, self.bound_at = handle, base, start
+        self.decided_generation = generation(self.obj)  # the binding decided the lifespan for this request
+        self.pools, self.asking = [], None
+        self.cancel("answer")
+        if self.spec is None:
+            self.spec = resolve_claim(self.obj or {}, self.providers, now=self.ctx.now())
+        await self._keep_in_step(self.ctx.now())
+
+    async def _delete_extra(self, handle: Mapping[str, Any]) -> None:
+        """A second handle bound to this claim: it goes, with its resources (its actor deletes them)."""
+        if claim_of(handle) != (self.namespace, self.name):
+            return
+        log.info("claim %s/%s: deleting extra handle %s", self.namespace, self.name, name_of(handle))
+        try:
+            await self.ctx.api.delete(HANDLE, self.ctx.operator_namespace, name_of(handle))
+        except ApiFailure as error:
+            log.warning("claim %s/%s: deleting extra handle failed: %s", self.namespace, self.name, error)
+
+    # --- bound: keeping the handle in step ------------------------------------------------
+
+    async def _keep_in_step(self, now: datetime) -> None:
+        assert self.obj is not None and self.spec is not None and self.handle is not None
+        self.update_errors = []
+        if self.spec.valid:
+            await self._update_templates(self.spec, now)
+        await self._update_end(now)
+        await self._write_status()
+
+    async def _update_templates(self, spec: ClaimSpec, now: datetime) -> None:
+        """Patch the allowed part of the claim's change into the handle; keep the refused part as errors."""
+        assert self.obj is not None and self.handle is not None
+        entries = (self.handle.get("spec") or {}).get("resources") or []
+        base = self.base if self.base is not None else [
+            _project(entry.get("template") or {}, resource.template)
+            for entry, resource in zip(entries, spec.resources)]
+        plan = plan_update(base, spec, self.handle, claim=self.obj, now=now)
+        self.update_errors = list(plan.errors)
+        if not plan.changed:
+            return
+        try:
+            self.handle = await self.ctx.api.json_patch(HANDLE, self.ctx.operator_namespace, name_of(self.handle),
+                                                        plan.handle_patch(self.handle))
+        except NotFound:
+            return  # its deletion event tells us
+        except ApiFailure as error:
+            self.update_errors.append(ResourceError("spec.resources", f"the handle refused the update: {error}",
+                                                    "UpdateRefused"))
+            return
+        base = list(base)
+        for update in plan.resources:
+            if update.applied:
+                base[update.index] = apply_patch(base[update.index], list(update.applied))
+        self.base = base
+
+    async def _update_end(self, now: datetime) -> None:
+        """A requested end within the limits is honoured as asked; one beyond them is clamped when asked,
+        and not moved later by re-evaluating (relativeMaximum counts from the moment of the request)."""
+        assert self.obj is not None and self.handle is not None
+        requested = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end")
+        if requested is None:
+            return
+        handle_spec = self.handle.get("spec") or {}
+        config, _ = LifespanConfig.parse(handle_spec.get("lifespan"), "spec.lifespan")
+        start = timestamp(((self.obj.get("status") or {}).get("lifespan") or {}).get("start")) or now
+        lifespan, _ = claim_lifespan_of(config, self.obj, start=start, now=now)
+        current = timestamp((handle_spec.get("lifespan") or {}).get("end"))
+        if lifespan is None or lifespan.end is None or lifespan.end == current:
+            return
+        asked_anew = generation(self.obj) != self.decided_generation
+        if lifespan.clamped and not asked_anew and current is not None and current <= lifespan.end:
+            return
+        self.decided_generation = generation(self.obj)
+        try:
+            self.handle = await self.ctx.api.merge_patch(
+                HANDLE, self.ctx.operator_namespace, name_of(self.handle),
+                {"spec": {"lifespan": {"end": format_timestamp(lifespan.end)}}})
+        except ApiFailure as error:
+            log.warning("claim %s/%s: writing the lifespan end failed: %s", self.namespace, self.name, error)
+
+    async def _ended(self) -> bool:
+        """After the end of its lifespan a claim whose handle is gone deletes itself (rule: resources,
+        then the handle, then the claim)."""
+        assert self.obj is not None
+        end = timestamp(((self.obj.get("status") or {}).get("lifespan") or {}).get("end"))
+        if end is None or end > self.ctx.now():
+            return False
+        try:
+            await self.ctx.api.delete(CLAIM, self.namespace, self.name)
+        except ApiFailure as error:
+            log.warning("claim %s/%s: deleting the ended claim failed: %s", self.namespace, self.name, error)
+            self.schedule("retry", _Evaluate(), delay=_RETRY)
+            return True
+        self.stop()
+        return True
+
+    # --- status ---------------------------------------------------------------------------
+
+    async def _write_status(self) -> None:
+        assert self.obj is not None and self.spec is not None
+        now = self.ctx.now()
+        status = self.obj.get("status") or {}
+        gen = generation(self.obj)
+        resources = status_resources(self.spec, status.get("resources"), self.update_errors)
+        conditions = merge_condition(status.get("conditions"), valid_condition(
+            [*self.spec.all_errors, *self.update_errors], now=now, generation=gen))
+        handle = self.handle
+        lifespan = dict(status.get("lifespan") or {})
+        if handle is None:
+            for entry in resources:
+                entry.pop("reference", None)
+                entry.pop("state", None)
+            bound, ready = self._unbound_conditions(now, gen)
+        else:
+            _copy_states(resources, handle)
+            bound = new_condition("Bound", True, "Bound", self._bound_message(handle, now),
+                                  now=now, observed_generation=gen)
+            ready = self._ready_condition(handle, resources, now, gen)
+            lifespan = self._lifespan_status(handle, lifespan, now)
+            if ready["status"] == "True" and "firstReady" not in lifespan:
+                lifespan["firstReady"] = format_timestamp(now.replace(microsecond=0))
+        conditions = merge_condition(merge_condition(conditions, bound), ready)
+        new = {
+            "resourceHandle": ({"name": name_of(handle), "namespace": self.ctx.operator_namespace}
+                               if handle is not None else None),
+            "resources": resources,
+            "lifespan": lifespan or None,
+            "conditions": conditions,
+        }
+        if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan")) \
+                and same_conditions(status.get("conditions"), conditions):
+            return
+        try:
+            self.obj = await self.ctx.api.patch_status(CLAIM, self.namespace, self.name, new)
+        except NotFound:
+            pass  # deleted: the deletion event stops us
+
+    def _unbound_conditions(self, now: datetime, gen: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        assert self.obj is not None and self.spec is not None
+        start = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("start")
+        if not self.spec.valid:
+            bound = new_condition("Bound", False, "NotValid", "the claim is not valid (see Valid)",
+                                  now=now, observed_generation=gen)
+        elif start is not None and (timestamp(start) or now) > now:
+            bound = new_condition("Bound", False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
+                                  now=now, observed_generation=gen)
+        else:
+            bound = new_condition("Bound", False, "Binding", "looking for a handle", now=now, observed_generation=gen)
+        ready = new_condition("Ready", False, "NotBound", "the claim has no handle yet", now=now,
+                              observed_generation=gen)
+        return bound, ready
+
+    def _bound_message(self, handle: Mapping[str, Any], now: datetime) -> str:
+        assert self.obj is not None
+        pool = ((handle.get("spec") or {}).get("resourcePool") or {}).get("name")
+        message = f"ResourceHandle {name_of(handle)}" + (f" from ResourcePool {pool}" if pool else "")
+        requested_text = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end")
+        requested = timestamp(requested_text)
+        handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
+        end = timestamp(handle_lifespan.get("end"))
+        if requested is not None and end is not None and requested > end:
+            config, _ = LifespanConfig.parse(handle_lifespan, "spec.lifespan")
+            created = created_at(self.obj) or now
+            _, limited_by = config.limit(created=created, now=now)
+            message += (f"; spec.lifespan.end {requested_text} is later than allowed by the "
+                        f"{limited_by or 'handle'}; the lifespan ends at {format_timestamp(end)}")
+        return message
+
+    def _ready_condition(self, handle: Mapping[str, Any], resources: Sequence[Mapping[str, Any]], now: datetime,
+                         gen: int | None) -> dict[str, Any]:
+        """Ready by each provider's rule on the states the handle reports; the handle's refusals first."""
+        assert self.obj is not None
+        rendered = find_condition((handle.get("status") or {}).get("conditions"), "Rendered")
+        if rendered is not None and rendered.get("status") == "False":
+            return new_condition("Ready", False, rendered.get("reason") or "NotRendered", rendered.get("message", ""),
+                                 now=now, observed_generation=gen)
+        readiness = []
+        for index, entry in enumerate(resources):
+            provider = self.providers.get((entry.get("provider") or {}).get("name") or "")
+            if provider is None:
+                continue
+            readiness.append((f"spec.resources[{index}] ({entry['name']})",
+                              provider.readiness(entry.get("state"), handle=handle, claim=self.obj, now=now)))
+        return ready_condition(readiness, now=now, generation=gen)
+
+    def _lifespan_status(self, handle: Mapping[str, Any], lifespan: dict[str, Any], now: datetime) -> dict[str, Any]:
+        handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
+        start = format_timestamp(self.bound_at) if self.bound_at else lifespan.get("start") or format_timestamp(
+            now.replace(microsecond=0))
+        result = {"start": start}
+        for key in ("end", "maximum", "relativeMaximum"):
+            if handle_lifespan.get(key):
+                result[key] = handle_lifespan[key]
+        if lifespan.get("firstReady"):
+            result["firstReady"] = lifespan["firstReady"]
+        return result
+
+
+def _copy_states(resources: list[dict[str, Any]], handle: Mapping[str, Any]) -> None:
+    """Each resource's reference and state, as the handle reports them, into the claim's entries."""
+    entries = (handle.get("spec") or {}).get("resources") or []
+    reported = (handle.get("status") or {}).get("resources") or []
+    for index, entry in enumerate(resources):
+        reference = entries[index].get("reference") if index < len(entries) else None
+        state = reported[index].get("state") if index < len(reported) else None
+        for key, value in (("reference", reference), ("state", state)):
+            if value is None:
+                entry.pop(key, None)
+            else:
+                entry[key] = copy.deepcopy(value)
+
+
+def _project(theirs: Any, ours: Any) -> Any:
+    """The handle's template cut down to the keys the claim's template has.
+
+    After a restart the claim's previous template is unknown; diffing from the
+    handle's own template would read what a pool provisioned (and the claim
+    never mentioned) as removals. Removals made while the actor was down are
+    therefore not seen; additions and replacements are.
+    """
+    if isinstance(theirs, Mapping) and isinstance(ours, Mapping):
+        return {key: _project(value, ours[key]) for key, value in theirs.items() if key in ours}
+    return copy.deepcopy(theirs)
+
+
+def _handle_address(handle: Mapping[str, Any]) -> str:
+    metadata = handle.get("metadata") or {}
+    return f"handle/{metadata.get('namespace')}/{metadata.get('name')}"

@@ -1,0 +1,399 @@
+"""The pool actor: the single arbiter of one ResourcePool's unbound handles.
+
+Which claim gets which of the pool's handles is decided here and nowhere
+else. Claims ask with `WantHandle` (see `claim_protocol`); the requests that
+arrive together are decided together, each getting the best unbound handle
+that matches its templates (ready first, then oldest) or `NoHandle`. The
+binding is one patch of the handle under a resourceVersion precondition:
+`spec.resourceClaim`, the claim's values at the provider's `matchIgnore`
+paths, and the lifespan end. That write is the commit point; a handle whose
+precondition fails is read again and bound only if it is still unbound, so a
+handle is never bound twice.
+
+The pool also keeps `spec.minAvailable` handles unbound (creating at most
+`spec.maxUnready` not-ready ones at a time, deleting a surplus), replaces
+those unclaimed for longer than `lifespan.unclaimed`, and when the pool is
+deleted deletes its unbound handles only.
+
+State: the pool, its providers and resolved templates, its handles (bound or
+not) as last seen or written, and the requests waiting for the next
+decision. All but the requests are rebuilt from the topology on restart; a
+claim whose request was lost asks again when its timer fires.
+
+Writes: handle creations, the binding commit, deletions of unbound handles
+(with a resourceVersion precondition, so a handle bound meanwhile survives),
+and the pool's status (handle counts, unbound handles, `Valid`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lessor.mailbox import Actor
+from lessor.templates import format_timestamp
+
+from .api import HANDLE, POOL, ApiFailure, Conflict, NotFound
+from .claim_protocol import HandleBound, NoHandle, WantHandle
+from .claim_spec import ClaimSpec, ResourceError, bound_templates, matches_handle, resolve_pool, valid_condition
+from .claim_world import (
+    HANDLE_KIND,
+    POOL_KIND,
+    claim_of,
+    created_at,
+    deleting,
+    load_providers,
+    name_of,
+    newer,
+)
+from .conditions import merge_condition, same_conditions
+from .context import Context, split_address
+from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
+from .observed import Observed
+from .provider import Provider
+from .queries import TOPOLOGY, GetObject, PoolHandles
+
+log = logging.getLogger(__name__)
+
+_COMMIT_ATTEMPTS = 5
+_PARALLEL_WRITES = 16
+_STATUS_DELAY = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class _Decide:
+    """Sent to self: bind, replenish and expire after the messages already queued (a burst of requests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Unclaimed:
+    """Sent to self when an unbound handle has waited `lifespan.unclaimed`."""
+
+    handle: str
+
+
+@dataclass(frozen=True, slots=True)
+class _WriteStatus:
+    """Sent to self: one status write for the changes of the last moments."""
+
+
+class PoolActor(Actor):
+    __slots__ = ("ctx", "namespace", "name", "obj", "providers", "spec", "lifespan", "errors", "handles",
+                 "wanting", "deciding", "status_due")
+
+    def __init__(self, address: str, ctx: Context) -> None:
+        self.ctx = ctx
+        self.namespace, self.name = split_address(address)
+        self.obj: Mapping[str, Any] | None = None
+        self.providers: dict[str, Provider] = {}
+        self.spec: ClaimSpec | None = None
+        self.lifespan = LifespanConfig()
+        self.errors: list[ResourceError] = []
+        self.handles: dict[str, Mapping[str, Any]] = {}
+        self.wanting: list[WantHandle] = []
+        self.deciding = False
+        self.status_due = False
+
+    # --- life ---------------------------------------------------------------------------
+
+    async def started(self) -> None:
+        self.obj = await self.ask(TOPOLOGY, GetObject(POOL_KIND, self.namespace, self.name))
+        self.handles = {name_of(h): h for h in await self.ask(TOPOLOGY, PoolHandles(self.namespace, self.name))}
+        if self.obj is None:  # deleted while this actor was down
+            await self._delete_all_unbound()
+            self.stop()
+            return
+        self.providers = await load_providers(self, self.namespace)
+        self._resolve()
+        self._decide_soon()
+
+    async def receive(self, message: Any) -> Any:
+        match message:
+            case WantHandle():
+                self.wanting.append(message)
+                self._decide_soon()
+            case Observed(kind="ResourcePool", object=None):
+                await self._delete_all_unbound()
+                self._refuse_all()
+                self.stop()
+            case Observed(kind="ResourcePool", object=obj) if newer(obj, self.obj):
+                self.obj = obj
+                self._resolve()
+                self._decide_soon()
+            case Observed(kind="ResourceHandle", name=name, object=obj):
+                if obj is None:
+                    self.handles.pop(name, None)
+                elif newer(obj, self.handles.get(name)):
+                    self.handles[name] = obj
+                self._decide_soon()
+            case Observed(kind="ResourceProvider"):
+                self.providers = await load_providers(self, self.namespace)
+                self._resolve()
+                self._decide_soon()
+            case _Decide():
+                self.deciding = False
+                await self._decide()
+            case _Unclaimed():
+                self._decide_soon()
+            case _WriteStatus():
+                self.status_due = False
+                await self._write_status()
+            case Observed():
+                pass
+            case _:
+                log.warning("pool %s/%s: unexpected message %r", self.namespace, self.name, message)
+
+    def _resolve(self) -> None:
+        assert self.obj is not None
+        self.spec = resolve_pool(self.obj, self.providers, now=self.ctx.now())
+        self.lifespan, lifespan_errors = LifespanConfig.parse((self.obj.get("spec") or {}).get("lifespan"),
+                                                              "spec.lifespan")
+        self.errors = [*self.spec.all_errors,
+                       *(ResourceError("spec.lifespan", error, "InvalidLifespan") for error in lifespan_errors)]
+
+    def _decide_soon(self) -> None:
+        if not self.deciding:
+            self.deciding = True
+            self.tell(self.address, _Decide())
+
+    async def _decide(self) -> None:
+        if self.obj is None:
+            return
+        await self._bind()
+        await self._replace_unclaimed()
+        await self._replenish()
+        if not self.status_due:
+            self.status_due = True
+            self.schedule("status", _WriteStatus(), delay=_STATUS_DELAY)
+
+    # --- binding: the commit point --------------------------------------------------------
+
+    async def _bind(self) -> None:
+        """Give each waiting claim one matching handle, or tell it there is none."""
+        # A claim that asked twice (its timer fired while we were busy) is one request: never two handles.
+        wanting = {(want.namespace, want.claim): want for want in self.wanting}
+        self.wanting = []
+        taken: set[str] = set()
+        plans: list[tuple[WantHandle, Mapping[str, Any]]] = []
+        for want in wanting.values():
+            mine = self._bound_to(want.namespace, want.claim)
+            if mine is not None:  # asked again (a restart, a lost answer): the same handle
+                self._answer(want, HandleBound(self.name, mine, _seconds(self.ctx.now())))
+                continue
+            handle = self._best_match(want.spec, taken)
+            if handle is None:
+                self._answer(want, NoHandle(self.name))
+                continue
+            taken.add(name_of(handle))
+            plans.append((want, handle))
+        start = _seconds(self.ctx.now())
+        written = await _gather(self._commit(want, handle, start) for want, handle in plans)
+        for (want, handle), latest in zip(plans, written):
+            holder = claim_of(latest)
+            if holder == (want.namespace, want.claim):
+                self._answer(want, HandleBound(self.name, latest, start))
+            elif latest is None or holder is not None or deleting(latest):
+                self.wanting.append(want)  # taken or gone meanwhile: decide again with what was found
+            else:
+                self._answer(want, NoHandle(self.name))  # the write keeps failing: the claim makes its own
+        if self.wanting:
+            self._decide_soon()
+
+    def _bound_to(self, namespace: str, claim: str) -> Mapping[str, Any] | None:
+        return next((h for h in self.handles.values() if claim_of(h) == (namespace, claim) and not deleting(h)),
+                    None)
+
+    def _best_match(self, spec: ClaimSpec, taken: set[str]) -> Mapping[str, Any] | None:
+        candidates = [h for h in self._unbound() if name_of(h) not in taken and matches_handle(spec, h)]
+        return min(candidates, key=_preference, default=None)
+
+    async def _commit(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> Mapping[str, Any] | None:
+        """Bind `handle` to the claim under a resourceVersion precondition.
+
+        Returns the handle as last known: bound to this claim when the commit
+        won, bound elsewhere or None (deleted) when it lost, unbound when the
+        API kept refusing.
+        """
+        name = name_of(handle)
+        for _ in range(_COMMIT_ATTEMPTS):
+            try:
+                written = await self.ctx.api.merge_patch(HANDLE, self.namespace, name,
+                                                         self._binding(want, handle, start))
+            except NotFound:
+                self.handles.pop(name, None)
+                return None
+            except Conflict:  # usually the handle's own status write: read again, bind only if still unbound
+                fresh = await self.ctx.api.get(HANDLE, self.namespace, name)
+                if fresh is None:
+                    self.handles.pop(name, None)
+                    return None
+                self.handles[name] = fresh
+                if claim_of(fresh) is not None or deleting(fresh):
+                    return fresh
+                handle = fresh
+                continue
+            except ApiFailure as error:
+                log.warning("pool %s/%s: binding %s failed: %s", self.namespace, self.name, name, error)
+                return handle
+            self.handles[name] = written
+            return written
+        return handle
+
+    def _binding(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> dict[str, Any]:
+        """The commit: the claim, its values at the ignored paths, and the end of the lifespan starting now."""
+        spec = handle.get("spec") or {}
+        config, _ = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
+        lifespan, _ = claim_lifespan_of(config, want.claim_object, start=start, now=start)
+        resources = copy.deepcopy(list(spec.get("resources") or []))
+        for entry, template in zip(resources, bound_templates(want.spec, handle)):
+            entry["template"] = template
+        return {
+            "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"]},
+            "spec": {
+                "resourceClaim": {"name": want.claim, "namespace": want.namespace},
+                "resources": resources,
+                "lifespan": handle_lifespan_spec(config, lifespan.end if lifespan else None),
+            },
+        }
+
+    def _answer(self, want: WantHandle, answer: HandleBound | NoHandle) -> None:
+        self.tell(f"claim/{want.namespace}/{want.claim}", answer)
+
+    def _refuse_all(self) -> None:
+        for want in self.wanting:
+            self._answer(want, NoHandle(self.name))
+        self.wanting = []
+
+    # --- keeping minAvailable --------------------------------------------------------------
+
+    def _unbound(self) -> list[Mapping[str, Any]]:
+        return [h for h in self.handles.values() if claim_of(h) is None and not deleting(h)]
+
+    async def _replenish(self) -> None:
+        assert self.obj is not None and self.spec is not None
+        if self.errors:
+            return
+        spec = self.obj.get("spec") or {}
+        unbound = self._unbound()
+        missing = int(spec.get("minAvailable") or 0) - len(unbound)
+        if missing > 0:
+            max_unready = spec.get("maxUnready")
+            if isinstance(max_unready, int):
+                unready = sum(1 for h in unbound if not _ready(h))
+                missing = min(missing, max(0, max_unready - unready))
+            await _gather(self._create() for _ in range(missing))
+        elif missing < 0:  # more than asked for (minAvailable lowered, or a restart that trailed its own creates)
+            surplus = sorted(unbound, key=_preference, reverse=True)[:-missing]
+            await _gather(self._delete_unbound(h) for h in surplus)
+
+    async def _create(self) -> None:
+        assert self.spec is not None
+        body = {
+            "apiVersion": HANDLE.api_version, "kind": HANDLE_KIND,
+            "metadata": {"generateName": "guid-", "namespace": self.namespace},
+            "spec": {
+                "resourcePool": {"name": self.name, "namespace": self.namespace},
+                "resources": self.spec.handle_resources(),
+                "lifespan": handle_lifespan_spec(self.lifespan),
+            },
+        }
+        try:
+            created = await self.ctx.api.create(HANDLE, self.namespace, body)
+        except ApiFailure as error:
+            log.warning("pool %s/%s: creating a handle failed: %s", self.namespace, self.name, error)
+            return
+        self.handles[name_of(created)] = created
+
+    async def _replace_unclaimed(self) -> None:
+        """Delete the handles that waited longer than `lifespan.unclaimed`; replenishing replaces them."""
+        if self.lifespan.unclaimed is None:
+            return
+        now = self.ctx.now()
+        for handle in self._unbound():
+            created = created_at(handle)
+            end = unclaimed_end(self.lifespan, created=created) if created else None
+            if end is None:
+                continue
+            if end <= now:
+                await self._delete_unbound(handle)
+            else:
+                self.schedule(("unclaimed", name_of(handle)), _Unclaimed(name_of(handle)), at=end)
+
+    async def _delete_unbound(self, handle: Mapping[str, Any]) -> None:
+        """Delete a handle only as the version we know, unbound: a precondition keeps a bound one alive."""
+        name = name_of(handle)
+        try:
+            await self.ctx.api.delete(HANDLE, self.namespace, name,
+                                      resource_version=(handle.get("metadata") or {}).get("resourceVersion"))
+        except Conflict:
+            fresh = await self.ctx.api.get(HANDLE, self.namespace, name)
+            if fresh is not None and claim_of(fresh) is None and not deleting(fresh):
+                self.handles[name] = fresh
+                self._decide_soon()  # still unbound: judge it again with its new version
+                return
+        except ApiFailure as error:
+            log.warning("pool %s/%s: deleting handle %s failed: %s", self.namespace, self.name, name, error)
+            return
+        self.handles.pop(name, None)
+        self.cancel(("unclaimed", name))
+
+    async def _delete_all_unbound(self) -> None:
+        await _gather(self._delete_unbound(h) for h in self._unbound())
+
+    # --- status ---------------------------------------------------------------------------
+
+    async def _write_status(self) -> None:
+        if self.obj is None:
+            return
+        unbound = sorted(self._unbound(), key=name_of)
+        current = self.obj.get("status") or {}
+        now = self.ctx.now()
+        conditions = merge_condition(current.get("conditions"), valid_condition(
+            self.errors, now=now, generation=(self.obj.get("metadata") or {}).get("generation")))
+        status = {
+            "resourceHandleCount": {"available": len(unbound), "ready": sum(1 for h in unbound if _ready(h))},
+            "resourceHandles": [{"name": name_of(h), "ready": _ready(h), "healthy": _healthy(h)} for h in unbound],
+            "conditions": conditions,
+        }
+        if all(current.get(key) == status[key] for key in ("resourceHandleCount", "resourceHandles")) \
+                and same_conditions(current.get("conditions"), conditions):
+            return
+        try:
+            self.obj = await self.ctx.api.patch_status(POOL, self.namespace, self.name, status)
+        except NotFound:
+            pass
+
+
+def _ready(handle: Mapping[str, Any]) -> bool:
+    return (handle.get("status") or {}).get("ready") is True
+
+
+def _healthy(handle: Mapping[str, Any]) -> bool:
+    return (handle.get("status") or {}).get("healthy") is not False
+
+
+def _seconds(moment: datetime) -> datetime:
+    """Lifespans are written to the second; start and end are computed from the same truncated moment."""
+    return moment.replace(microsecond=0)
+
+
+def _preference(handle: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """Ready handles first, then the oldest: the order in which the pool hands them out."""
+    created = created_at(handle)
+    return not _ready(handle), format_timestamp(created) if created else "", name_of(handle)
+
+
+async def _gather(coroutines: Iterable[Awaitable[Any]]) -> list[Any]:
+    """Run the writes of one decision side by side (a handful at a time), in order of results."""
+    gate = asyncio.Semaphore(_PARALLEL_WRITES)
+
+    async def one(coroutine: Awaitable[Any]) -> Any:
+        async with gate:
+            return await coroutine
+
+    return await asyncio.gather(*(one(c) for c in coroutines))

@@ -1,0 +1,611 @@
+"""Pools and claims against the real API server, with the operator's claim, pool and handle actors deciding.
+
+Providers, pools and handles live in the shared operator namespace, so every
+test names its own with a unique suffix and removes them afterwards;
+created resources are real kinds: ConfigMaps, and Widgets of a small test
+CRD whose status a test sets to make a resource ready or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from lessor.gateway import Gateway, Resource
+from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, POOL, PROVIDER
+
+pytestmark = pytest.mark.usefixtures("operator")
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+WIDGET = Resource("test.lessor.dev", "v1", "Widget", "widgets")
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.test.lessor.dev"},
+    "spec": {
+        "group": "test.lessor.dev", "scope": "Namespaced",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                          "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                          "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}],
+    },
+}
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+class Lab:
+    """Providers and pools of one test, in the operator's namespace, under unique names; removed afterwards."""
+
+    def __init__(self, kube: Gateway) -> None:
+        self.kube = kube
+        self.suffix = uuid.uuid4().hex[:6]
+        self.made: list[tuple[Resource, str]] = []
+
+    def name(self, base: str) -> str:
+        return f"{base}-{self.suffix}"
+
+    async def provider(self, base: str, **spec: Any) -> str:
+        name = self.name(base)
+        await self.kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider",
+                                               "metadata": {"name": name}, "spec": spec})
+        self.made.append((PROVIDER, name))
+        return name
+
+    async def pool(self, base: str, provider: str, template: Mapping[str, Any], *, min_available: int,
+                   **spec: Any) -> str:
+        name = self.name(base)
+        await self.kube.create(POOL, OPS, {"apiVersion": API, "kind": "ResourcePool", "metadata": {"name": name},
+                                           "spec": {"minAvailable": min_available, **spec, "resources": [
+                                               {"provider": {"name": provider}, "template": dict(template)}]}})
+        self.made.append((POOL, name))
+        return name
+
+    async def clean(self) -> None:
+        for resource, name in sorted(self.made, key=lambda made: made[0] is PROVIDER):  # pools first
+            if await get(self.kube, resource, OPS, name) is not None:
+                await self.kube.delete(resource, OPS, name)
+
+
+@pytest.fixture
+async def lab(kube: Gateway) -> AsyncIterator[Lab]:
+    made = Lab(kube)
+    yield made
+    await made.clean()
+
+
+@pytest.fixture(scope="session")
+async def widgets(kube: Gateway) -> Resource:
+    name = WIDGET_CRD["metadata"]["name"]
+    await kube.apply(CRD, None, name, WIDGET_CRD)
+    await until(kube, CRD, "", name, has("Established", "InitialNamesAccepted"))
+    return WIDGET
+
+
+def configmap_provider(**spec: Any) -> dict[str, Any]:
+    """A provider of ConfigMaps in the operator's namespace, named after the handle."""
+    return {"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": OPS}}, **spec}
+
+
+async def claim(kube: Gateway, ns: str, name: str, *resources: Mapping[str, Any], **spec: Any) -> None:
+    await kube.create(CLAIM, ns, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+                                  "spec": {"resources": list(resources), **spec}})
+
+
+def resource(provider: str | None, template: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"template": dict(template)}
+    if provider:
+        entry["provider"] = {"name": provider}
+    if name:
+        entry["name"] = name
+    return entry
+
+
+def condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if c["type"] == type_:
+            return c["status"], c["reason"]
+    return None
+
+
+def message(obj: Mapping[str, Any], type_: str) -> str:
+    return next((c["message"] for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == type_), "")
+
+
+def has(type_: str, reason: str, status: str = "True") -> Callable[[Mapping[str, Any]], bool]:
+    return lambda obj: condition(obj, type_) == (status, reason)
+
+
+def ready(obj: Mapping[str, Any]) -> bool:
+    return condition(obj, "Ready") == ("True", "Ready")
+
+
+async def until(kube: Gateway, res: Resource, ns: str, name: str, check: Callable[[Mapping[str, Any]], bool],
+                timeout: float = 20) -> Mapping[str, Any]:
+    deadline = time.monotonic() + timeout
+    obj: Mapping[str, Any] | None = None
+    while time.monotonic() < deadline:
+        obj = await get(kube, res, ns, name)
+        if obj is not None and check(obj):
+            return obj
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{res.kind} {ns}/{name} never got there; last status: {(obj or {}).get('status')}")
+
+
+async def gone(kube: Gateway, res: Resource, ns: str, name: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await get(kube, res, ns, name) is None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{res.kind} {ns}/{name} still exists")
+
+
+async def get(kube: Gateway, res: Resource, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(res, ns, name)
+    except Exception as error:
+        if getattr(error, "not_found", False):
+            return None
+        raise
+
+
+def handle_of(claim_obj: Mapping[str, Any]) -> str:
+    return claim_obj["status"]["resourceHandle"]["name"]
+
+
+def reference(claim_obj: Mapping[str, Any], index: int = 0) -> dict[str, str]:
+    return claim_obj["status"]["resources"][index]["reference"]
+
+
+async def pool_handles(kube: Gateway, pool: str) -> list[dict[str, Any]]:
+    handles, _ = await kube.list(HANDLE, OPS)
+    return [h for h in handles if (h["spec"].get("resourcePool") or {}).get("name") == pool]
+
+
+def unbound(handles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [h for h in handles if not h["spec"].get("resourceClaim") and not h["metadata"].get("deletionTimestamp")]
+
+
+def stamp(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+# --- rules 1, 3, 5, 8: a claim, a new handle, its resources, their state -------------------------------
+
+
+async def test_a_claim_gets_its_own_handle_and_a_configmap_whose_state_it_shows(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(default={"data": {"size": "small"}}))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"owner": "alice"}}, name="environment"))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    assert condition(got, "Valid") == ("True", "Valid") and condition(got, "Bound") == ("True", "Bound")
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert handle["metadata"]["generateName"] == "guid-"
+    assert handle["spec"]["resourceClaim"] == {"name": "c1", "namespace": namespace}
+    guid = handle["metadata"]["name"].removeprefix("guid-")
+    ref = reference(got)
+    assert ref == {"apiVersion": "v1", "kind": "ConfigMap", "name": f"guid0-{guid}", "namespace": OPS}
+    cm = await kube.get(CONFIGMAP, OPS, ref["name"])
+    assert cm["data"] == {"size": "small", "owner": "alice"}  # the provider's default under the claim's template
+    labels = cm["metadata"]["labels"]
+    assert labels["lessor.dev/resource-handle-name"] == handle["metadata"]["name"]
+    assert labels["lessor.dev/resource-claim-name"] == "c1"
+    assert labels["lessor.dev/resource-claim-namespace"] == namespace
+    assert labels["lessor.dev/resource-provider-name"] == env
+    state = got["status"]["resources"][0]["state"]
+    assert state["data"] == cm["data"] and "managedFields" not in state["metadata"]
+    assert got["status"]["resources"][0]["name"] == "environment"
+
+
+async def test_a_provider_is_chosen_by_its_match_and_none_or_several_is_a_clear_error(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    flavour = f"f{lab.suffix}"
+    match = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"flavour": flavour}}
+    first = await lab.provider("first", **configmap_provider(match=match))
+    await claim(kube, namespace, "one", resource(None, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "data": {"flavour": flavour}}))
+    got = await until(kube, CLAIM, namespace, "one", ready)
+    assert got["status"]["resources"][0]["provider"]["name"] == first
+
+    await claim(kube, namespace, "nobody", resource(None, {"data": {"flavour": f"other{lab.suffix}"}}))
+    got = await until(kube, CLAIM, namespace, "nobody", has("Valid", "ProviderNotFound", "False"))
+    assert "spec.resources[0].provider: no ResourceProvider's match fits" in got["status"]["resources"][0][
+        "validationError"]
+    assert condition(got, "Bound") == ("False", "NotValid")
+
+    second = await lab.provider("second", **configmap_provider(match=match))
+    await claim(kube, namespace, "two", resource(None, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "data": {"flavour": flavour}}))
+    got = await until(kube, CLAIM, namespace, "two", has("Valid", "ProviderAmbiguous", "False"))
+    assert f"ResourceProviders {first}, {second}; name one in provider.name" in message(got, "Valid")
+    assert "resourceHandle" not in got["status"]
+
+
+async def test_a_claim_waiting_for_its_provider_binds_once_the_provider_exists(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    await claim(kube, namespace, "early", resource(lab.name("late"), {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "early", has("Valid", "ProviderNotFound", "False"))
+    assert f"there is no ResourceProvider {lab.name('late')}" in got["status"]["resources"][0]["validationError"]
+    await lab.provider("late", **configmap_provider())
+    await until(kube, CLAIM, namespace, "early", ready)
+
+
+async def test_every_validation_error_is_reported_at_its_field(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(
+        default={"data": {"size": "small"}},
+        validation={
+            "openAPIV3Schema": {"type": "object", "properties": {"data": {"type": "object", "properties": {
+                "size": {"type": "string", "enum": ["small", "large"]}}}}},
+            "checks": [{"name": "a large one needs a reason",
+                        "check": "data.size != 'large' or (data.reason | default('') | length) > 0"}],
+        }))
+    await claim(kube, namespace, "huge", resource(env, {"data": {"size": "huge"}}),
+                resource(env, {"data": {"size": "large"}}))
+    got = await until(kube, CLAIM, namespace, "huge", has("Valid", "SchemaViolation", "False"))
+    errors = [r.get("validationError", "") for r in got["status"]["resources"]]
+    assert errors[0].startswith("spec.resources[0].template/data/size: 'huge' is not one of ['small', 'large']")
+    assert errors[1] == "spec.resources[1].template: check 'a large one needs a reason' failed"
+    assert all(e in message(got, "Valid") for e in errors)
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert not [h for h in handles if h["spec"].get("resourceClaim", {}).get("namespace") == namespace]
+
+
+# --- security: where, what and which fields ------------------------------------------------------------
+
+
+async def test_a_claim_cannot_place_name_relabel_or_rekind_its_resource(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    await claim(kube, namespace, "sneaky", resource(env, {
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": namespace, "name": "kube-root-ca.crt",
+                     "labels": {"lessor.dev/resource-handle-name": "someone-else"}},
+        "data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "sneaky", has("Valid", "Forbidden", "False"))
+    error = got["status"]["resources"][0]["validationError"]
+    for field in ("template/metadata/namespace", "template/metadata/name", "template/kind",
+                  "template/metadata/labels/lessor.dev~1resource-handle-name"):
+        assert f"spec.resources[0].{field}: " in error
+    assert "resourceHandle" not in got["status"]
+    # nothing was created in the claim's namespace, nor was the namespace's own ConfigMap touched
+    configmaps, _ = await kube.list(CONFIGMAP, namespace)
+    assert all("lessor.dev/resource-handle-name" not in (c["metadata"].get("labels") or {}) for c in configmaps)
+
+
+async def test_resources_go_where_the_provider_puts_them_never_where_the_claim_says(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    elsewhere = await lab.provider("elsewhere", override={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace, "name": "env-{{ resource_handle.metadata.name }}"}},
+        template={"enable": True})
+    await claim(kube, namespace, "c1", resource(elsewhere, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    assert reference(got) == {"apiVersion": "v1", "kind": "ConfigMap", "namespace": namespace,
+                              "name": f"env-{handle_of(got)}"}
+    plain = await lab.provider("plain", **configmap_provider(override={"apiVersion": "v1", "kind": "ConfigMap"}))
+    await claim(kube, namespace, "c2", resource(plain, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c2", ready)
+    assert reference(got)["namespace"] == OPS  # no namespace in the override: the operator's
+
+
+async def test_a_long_claim_name_is_an_annotation_only(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    name = "c" * 70
+    await claim(kube, namespace, name, resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, name, ready)
+    cm = await kube.get(CONFIGMAP, OPS, reference(got)["name"])
+    assert cm["metadata"]["annotations"]["lessor.dev/resource-claim-name"] == name
+    assert "lessor.dev/resource-claim-name" not in cm["metadata"]["labels"]
+    assert cm["metadata"]["labels"]["lessor.dev/resource-claim-namespace"] == namespace
+
+
+# --- rule 5: templates that fail ------------------------------------------------------------------------
+
+
+async def test_an_override_that_fails_to_render_is_a_condition_with_the_error(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    broken = await lab.provider("broken", template={"enable": True}, override={
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "data": {"when": "{{ resource_claim.spec.nothing.deeper }}", "fine": "{{ 1 + 1 }}"}})
+    await claim(kube, namespace, "c1", resource(broken, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", has("Ready", "TemplateError", "False"))
+    assert condition(got, "Valid") == ("True", "Valid") and condition(got, "Bound") == ("True", "Bound")
+    assert "spec.resources[0]: ResourceProvider" in message(got, "Ready")
+    assert "/spec/override/data/when" in message(got, "Ready")
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert condition(handle, "Rendered") == ("False", "TemplateError")
+
+
+# --- rule 8: state and readiness of a real custom resource ----------------------------------------------
+
+
+async def test_ready_follows_the_state_of_the_created_resource(
+        kube: Gateway, namespace: str, lab: Lab, widgets: Resource) -> None:
+    gadget = await lab.provider("gadget", override={"apiVersion": "test.lessor.dev/v1", "kind": "Widget"},
+                                readinessCheck="status is defined and status.phase == 'Running'")
+    await claim(kube, namespace, "w", resource(gadget, {"spec": {"colour": "red"}}))
+    got = await until(kube, CLAIM, namespace, "w", has("Ready", "ResourcesNotReady", "False"))
+    ref = reference(got)
+    assert (ref["apiVersion"], ref["kind"], ref["namespace"]) == ("test.lessor.dev/v1", "Widget", OPS)
+    assert "spec.resources[0] (" in message(got, "Ready") and "readinessCheck is false" in message(got, "Ready")
+    await kube.patch_status(widgets, OPS, ref["name"], {"phase": "Running", "detail": "up"})
+    got = await until(kube, CLAIM, namespace, "w", ready)
+    assert got["status"]["resources"][0]["state"]["status"] == {"phase": "Running", "detail": "up"}
+    assert got["status"]["lifespan"]["firstReady"]
+    await kube.patch_status(widgets, OPS, ref["name"], {"phase": "Degraded"})
+    got = await until(kube, CLAIM, namespace, "w", has("Ready", "ResourcesNotReady", "False"))
+    assert got["status"]["resources"][0]["state"]["status"]["phase"] == "Degraded"
+
+
+async def test_without_a_readiness_check_a_ready_condition_decides(
+        kube: Gateway, namespace: str, lab: Lab, widgets: Resource) -> None:
+    gadget = await lab.provider("gadget", override={"apiVersion": "test.lessor.dev/v1", "kind": "Widget"})
+    await claim(kube, namespace, "w", resource(gadget, {"spec": {"colour": "blue"}}))
+    got = await until(kube, CLAIM, namespace, "w", ready)  # no conditions at all: ready once it exists
+    name = reference(got)["name"]
+    await kube.patch_status(widgets, OPS, name, {"conditions": [
+        {"type": "Ready", "status": "False", "reason": "Warming", "message": "fans spinning up"}]})
+    got = await until(kube, CLAIM, namespace, "w", has("Ready", "ResourcesNotReady", "False"))
+    assert "Ready is False (Warming): fans spinning up" in message(got, "Ready")
+
+
+async def test_a_created_resource_deleted_behind_the_operators_back_is_made_again(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    name = reference(got)["name"]
+    first = await kube.get(CONFIGMAP, OPS, name)
+    await kube.delete(CONFIGMAP, OPS, name)
+    again = await until(kube, CONFIGMAP, OPS, name, lambda o: o["metadata"]["uid"] != first["metadata"]["uid"])
+    assert again["data"] == {"a": "b"}
+
+
+# --- rules 2 and 6: pools and binding -------------------------------------------------------------------
+
+
+async def test_a_matching_claim_takes_a_pool_handle_and_the_pool_replenishes(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(
+        default={"data": {"size": "small"}}, matchIgnore=["/data/owner"]))
+    pool = await lab.pool("envs", env, {"data": {"size": "small"}}, min_available=2)
+    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get("ready") == 2)
+    before = {h["metadata"]["name"] for h in await pool_handles(kube, pool)}
+    # equal but at an ignored path: a pool handle, which takes the claim's value there
+    await claim(kube, namespace, "fits", resource(env, {"data": {"owner": "alice"}}))
+    got = await until(kube, CLAIM, namespace, "fits", ready)
+    assert handle_of(got) in before
+    assert "from ResourcePool " + pool in message(got, "Bound")
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert handle["spec"]["resourcePool"]["name"] == pool
+    assert handle["spec"]["resources"][0]["template"]["data"] == {"size": "small", "owner": "alice"}
+    cm = await until(kube, CONFIGMAP, OPS, reference(got)["name"],
+                     lambda c: c["metadata"]["labels"].get("lessor.dev/resource-claim-name") == "fits")
+    assert cm["data"] == {"size": "small", "owner": "alice"}
+    assert cm["metadata"]["labels"]["lessor.dev/resource-pool-name"] == pool
+    # different where it matters: a handle of its own
+    await claim(kube, namespace, "bigger", resource(env, {"data": {"size": "large"}}))
+    got = await until(kube, CLAIM, namespace, "bigger", ready)
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert "resourcePool" not in handle["spec"]
+    status = (await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"] == {
+        "available": 2, "ready": 2}))["status"]
+    names = {h["name"] for h in status["resourceHandles"]}
+    assert len(names) == 2 and handle_of(await kube.get(CLAIM, namespace, "fits")) not in names
+
+
+async def test_many_claims_at_once_never_share_a_handle_nor_hold_two(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    pool = await lab.pool("envs", env, {"data": {"kind": "env"}}, min_available=10)
+    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get("ready") == 10)
+    names = [f"c{i:02d}" for i in range(40)]
+    await asyncio.gather(*(claim(kube, namespace, n, resource(env, {"data": {"kind": "env"}})) for n in names))
+    claims = [await until(kube, CLAIM, namespace, n, ready, timeout=60) for n in names]
+    handles = [handle_of(c) for c in claims]
+    assert len(set(handles)) == len(names), "two claims on one handle"
+    mine = [h for h in (await kube.list(HANDLE, OPS))[0]
+            if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace]
+    assert sorted(h["metadata"]["name"] for h in mine) == sorted(handles), "a claim with two handles"
+    from_pool = [h for h in mine if h["spec"].get("resourcePool")]
+    assert len(from_pool) >= 10
+    await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"]["available"] == 10, timeout=30)
+
+
+async def test_a_pool_handle_of_a_resource_requiring_a_claim_creates_nothing_until_bound(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", resourceRequiresClaim=True, template={"enable": True}, override={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": OPS},
+        "data": {"for": "{{ resource_claim.metadata.namespace }}/{{ resource_claim.metadata.name }}"}})
+    pool = await lab.pool("envs", env, {"data": {"size": "small"}}, min_available=1)
+    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get(
+        "available") == 1)
+    [waiting] = await pool_handles(kube, pool)
+    await until(kube, HANDLE, OPS, waiting["metadata"]["name"], lambda h: condition(h, "Rendered") is not None)
+    configmaps, _ = await kube.list(CONFIGMAP, OPS, label_selector=f"lessor.dev/resource-handle-name={waiting['metadata']['name']}")
+    assert configmaps == []
+    await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    assert handle_of(got) == waiting["metadata"]["name"]
+    cm = await kube.get(CONFIGMAP, OPS, reference(got)["name"])
+    assert cm["data"] == {"size": "small", "for": f"{namespace}/c1"}
+
+
+# --- rule 7: lifespan -------------------------------------------------------------------------------------
+
+
+async def test_at_the_end_the_resources_go_then_the_handle_then_the_claim(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(lifespan={"default": "3s"}))
+    await claim(kube, namespace, "short", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "short", ready)
+    end = parse(got["status"]["lifespan"]["end"])
+    assert end - parse(got["status"]["lifespan"]["start"]) == dt.timedelta(seconds=3)
+    handle, cm = handle_of(got), reference(got)["name"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # read in the reverse order of deletion: a later read sees earlier deletions
+        claim_left = await get(kube, CLAIM, namespace, "short")
+        handle_left = await get(kube, HANDLE, OPS, handle)
+        cm_left = await get(kube, CONFIGMAP, OPS, cm)
+        assert claim_left is not None or handle_left is None, "the claim went before its handle"
+        assert handle_left is not None or cm_left is None, "the handle went before its ConfigMap"
+        if claim_left is None:
+            break
+        assert dt.datetime.now(dt.UTC) < end + dt.timedelta(seconds=10)
+        await asyncio.sleep(0.05)
+    assert claim_left is None and dt.datetime.now(dt.UTC) >= end
+
+
+async def test_a_requested_end_beyond_the_limits_is_clamped_and_the_claim_says_so(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(lifespan={"maximum": "2h", "relativeMaximum": "1h"}))
+    asked = stamp(dt.datetime.now(dt.UTC) + dt.timedelta(days=1))
+    await claim(kube, namespace, "long", resource(env, {"data": {"a": "b"}}), lifespan={"end": asked})
+    got = await until(kube, CLAIM, namespace, "long", ready)
+    lifespan = got["status"]["lifespan"]
+    end = parse(lifespan["end"])
+    assert abs(end - (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))) < dt.timedelta(seconds=30)  # the earlier limit
+    assert (lifespan["maximum"], lifespan["relativeMaximum"]) == ("2h", "1h")
+    assert f"spec.lifespan.end {asked} is later than allowed by the relativeMaximum 1h from now" in message(got, "Bound")
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert handle["spec"]["lifespan"]["end"] == lifespan["end"]
+    # asking for less is honoured as asked
+    sooner = stamp(dt.datetime.now(dt.UTC) + dt.timedelta(minutes=30))
+    await kube.merge_patch(CLAIM, namespace, "long", {"spec": {"lifespan": {"end": sooner}}})
+    got = await until(kube, CLAIM, namespace, "long", lambda c: c["status"]["lifespan"].get("end") == sooner)
+    assert "later than allowed" not in message(got, "Bound")
+
+
+async def test_a_handle_for_several_providers_takes_the_least_of_each_setting(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    lax = await lab.provider("lax", **configmap_provider(lifespan={"default": "2h", "maximum": "8h"}))
+    strict = await lab.provider("strict", **configmap_provider(lifespan={"default": "3h", "maximum": "1h"}))
+    await claim(kube, namespace, "both", resource(lax, {"data": {"a": "b"}}, name="one"),
+                resource(strict, {"data": {"c": "d"}}, name="two"))
+    got = await until(kube, CLAIM, namespace, "both", ready)
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert {k: v for k, v in handle["spec"]["lifespan"].items() if k != "end"} == {"default": "2h", "maximum": "1h"}
+    lifespan = got["status"]["lifespan"]
+    assert parse(lifespan["end"]) - parse(lifespan["start"]) <= dt.timedelta(hours=1)
+    assert [r["name"] for r in got["status"]["resources"]] == ["one", "two"]
+    assert reference(got, 0)["name"] != reference(got, 1)["name"]
+
+
+async def test_unclaimed_pool_handles_are_replaced(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    pool = await lab.pool("envs", env, {"data": {"a": "b"}}, min_available=2, lifespan={"unclaimed": "3s"})
+    first = await until(kube, POOL, OPS, pool, lambda p: len((p.get("status") or {}).get("resourceHandles") or ()) == 2)
+    old = {h["name"] for h in first["status"]["resourceHandles"]}
+    later = await until(kube, POOL, OPS, pool, lambda p: len(p["status"]["resourceHandles"]) == 2 and not old & {
+        h["name"] for h in p["status"]["resourceHandles"]}, timeout=30)
+    assert later["status"]["resourceHandleCount"]["available"] == 2
+    for name in old:
+        await gone(kube, HANDLE, OPS, name)
+        assert (await kube.list(CONFIGMAP, OPS, label_selector=f"lessor.dev/resource-handle-name={name}"))[0] == []
+
+
+async def test_deleting_a_claim_deletes_its_handle_and_resources(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    await kube.delete(CLAIM, namespace, "c1")
+    await gone(kube, HANDLE, OPS, handle_of(got))
+    await gone(kube, CONFIGMAP, OPS, reference(got)["name"])
+
+
+async def test_deleting_a_pool_deletes_only_its_unbound_handles(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    pool = await lab.pool("envs", env, {"data": {"a": "b"}}, min_available=2)
+    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get("ready") == 2)
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    bound = handle_of(got)
+    handles = await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"]["available"] == 2)
+    free = [h["name"] for h in handles["status"]["resourceHandles"]]
+    await kube.delete(POOL, OPS, pool)
+    for name in free:
+        await gone(kube, HANDLE, OPS, name)
+    assert (await kube.get(HANDLE, OPS, bound))["spec"]["resourceClaim"]["name"] == "c1"
+    assert ready(await kube.get(CLAIM, namespace, "c1"))
+    assert await get(kube, CONFIGMAP, OPS, reference(got)["name"]) is not None
+
+
+# --- rule 4: updates ------------------------------------------------------------------------------------
+
+
+async def test_allowed_updates_reach_the_resource_and_refused_ones_are_reported(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(
+        updateFilters=[{"pathMatch": "/data/size", "allowedOps": ["replace"]}],
+        validation={"openAPIV3Schema": {"type": "object", "properties": {"data": {"type": "object", "properties": {
+            "size": {"type": "string", "enum": ["small", "large"]}}}}}}))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small", "owner": "alice"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    cm_name = reference(got)["name"]
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "large", "owner": "mallory", "extra": "x"}}}]}})
+    got = await until(kube, CLAIM, namespace, "c1", has("Valid", "UpdateRefused", "False"))
+    refused = got["status"]["resources"][0]["validationError"]
+    assert "spec.resources[0].template/data/owner: replace is not allowed by ResourceProvider" in refused
+    assert "spec.resources[0].template/data/extra: add is not allowed by ResourceProvider" in refused
+    cm = await until(kube, CONFIGMAP, OPS, cm_name, lambda c: c["data"]["size"] == "large")
+    assert cm["data"] == {"size": "large", "owner": "alice"}
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert handle["spec"]["resources"][0]["template"]["data"] == {"size": "large", "owner": "alice"}
+    await until(kube, CLAIM, namespace, "c1", lambda c: c["status"]["resources"][0]["state"]["data"]["size"] == "large")
+    # an allowed path with a value the schema refuses: refused as a whole, the resource keeps its value
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "huge", "owner": "alice"}}}]}})
+    got = await until(kube, CLAIM, namespace, "c1", lambda c: "huge" in message(c, "Valid"))
+    assert condition(got, "Valid") == ("False", "SchemaViolation")
+    # taking the refused changes back makes the claim valid again
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "large", "owner": "alice"}}}]}})
+    await until(kube, CLAIM, namespace, "c1", has("Valid", "Valid"))
+    assert (await kube.get(CONFIGMAP, OPS, cm_name))["data"] == {"size": "large", "owner": "alice"}
+
+
+async def test_a_bound_claim_cannot_change_the_kind_or_add_resources(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider(updateFilters=[{"pathMatch": ".*"}]))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"kind": "Secret", "data": {"a": "b"}}}]}})
+    got = await until(kube, CLAIM, namespace, "c1", has("Valid", "Forbidden", "False"))
+    assert "spec.resources[0].template/kind: ResourceProvider" in message(got, "Valid")
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"a": "b"}}},
+        {"provider": {"name": env}, "template": {"data": {"c": "d"}}}]}})
+    got = await until(kube, CLAIM, namespace, "c1", has("Valid", "UpdateRefused", "False"))
+    assert "resources cannot be added or removed once the claim is bound" in message(got, "Valid")
+    assert (await kube.get(CONFIGMAP, OPS, reference(got)["name"]))["kind"] == "ConfigMap"
+
+
+# --- rule 3: an existing resource never changes kind ----------------------------------------------------
+
+
+async def test_a_provider_change_that_would_change_the_kind_is_refused(
+        kube: Gateway, namespace: str, lab: Lab, widgets: Resource) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    ref = reference(got)
+    await kube.merge_patch(PROVIDER, OPS, env, {"spec": {"override": {"apiVersion": "test.lessor.dev/v1",
+                                                                      "kind": "Widget"}}})
+    got = await until(kube, CLAIM, namespace, "c1", has("Ready", "KindChangeRefused", "False"))
+    assert "an existing resource's apiVersion and kind cannot change" in message(got, "Ready")
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert condition(handle, "Rendered") == ("False", "KindChangeRefused")
+    assert (await kube.get(CONFIGMAP, OPS, ref["name"]))["data"] == {"a": "b"}
+    assert await get(kube, widgets, OPS, ref["name"]) is None

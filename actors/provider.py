@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -30,7 +30,7 @@ from lessor.templates import (
     TemplateError,
     check_expression,
     check_variables,
-    escape_pointer_token,
+    strings_in,
     render_object,
     template_variables,
     validate_schema,
@@ -297,24 +297,14 @@ def _static(value: Any) -> str | None:
 
 def _template_errors(field: str, value: Any) -> list[str]:
     errors = []
-    for pointer, source in _strings(value, ""):
+    for pointer, source in strings_in(value):
+        if not any(mark in source for mark in _MARKUP):
+            continue
         try:
             compile_template(source)
         except Exception as error:  # whatever Jinja2 raises while parsing is the template's error
             errors.append(f"{field}{pointer}: {describe(error)}")
     return errors
-
-
-def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        if any(mark in value for mark in _MARKUP):
-            yield pointer, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(item, f"{pointer}/{escape_pointer_token(str(key))}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{pointer}/{index}")
 
 
 def _regex_errors(field: str, pattern: Any) -> list[str]:

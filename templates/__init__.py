@@ -6,7 +6,7 @@ Stands alone: nothing here imports the rest of lessor.
 from .checks import CheckFailure, check_expression, check_variables, run_checks
 from .durations import format_duration, parse_duration
 from .errors import TemplateError
-from .pointers import escape_pointer_token
+from .pointers import escape_pointer_token, strings_in
 from .render import render_object, render_string, template_variables
 from .schema import InvalidSchemaError, SchemaViolation, validate_schema
 from .timestamps import TimeDelta, Timestamp, format_timestamp, parse_timestamp
@@ -21,6 +21,7 @@ __all__ = [
     "check_expression",
     "check_variables",
     "escape_pointer_token",
+    "strings_in",
     "format_duration",
     "format_timestamp",
     "parse_duration",

@@ -8,13 +8,13 @@ then blocks that user. Refusing the provider blocks only its author.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import field_path, spec
-from lessor.templates import InvalidSchemaError, escape_pointer_token, validate_schema
+from lessor.templates import InvalidSchemaError, strings_in, validate_schema
 from lessor.templates.errors import describe
 from lessor.templates.sandbox import compile_expression, compile_template
 
@@ -41,23 +41,12 @@ class ProviderChecker:
 async def _templates(provider: Mapping[str, Any]) -> CheckResult:
     causes = []
     for key in _TEMPLATED:
-        for pointer, source in _strings(provider.get(key), ""):
+        for pointer, source in strings_in(provider.get(key)):
             try:
                 compile_template(source)
             except Exception as err:  # whatever Jinja2 raises while parsing is the template's error
                 causes.append(Cause(describe(err), field_path(f"spec.{key}", pointer)))
     return CheckResult.deny(*causes) if causes else CheckResult.ok()
-
-
-def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield pointer, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(item, f"{pointer}/{escape_pointer_token(str(key))}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{pointer}/{index}")
 
 
 async def _check_expressions(checks: list[Any]) -> CheckResult:

@@ -54,7 +54,7 @@ def kubeconfig(controlplane: ControlPlane) -> Path:
 
 
 @pytest.fixture(scope="session")
-async def operator(kube: Gateway) -> AsyncIterator[object]:
+async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[object]:
     """The operator, in this process: its actors, topology and chaos monkey are reachable by tests."""
     import asyncio
     import contextlib
@@ -66,12 +66,15 @@ async def operator(kube: Gateway) -> AsyncIterator[object]:
 
     config = OperatorConfig(operator_namespace=OPERATOR_NAMESPACE, bind_address="127.0.0.1",
                             health_port=free_port(), metrics_port=free_port(), exporter_heartbeat_timeout=30.0)
-    op = Operator(config, kube, CollectorRegistry())
-    task = asyncio.create_task(op.run())
-    while not op.ready()[0]:
-        assert not task.done(), task.exception()
-        await asyncio.sleep(0.05)
-    yield op
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    registry = CollectorRegistry()
+    # Its own connection, as a separate `lessor run` would have: its requests are counted apart.
+    async with await Gateway.connect(str(controlplane.kubeconfig), registry=registry) as gateway:
+        op = Operator(config, gateway, registry)
+        task = asyncio.create_task(op.run())
+        while not op.ready()[0]:
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.05)
+        yield op
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

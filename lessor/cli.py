@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--operator-namespace", default="lessor-system", help="default: %(default)s")
     _run_ports(dev, health=18081, metrics=18080)
 
+    topo = sub.add_parser(
+        "topology", help="print the topology of a cluster (Graphviz DOT)",
+        description="List every lessor object of the cluster, build the topology the operator routes "
+        "with (objects, selector and reference edges), and print it as Graphviz DOT: "
+        "`lessor topology --dot | dot -Tsvg > topology.svg`.",
+    )
+    _kube_args(topo)
+    topo.add_argument("--dot", action="store_true", required=True, help="print Graphviz DOT (the only format)")
+
     bench = sub.add_parser(
         "bench", help="run a benchmark and print its JSON",
         description="Run one benchmark and print its result as JSON on stdout (progress on stderr).",
@@ -198,6 +207,17 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         from lessor.dev import run_dev
 
         return await run_dev(args)
+    if args.command == "topology":
+        from lessor.gateway import LESSOR_RESOURCES, Gateway
+        from lessor.topology import ADDED, Topology
+
+        topology = Topology(args.operator_namespace)
+        async with await Gateway.connect(args.kubeconfig) as gateway:
+            for resource in LESSOR_RESOURCES:
+                for obj in (await gateway.list(resource))[0]:
+                    topology.apply(ADDED, obj)
+        sys.stdout.write(topology.to_dot())
+        return 0
     if args.command == "bench":
         module = importlib.import_module(f"lessor.bench.{args.benchmark}")
         result = await module.run(args)

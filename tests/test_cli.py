@@ -17,9 +17,9 @@ import pytest
 from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CRD, EXPORTER, LEASE, LESSOR_RESOURCES
+from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES
 
-COMMANDS = ["controlplane", "install", "run", "dev", "bench", "bench apiserver"]
+COMMANDS = ["controlplane", "install", "run", "dev", "topology", "bench", "bench apiserver", "bench leases"]
 
 
 def lessor(*args: str, cwd: Path, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
@@ -144,3 +144,21 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: Contro
         proc.send_signal(signal.SIGINT)
         rest = await asyncio.to_thread(proc.communicate, timeout=60)
     assert proc.returncode == 0, "".join(lines) + (rest[1] or "")
+
+
+async def test_topology_prints_the_clusters_graph_as_dot(
+    kube: Gateway, namespace: str, kubeconfig: Path, tmp_path: Path
+) -> None:
+    api = "lessor.dev/v1alpha1"
+    await kube.create(EXPORTER, namespace, {"apiVersion": api, "kind": "Exporter",
+                                            "metadata": {"name": "dot-e1", "labels": {"board": "dot"}}})
+    await kube.create(LEASE, namespace, {"apiVersion": api, "kind": "Lease", "metadata": {"name": "dot-l1"},
+                                         "spec": {"clientRef": {"name": "dot-c"},
+                                                  "selector": {"matchLabels": {"board": "dot"}}}})
+    # A live lease (its exporter is offline, so it waits): ended leases have no edges.
+    await kube.create(CLIENT, namespace, {"apiVersion": api, "kind": "Client", "metadata": {"name": "dot-c"}})
+    out = await asyncio.to_thread(lessor, "topology", "--dot", "--kubeconfig", str(kubeconfig), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.lstrip().startswith("digraph")
+    edges = [line for line in out.stdout.splitlines() if "->" in line and "dot-l1" in line and "dot-e1" in line]
+    assert edges, "the lease's selector edge to the exporter is drawn"

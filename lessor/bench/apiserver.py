@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from lessor.bench.common import add_cluster_arguments, cluster, machine, percentile, say
+from lessor.bench.common import STARTUP_SECONDS, add_cluster_arguments, cluster, machine, percentile, say
 from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.resources import EXPORTER, NAMESPACE
 
@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with cluster(args) as gateway:
         ceiling = await measure_ceiling(gateway, seconds=args.seconds, watch_samples=args.watch_samples)
-    return {"benchmark": "apiserver", "machine": machine(), **ceiling}
+    started = {"controlplane_start_to_ready_seconds": STARTUP_SECONDS[-1]} if STARTUP_SECONDS else {}
+    return {"benchmark": "apiserver", "machine": machine(), **started, **ceiling}
 
 
 async def measure_ceiling(gateway: Gateway, *, seconds: float = 5.0, watch_samples: int = 200) -> dict[str, Any]:

@@ -18,6 +18,10 @@ from lessor.gateway import Gateway
 from lessor.install import install
 
 
+STARTUP_SECONDS: list[float] = []
+"""Start-to-ready times of the control planes `cluster()` started in this process."""
+
+
 def say(line: str) -> None:
     print(f"lessor bench: {line}", file=sys.stderr, flush=True)
 
@@ -37,6 +41,7 @@ async def cluster(args: argparse.Namespace) -> AsyncIterator[Gateway]:
     binaries = ensure_binaries(say)
     with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
         async with ControlPlane(Path(tmp), binaries, controller_manager=False, progress=say) as cp:
+            STARTUP_SECONDS.append(round(cp.startup_seconds, 2))
             async with await Gateway.connect(str(cp.kubeconfig)) as gateway:
                 await install(gateway, "lessor-system", progress=say)
                 yield gateway

@@ -116,8 +116,8 @@ class Gateway:
         if self._metric is not None:
             self._metric.labels(verb, kind).inc()
 
-    async def headers(self, content_type: str = "json") -> dict[str, str]:
-        headers = {"Accept": "application/json", "Content-Type": _CONTENT_TYPES[content_type]}
+    async def headers(self, content_type: str = "json", accept: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": accept, "Content-Type": _CONTENT_TYPES[content_type]}
         auth = await self._cfg.auth_settings()  # runs the token refresh hook when in-cluster
         if token := auth.get("BearerToken", {}).get("value"):
             headers["Authorization"] = token
@@ -137,12 +137,14 @@ class Gateway:
         params: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "json",
+        accept: str = "application/json",
         timeout: float = 30.0,
     ) -> dict[str, Any]:
+        """`accept` may ask for another view, e.g. the Table that `kubectl get` prints."""
         self.count(verb, kind)
         data = orjson.dumps(body) if body is not None else None
         async with self._http.request(
-            method, self.url(path, params), data=data, headers=await self.headers(content_type),
+            method, self.url(path, params), data=data, headers=await self.headers(content_type, accept),
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
             raw = await resp.read()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from datetime import timedelta
 
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Gauge
 
 from lessor.admission.checks import preflight_registry
@@ -34,6 +35,7 @@ from lessor.probes import health_app, metrics_app, serve
 from lessor.telemetry import configure_telemetry
 
 log = logging.getLogger(__name__)
+_tracer = trace.get_tracer("lessor.operator")
 
 
 @dataclass
@@ -80,7 +82,13 @@ class Operator:
         self._events.labels(kind).set(sum(len(i.store) for i in informers if i.resource.kind == kind))
         if kind == "ResourceProvider" and event.type != "DELETED":
             self.created_kinds.watch_provider(event.object)
-        await self._to_topology(Event(event.type, event.object))
+        # The root of a trace: from this watch event through every actor message it causes.
+        with _tracer.start_as_current_span(
+            f"receive {event.object.get('kind', '')} {event.type}", kind=trace.SpanKind.CONSUMER,
+            attributes={"messaging.system": "kubernetes-watch", "messaging.operation.type": "receive",
+                        "k8s.object.name": event.object.get("metadata", {}).get("name", "")},
+        ):
+            await self._to_topology(Event(event.type, event.object))
 
     async def _to_topology(self, message: object) -> None:
         """The informers wait while the topology's mailbox is full: backpressure, nothing dropped."""

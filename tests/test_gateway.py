@@ -203,3 +203,24 @@ async def test_errors_carry_the_servers_reason(kube: Gateway, namespace: str) ->
     with pytest.raises(ApiError) as err:
         await kube.get(CONFIGMAP, namespace, "missing")
     assert err.value.not_found and "missing" in err.value.message
+
+
+async def test_api_calls_are_client_spans(kubeconfig: Any, namespace: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    from lessor.gateway.client import load_configuration
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    async with Gateway(await load_configuration(str(kubeconfig)), tracer_provider=provider) as gw:
+        await gw.create(CONFIGMAP, namespace, configmap(namespace, "traced", v="1"))
+        with pytest.raises(ApiError):
+            await gw.get(CONFIGMAP, namespace, "absent")
+    (create, get) = spans.get_finished_spans()
+    assert create.name == "create ConfigMap" and create.kind is SpanKind.CLIENT
+    assert create.attributes["http.request.method"] == "POST"
+    assert get.attributes["http.response.status_code"] == 404

@@ -16,6 +16,7 @@ import orjson
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.rest import RESTClientObject
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter
 
 from lessor.gateway.resources import Resource, known
@@ -84,8 +85,10 @@ async def load_configuration(kubeconfig: str | None, *, service_account_dir: Pat
 class Gateway:
     """One connection pool to one API server; every request is counted by verb and kind."""
 
-    def __init__(self, cfg: Configuration, *, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, cfg: Configuration, *, registry: CollectorRegistry | None = None,
+                 tracer_provider: trace.TracerProvider | None = None) -> None:
         self._cfg = cfg
+        self._tracer = trace.get_tracer("lessor.gateway", tracer_provider=tracer_provider)
         self._rest = RESTClientObject(cfg)
         self._http: aiohttp.ClientSession = self._rest.pool_manager
         self.host = cfg.host.rstrip("/")
@@ -143,15 +146,25 @@ class Gateway:
         """`accept` may ask for another view, e.g. the Table that `kubectl get` prints."""
         self.count(verb, kind)
         data = orjson.dumps(body) if body is not None else None
+        with self._tracer.start_as_current_span(
+            f"{verb} {kind}", kind=trace.SpanKind.CLIENT,
+            attributes={"http.request.method": method, "url.path": path, "server.address": self.host},
+        ) as span:
+            result = await self._send(method, path, params, data, content_type, accept, timeout)
+            span.set_attribute("http.response.status_code", result[0])
+        if result[0] >= 300:
+            raise ApiError(result[0], result[1], f"{method} {path}")
+        return result[1] or {}
+
+    async def _send(
+        self, method: str, path: str, params: dict[str, Any] | None, data: bytes | None,
+        content_type: str, accept: str, timeout: float,
+    ) -> tuple[int, dict[str, Any] | None]:
         async with self._http.request(
             method, self.url(path, params), data=data, headers=await self.headers(content_type, accept),
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
-            raw = await resp.read()
-            parsed = _parse(raw)
-            if resp.status >= 300:
-                raise ApiError(resp.status, parsed, f"{method} {path}")
-            return parsed or {}
+            return resp.status, _parse(await resp.read())
 
     async def stream(self, kind: str, path: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
         """Open a watch; the caller reads lines and closes the response."""

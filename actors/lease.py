@@ -136,7 +136,10 @@ class LeaseActor(Actor):
             case OfferWithdrawn(exporter=exporter, ticket=ticket):
                 if self.accepting == (exporter, ticket):
                     self.accepting = None
-                    await self._evaluate()
+                    if self.offers:
+                        self._choose()
+                    else:
+                        await self._evaluate()
             case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
                 await self._end(READY, False, Reason.EVICTED,
                                 f"spot access: exporter {exporter} went to lease {by}, which is not spot")
@@ -248,10 +251,11 @@ class LeaseActor(Actor):
 
     def _choose(self) -> None:
         """Take the best offer in hand (in the plan's order); decline the rest."""
-        if self.exporter is not None or self.accepting is not None or self.plan is None:
-            if self.exporter is not None or self.plan is None:
-                self._decline_all()
+        if self.exporter is not None or self.plan is None:
+            self._decline_all()
             return
+        if self.accepting is not None:
+            return  # offers wait until the accepted one is granted (then declined) or withdrawn
         order = {c.exporter: i for i, c in enumerate(self.plan.candidates)}
         usable = sorted((o for o in self.offers.values() if o.exporter in order), key=lambda o: order[o.exporter])
         if not usable:

@@ -220,6 +220,7 @@ class LeaseActor(Actor):
         if request.end is not None:
             self.schedule("expire", _Evaluate(), at=request.end)
         if result.scheduled_until is not None:
+            self.plan = None  # nothing may be accepted before the begin, not even an offer in flight
             self._withdraw_all()
             self.schedule("evaluate", _Evaluate(), at=result.scheduled_until)
             await self._show_pending(result.pending)

@@ -233,6 +233,9 @@ class ExporterActor(Actor):
             return
         self.offer = None
         self.cancel("offer")
+        if self.obj is None or not self._available():  # it went offline or busy since the offer
+            self.tell(lease_address, OfferWithdrawn(self.name, accept.ticket))
+            return
         waiter = self.queue.remove(accept.lease)
         evicted = self.holder
         if not await self._commit(Holder(accept.lease, waiter.priority if waiter else 0,

@@ -86,9 +86,16 @@ class _AskAgain:
     pool: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """Sent to self: deleting the ended claim failed; try again."""
+
+    end: datetime
+
+
 class ClaimActor(Actor):
     __slots__ = ("ctx", "namespace", "name", "obj", "providers", "spec", "handle", "bound_at", "pools", "asking",
-                 "base", "update_errors", "decided_generation")
+                 "create_error", "base", "update_errors", "decided_generation")
 
     def __init__(self, address: str, ctx: Context) -> None:
         self.ctx = ctx
@@ -100,6 +107,7 @@ class ClaimActor(Actor):
         self.bound_at: datetime | None = None  # when this incarnation's binding started the lifespan
         self.pools: list[str] = []  # still to ask, in order
         self.asking: tuple[str, ClaimSpec] | None = None  # the pool asked, and what it was asked for
+        self.create_error = ""  # why the API refused the handle this claim tried to create
         self.base: list[Any] | None = None  # the claim's templates as the handle reflects them (None: unknown)
         self.update_errors: list[ResourceError] = []
         self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
@@ -117,7 +125,7 @@ class ClaimActor(Actor):
             self.decided_generation = generation(self.obj)  # an end clamped before is not clamped anew
             self.handle = next((h for h in named if name_of(h) == mine), None) \
                 or await self.ctx.api.get(HANDLE, self.ctx.operator_namespace, mine)
-            if self.handle is None and await self._ended():
+            if self.handle is None and await self._ended(_lifespan_end(self.obj.get("status"))):
                 return
         if self.handle is None and named:
             self.handle = min(named, key=lambda h: (created_at(h) or self.ctx.now(), name_of(h)))
@@ -149,6 +157,8 @@ class ClaimActor(Actor):
                 self._want(pool, self.asking[1])
             case _Evaluate():
                 await self._evaluate()
+            case _Ended(end=end):
+                await self._ended(end)
             case Observed() | NoHandle() | _AskAgain():
                 pass
             case _:
@@ -166,9 +176,12 @@ class ClaimActor(Actor):
     async def _observed_handle(self, name: str, obj: Mapping[str, Any] | None) -> None:
         if self.handle is not None and name == name_of(self.handle):
             if obj is None:  # our handle is gone: at the end of the lifespan so are we, else it is replaced
+                end = _lifespan_end(self.handle.get("spec"))
                 self.handle, self.base = None, None
-                if not await self._ended():
+                if not await self._ended(end):
                     await self._evaluate()
+                    if self.handle is None:
+                        await self._write_status()  # Bound no more until another handle is found
             elif newer(obj, self.handle):
                 self.handle = obj
                 self.providers = await load_providers(self, self.ctx.operator_namespace)
@@ -254,8 +267,11 @@ class ClaimActor(Actor):
             handle = await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, body)
         except ApiFailure as error:
             log.warning("claim %s/%s: creating a handle failed: %s", self.namespace, self.name, error)
+            self.create_error = str(error)
             self.schedule("retry", _Evaluate(), delay=_RETRY)
+            await self._write_status()
             return
+        self.create_error = ""
         await self._adopt(handle, base=list(spec.templates), start=now)
 
     async def _adopt(self, handle: Mapping[str, Any], *, base: list[Any] | None, start: datetime | None) -> None:
@@ -338,18 +354,16 @@ class ClaimActor(Actor):
         except ApiFailure as error:
             log.warning("claim %s/%s: writing the lifespan end failed: %s", self.namespace, self.name, error)
 
-    async def _ended(self) -> bool:
-        """After the end of its lifespan a claim whose handle is gone deletes itself (rule: resources,
-        then the handle, then the claim)."""
-        assert self.obj is not None
-        end = timestamp(((self.obj.get("status") or {}).get("lifespan") or {}).get("end"))
+    async def _ended(self, end: datetime | None) -> bool:
+        """After `end` (its lifespan's) a claim whose handle is gone deletes itself (rule: resources, then
+        the handle, then the claim)."""
         if end is None or end > self.ctx.now():
             return False
         try:
             await self.ctx.api.delete(CLAIM, self.namespace, self.name)
         except ApiFailure as error:
             log.warning("claim %s/%s: deleting the ended claim failed: %s", self.namespace, self.name, error)
-            self.schedule("retry", _Evaluate(), delay=_RETRY)
+            self.schedule("retry", _Ended(end), delay=_RETRY)
             return True
         self.stop()
         return True
@@ -401,11 +415,15 @@ class ClaimActor(Actor):
         if not self.spec.valid:
             bound = new_condition("Bound", False, "NotValid", "the claim is not valid (see Valid)",
                                   now=now, observed_generation=gen)
+        elif self.create_error:
+            bound = new_condition("Bound", False, "HandleCreateFailed", f"creating a ResourceHandle failed: "
+                                  f"{self.create_error}", now=now, observed_generation=gen)
         elif start is not None and (timestamp(start) or now) > now:
             bound = new_condition("Bound", False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
                                   now=now, observed_generation=gen)
         else:
-            bound = new_condition("Bound", False, "Binding", "looking for a handle", now=now, observed_generation=gen)
+            bound = new_condition("Bound", False, "Binding", "its handle was deleted; looking for another",
+                                  now=now, observed_generation=gen)
         ready = new_condition("Ready", False, "NotBound", "the claim has no handle yet", now=now,
                               observed_generation=gen)
         return bound, ready
@@ -454,6 +472,11 @@ class ClaimActor(Actor):
         if lifespan.get("firstReady"):
             result["firstReady"] = lifespan["firstReady"]
         return result
+
+
+def _lifespan_end(spec_or_status: Mapping[str, Any] | None) -> datetime | None:
+    """`lifespan.end` of a handle's spec or a claim's status."""
+    return timestamp(((spec_or_status or {}).get("lifespan") or {}).get("end"))
 
 
 def _copy_states(resources: list[dict[str, Any]], handle: Mapping[str, Any]) -> None:

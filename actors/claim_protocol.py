@@ -4,7 +4,7 @@ A claim gets a pool's handle with one request and one answer:
 
     claim ──WantHandle──────► pool     bind me one of your unbound handles that matches my templates
     claim ◄──────HandleBound── pool     after spec.resourceClaim was written (the commit point)
-    claim ◄─────────NoHandle── pool     none matches or none is free: the claim makes its own handle
+    claim ◄─────────NoHandle── pool     none matches or none is free: the claim makes its own
 
 The claim asks one pool at a time and waits for its answer (a timer asks
 again if the pool died with the question). A pool answers a claim that one

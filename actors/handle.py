@@ -208,16 +208,17 @@ class HandleActor(Actor):
         """Server-side apply the definition, unless what exists already says all of it."""
         assert result.definition is not None and result.reference is not None
         reference, definition = result.reference, result.definition
-        self._watch(reference)
         key = resource_key(reference)
         live = self.live.get(key)
         text = json.dumps(definition, sort_keys=True)
         if live is not None and _contains(live, definition) and self.applied.get(result.index, text) == text:
             self.applied[result.index] = text
             return
+        self._watch(reference)
         try:
             self.live[key] = await self.ctx.api.apply(resource_kind(reference), reference["namespace"],
                                                       reference["name"], definition)
+            self.watched.add((reference["apiVersion"], reference["kind"]))
         except ApiFailure as error:
             message = (f"spec.resources[{result.index}]: the API server refused {reference['kind']} "
                        f"{reference['namespace']}/{reference['name']}: {error}")
@@ -226,16 +227,17 @@ class HandleActor(Actor):
         self.applied[result.index] = text
 
     def _watch(self, reference: Mapping[str, Any]) -> None:
-        """Ask the app to watch this kind (once per incarnation), so the resource's changes reach us."""
+        """Ask the app to watch this kind, so the resource's changes reach us; asked before each apply until
+        one of the kind succeeds, so a CRD installed after its provider is watched once it is served."""
         kind = (reference["apiVersion"], reference["kind"])
         if kind not in self.watched:
-            self.watched.add(kind)
             self.tell(KINDS, WatchKind(*kind))
 
     async def _requester(self) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
         """(identity, user) named by the claim namespace's requester annotation, for overrides that use them."""
         bound = claim_of(self.obj)
-        used = {(entry.get("provider") or {}).get("name") for entry in (self.obj or {}).get("spec", {}).get("resources") or ()}
+        entries = ((self.obj or {}).get("spec") or {}).get("resources") or ()
+        used = {(entry.get("provider") or {}).get("name") for entry in entries}
         if bound is None or not any(_uses_requester(p) for name, p in self.providers.items() if name in used):
             return None, None
         if self.requester is None:

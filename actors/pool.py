@@ -325,20 +325,26 @@ class PoolActor(Actor):
                 self.schedule(("unclaimed", name_of(handle)), _Unclaimed(name_of(handle)), at=end)
 
     async def _delete_unbound(self, handle: Mapping[str, Any]) -> None:
-        """Delete a handle only as the version we know, unbound: a precondition keeps a bound one alive."""
+        """Delete a handle only as a version known to be unbound: a precondition keeps a bound one alive."""
         name = name_of(handle)
-        try:
-            await self.ctx.api.delete(HANDLE, self.namespace, name,
-                                      resource_version=(handle.get("metadata") or {}).get("resourceVersion"))
-        except Conflict:
-            fresh = await self.ctx.api.get(HANDLE, self.namespace, name)
-            if fresh is not None and claim_of(fresh) is None and not deleting(fresh):
-                self.handles[name] = fresh
-                self._decide_soon()  # still unbound: judge it again with its new version
+        for _ in range(_COMMIT_ATTEMPTS):
+            try:
+                await self.ctx.api.delete(HANDLE, self.namespace, name,
+                                          resource_version=(handle.get("metadata") or {}).get("resourceVersion"))
+            except Conflict:  # usually the handle's own status write: delete it if it is still unbound
+                fresh = await self.ctx.api.get(HANDLE, self.namespace, name)
+                if fresh is None:
+                    break
+                self.handles[name] = handle = fresh
+                if claim_of(fresh) is not None or deleting(fresh):
+                    return
+                continue
+            except ApiFailure as error:
+                log.warning("pool %s/%s: deleting handle %s failed: %s", self.namespace, self.name, name, error)
                 return
-        except ApiFailure as error:
-            log.warning("pool %s/%s: deleting handle %s failed: %s", self.namespace, self.name, name, error)
-            return
+            break
+        else:
+            return  # it kept changing: the next decision looks at it again
         self.handles.pop(name, None)
         self.cancel(("unclaimed", name))
 

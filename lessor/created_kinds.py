@@ -66,7 +66,7 @@ class CreatedKinds:
         try:
             resource = await self.gateway.resolve(*key)
         except (LookupError, ApiError) as error:
-            log.warning("cannot watch %s %s (yet): %s", *key, error)
+            log.info("cannot watch %s %s (yet): %s", *key, error)
             return
         finally:
             self._starting.pop(key, None)

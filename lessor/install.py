@@ -32,7 +32,7 @@ async def wait_established(gateway: Gateway, names: list[str], timeout: float) -
     while pending:
         for name in sorted(pending):
             crd = await gateway.get(CRD, None, name)
-            conditions = {c["type"]: c for c in crd.get("status", {}).get("conditions", [])}
+            conditions = {c["type"]: c for c in (crd.get("status") or {}).get("conditions") or []}  # null at first
             if conditions.get("Established", {}).get("status") == "True":
                 pending.discard(name)
             elif (names_ok := conditions.get("NamesAccepted")) and names_ok.get("status") == "False":

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from lessor.gateway import Gateway, Resource
-from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, POOL, PROVIDER
+from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, NAMESPACE, POOL, PROVIDER
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -157,6 +157,11 @@ async def get(kube: Gateway, res: Resource, ns: str, name: str) -> dict[str, Any
         raise
 
 
+def counted(key: str, count: int) -> Callable[[Mapping[str, Any]], bool]:
+    """A pool whose `status.resourceHandleCount.<key>` is `count`."""
+    return lambda pool: ((pool.get("status") or {}).get("resourceHandleCount") or {}).get(key) == count
+
+
 def handle_of(claim_obj: Mapping[str, Any]) -> str:
     return claim_obj["status"]["resourceHandle"]["name"]
 
@@ -287,7 +292,8 @@ async def test_a_claim_cannot_place_name_relabel_or_rekind_its_resource(
 async def test_resources_go_where_the_provider_puts_them_never_where_the_claim_says(
         kube: Gateway, namespace: str, lab: Lab) -> None:
     elsewhere = await lab.provider("elsewhere", override={
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace, "name": "env-{{ resource_handle.metadata.name }}"}},
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": namespace, "name": "env-{{ resource_handle.metadata.name }}"}},
         template={"enable": True})
     await claim(kube, namespace, "c1", resource(elsewhere, {"data": {"a": "b"}}))
     got = await until(kube, CLAIM, namespace, "c1", ready)
@@ -380,7 +386,7 @@ async def test_a_matching_claim_takes_a_pool_handle_and_the_pool_replenishes(
     env = await lab.provider("env", **configmap_provider(
         default={"data": {"size": "small"}}, matchIgnore=["/data/owner"]))
     pool = await lab.pool("envs", env, {"data": {"size": "small"}}, min_available=2)
-    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get("ready") == 2)
+    await until(kube, POOL, OPS, pool, counted("ready", 2))
     before = {h["metadata"]["name"] for h in await pool_handles(kube, pool)}
     # equal but at an ignored path: a pool handle, which takes the claim's value there
     await claim(kube, namespace, "fits", resource(env, {"data": {"owner": "alice"}}))
@@ -409,7 +415,7 @@ async def test_many_claims_at_once_never_share_a_handle_nor_hold_two(
         kube: Gateway, namespace: str, lab: Lab) -> None:
     env = await lab.provider("env", **configmap_provider())
     pool = await lab.pool("envs", env, {"data": {"kind": "env"}}, min_available=10)
-    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get("ready") == 10)
+    await until(kube, POOL, OPS, pool, counted("ready", 10))
     names = [f"c{i:02d}" for i in range(40)]
     await asyncio.gather(*(claim(kube, namespace, n, resource(env, {"data": {"kind": "env"}})) for n in names))
     claims = [await until(kube, CLAIM, namespace, n, ready, timeout=60) for n in names]
@@ -420,7 +426,12 @@ async def test_many_claims_at_once_never_share_a_handle_nor_hold_two(
     assert sorted(h["metadata"]["name"] for h in mine) == sorted(handles), "a claim with two handles"
     from_pool = [h for h in mine if h["spec"].get("resourcePool")]
     assert len(from_pool) >= 10
-    await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"]["available"] == 10, timeout=30)
+    deadline = time.monotonic() + 30
+    while len(unbound(await pool_handles(kube, pool))) != 10:  # replenished: ten unbound handles again
+        assert time.monotonic() < deadline, "the pool did not get back to minAvailable"
+        await asyncio.sleep(0.2)
+    await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"]["available"] == 10
+                and not set(handles) & {h["name"] for h in p["status"]["resourceHandles"]})
 
 
 async def test_a_pool_handle_of_a_resource_requiring_a_claim_creates_nothing_until_bound(
@@ -429,11 +440,11 @@ async def test_a_pool_handle_of_a_resource_requiring_a_claim_creates_nothing_unt
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": OPS},
         "data": {"for": "{{ resource_claim.metadata.namespace }}/{{ resource_claim.metadata.name }}"}})
     pool = await lab.pool("envs", env, {"data": {"size": "small"}}, min_available=1)
-    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get(
-        "available") == 1)
+    await until(kube, POOL, OPS, pool, counted("available", 1))
     [waiting] = await pool_handles(kube, pool)
     await until(kube, HANDLE, OPS, waiting["metadata"]["name"], lambda h: condition(h, "Rendered") is not None)
-    configmaps, _ = await kube.list(CONFIGMAP, OPS, label_selector=f"lessor.dev/resource-handle-name={waiting['metadata']['name']}")
+    selector = f"lessor.dev/resource-handle-name={waiting['metadata']['name']}"
+    configmaps, _ = await kube.list(CONFIGMAP, OPS, label_selector=selector)
     assert configmaps == []
     await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small"}}))
     got = await until(kube, CLAIM, namespace, "c1", ready)
@@ -477,7 +488,8 @@ async def test_a_requested_end_beyond_the_limits_is_clamped_and_the_claim_says_s
     end = parse(lifespan["end"])
     assert abs(end - (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))) < dt.timedelta(seconds=30)  # the earlier limit
     assert (lifespan["maximum"], lifespan["relativeMaximum"]) == ("2h", "1h")
-    assert f"spec.lifespan.end {asked} is later than allowed by the relativeMaximum 1h from now" in message(got, "Bound")
+    clamped = f"spec.lifespan.end {asked} is later than allowed by the relativeMaximum 1h from now"
+    assert clamped in message(got, "Bound")
     handle = await kube.get(HANDLE, OPS, handle_of(got))
     assert handle["spec"]["lifespan"]["end"] == lifespan["end"]
     # asking for less is honoured as asked
@@ -524,14 +536,27 @@ async def test_deleting_a_claim_deletes_its_handle_and_resources(kube: Gateway, 
     await gone(kube, CONFIGMAP, OPS, reference(got)["name"])
 
 
+async def test_a_handle_deleted_before_the_end_takes_its_resources_and_is_replaced(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    old_handle, old_cm = handle_of(got), reference(got)["name"]
+    await kube.delete(HANDLE, OPS, old_handle)
+    got = await until(kube, CLAIM, namespace, "c1", lambda c: ready(c) and handle_of(c) != old_handle)
+    await gone(kube, CONFIGMAP, OPS, old_cm)
+    assert (await kube.get(CONFIGMAP, OPS, reference(got)["name"]))["data"] == {"a": "b"}
+
+
 async def test_deleting_a_pool_deletes_only_its_unbound_handles(kube: Gateway, namespace: str, lab: Lab) -> None:
     env = await lab.provider("env", **configmap_provider())
     pool = await lab.pool("envs", env, {"data": {"a": "b"}}, min_available=2)
-    await until(kube, POOL, OPS, pool, lambda p: (p.get("status") or {}).get("resourceHandleCount", {}).get("ready") == 2)
+    await until(kube, POOL, OPS, pool, counted("ready", 2))
     await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
     got = await until(kube, CLAIM, namespace, "c1", ready)
     bound = handle_of(got)
-    handles = await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"]["available"] == 2)
+    handles = await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"]["available"] == 2
+                          and bound not in {h["name"] for h in p["status"]["resourceHandles"]})
     free = [h["name"] for h in handles["status"]["resourceHandles"]]
     await kube.delete(POOL, OPS, pool)
     for name in free:
@@ -609,3 +634,57 @@ async def test_a_provider_change_that_would_change_the_kind_is_refused(
     assert condition(handle, "Rendered") == ("False", "KindChangeRefused")
     assert (await kube.get(CONFIGMAP, OPS, ref["name"]))["data"] == {"a": "b"}
     assert await get(kube, widgets, OPS, ref["name"]) is None
+
+
+# --- bad input becomes a condition, never a crash -----------------------------------------------------
+
+
+async def test_a_broken_provider_is_named_with_its_field(kube: Gateway, namespace: str, lab: Lab) -> None:
+    broken = await lab.provider("broken", **configmap_provider(matchIgnore=["("]))
+    await claim(kube, namespace, "c1", resource(broken, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", has("Valid", "ProviderInvalid", "False"))
+    assert f"ResourceProvider {broken} is invalid: spec.matchIgnore[0]: invalid regular expression" in message(
+        got, "Valid")
+
+
+async def test_a_resource_the_api_server_refuses_is_reported_and_retried(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    target = f"later-{lab.suffix}"
+    env = await lab.provider("env", override={"apiVersion": "v1", "kind": "ConfigMap",
+                                              "metadata": {"namespace": target}})
+    await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))
+    got = await until(kube, CLAIM, namespace, "c1", has("Ready", "ApplyFailed", "False"))
+    assert f"ConfigMap {target}/guid0-" in message(got, "Ready")
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": target}})
+    try:
+        got = await until(kube, CLAIM, namespace, "c1", ready)
+        assert reference(got)["namespace"] == target
+    finally:
+        await kube.delete(NAMESPACE, None, target)
+
+
+async def test_a_claim_with_a_start_in_the_future_waits_for_it(kube: Gateway, namespace: str, lab: Lab) -> None:
+    env = await lab.provider("env", **configmap_provider())
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=3)
+    await claim(kube, namespace, "later", resource(env, {"data": {"a": "b"}}), lifespan={"start": stamp(start)})
+    got = await until(kube, CLAIM, namespace, "later", has("Bound", "Scheduled", "False"))
+    assert "resourceHandle" not in got["status"]
+    got = await until(kube, CLAIM, namespace, "later", ready)
+    assert parse(got["status"]["lifespan"]["start"]) >= start
+
+
+async def test_a_pool_keeps_at_most_max_unready_handles_not_ready(
+        kube: Gateway, namespace: str, lab: Lab, widgets: Resource) -> None:
+    gadget = await lab.provider("gadget", override={"apiVersion": "test.lessor.dev/v1", "kind": "Widget"},
+                                readinessCheck="status is defined and status.phase == 'Running'")
+    pool = await lab.pool("gadgets", gadget, {"spec": {"colour": "red"}}, min_available=3, maxUnready=1)
+    for expected in (1, 2, 3):
+        status = (await until(kube, POOL, OPS, pool, counted("available", expected)))["status"]
+        await asyncio.sleep(0.5)  # and no more than that while one is not ready
+        assert len(await pool_handles(kube, pool)) == expected
+        waiting = [h["name"] for h in status["resourceHandles"] if not h["ready"]]
+        assert len(waiting) == 1
+        handle = await until(kube, HANDLE, OPS, waiting[0], lambda h: bool((h.get("status") or {}).get("resources")))
+        widget = handle["status"]["resources"][0]["reference"]["name"]
+        await kube.patch_status(widgets, OPS, widget, {"phase": "Running"})
+    await until(kube, POOL, OPS, pool, lambda p: p["status"]["resourceHandleCount"] == {"available": 3, "ready": 3})

@@ -439,10 +439,23 @@ async def test_a_lifespan_beyond_the_providers_maximum_is_accepted_with_a_clampi
 
 
 async def test_a_bound_claim_may_change_only_what_the_update_filters_allow(
-    kube: Gateway, lab: str, env_provider: str
+    kube: Gateway, lab: str, env_provider: str, operator: object
 ) -> None:
+    """Bound for real: the operator (watching lessor-system) binds the claim, then updates are judged."""
+    await kube.apply(PROVIDER, "lessor-system", "env", manifest("ResourceProvider", "env", ENVIRONMENT_PROVIDER))
+    try:
+        await _updates_of_a_bound_claim(kube, lab)
+    finally:
+        await kube.delete(CLAIM, lab, "claim")
+        await kube.delete(PROVIDER, "lessor-system", "env")
+
+
+async def _updates_of_a_bound_claim(kube: Gateway, lab: str) -> None:
     await kube.create(CLAIM, lab, manifest("ResourceClaim", "claim", {"resources": [environment("small")]}))
-    await kube.patch_status(CLAIM, lab, "claim", {"resourceHandle": {"name": "guid-x1", "namespace": "elsewhere"}})
+    deadline = time.monotonic() + 30
+    while not ((await kube.get(CLAIM, lab, "claim")).get("status") or {}).get("resourceHandle"):
+        assert time.monotonic() < deadline, f"the operator did not bind the claim: {(await kube.get(CLAIM, lab, 'claim')).get('status')}"
+        await asyncio.sleep(0.2)
 
     with pytest.raises(ApiError) as caught:
         await kube.merge_patch(CLAIM, lab, "claim", {"spec": {"resources": [environment("medium", reason="demo")]}})

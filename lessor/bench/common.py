@@ -1,13 +1,20 @@
-"""What every benchmark needs: a control plane of its own (or a given one), machine facts, percentiles."""
+"""What every benchmark needs: a control plane of its own (or a given one), machine facts, percentiles,
+and the operator as a process of its own with its requests, memory and CPU time."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import platform
+import re
+import signal
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -61,3 +68,76 @@ def percentile(samples: list[float], p: float) -> float:
         return float("nan")
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+# --- the operator as a process of its own: its requests, memory and CPU are its own ------------------
+
+WRITE_VERBS = ("create", "update", "patch", "delete")
+
+
+async def gather_limited(coros: list[Any], limit: int = 32) -> None:
+    """Run `coros` with at most `limit` in flight: a client that floods the API server measures the client."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(coro: Any) -> None:
+        async with gate:
+            await coro
+
+    await asyncio.gather(*(one(c) for c in coros))
+
+
+def start_operator(kubeconfig: Path, tmp: Path, health: int, metrics: int, *extra: str) -> subprocess.Popen[bytes]:
+    """`lessor run` against `kubeconfig`, without the webhook, logging to `tmp/operator.log`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook", *extra,
+         "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)],
+        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"))
+
+
+async def stop_operator(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(proc.wait, 30)
+
+
+def api_requests(port: int) -> dict[tuple[str, str], float]:
+    """The operator's `lessor_api_requests_total` by (verb, kind), from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    found = {}
+    for kind, verb, value in re.findall(r'lessor_api_requests_total\{kind="([^"]*)",verb="([^"]*)"\} (\S+)', text):
+        found[(verb, kind)] = float(value)
+    return found
+
+
+def request_deltas(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> dict[str, float]:
+    """Requests made between two `api_requests` readings, as {"verb kind": count}."""
+    deltas = {}
+    for (verb, kind), value in after.items():
+        if delta := value - before.get((verb, kind), 0):
+            deltas[f"{verb} {kind}"] = delta
+    return deltas
+
+
+def process_stats(pid: int) -> tuple[int, float]:
+    """(RSS bytes, user+system CPU seconds) of a process, from /proc."""
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
+async def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Wait until `url` answers (the operator's /readyz), failing early if the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("lessor run exited during start-up")
+        try:
+            await asyncio.to_thread(urllib.request.urlopen, url, None, 2)
+            return
+        except OSError:
+            await asyncio.sleep(0.2)
+    raise TimeoutError(url)

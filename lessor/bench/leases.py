@@ -11,19 +11,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
-import re
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from lessor.bench.apiserver import measure_ceiling
-from lessor.bench.common import machine, percentile, say
+from lessor.bench.common import (
+    WRITE_VERBS,
+    api_requests,
+    gather_limited,
+    machine,
+    percentile,
+    process_stats,
+    request_deltas,
+    say,
+    start_operator,
+    stop_operator,
+    wait_http,
+)
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer, WatchEvent
@@ -32,7 +38,6 @@ from lessor.install import install
 
 API = "lessor.dev/v1alpha1"
 NS = "storm"
-WRITE_VERBS = ("create", "update", "patch", "delete")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,16 +70,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-async def _gather(coros: list[Any], limit: int = 32) -> None:
-    gate = asyncio.Semaphore(limit)
-
-    async def one(coro: Any) -> None:
-        async with gate:
-            await coro
-
-    await asyncio.gather(*(one(c) for c in coros))
-
-
 async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
     say(f"creating {args.exporters} exporters, {args.clients} clients, 3 policies")
     await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
@@ -86,8 +81,8 @@ async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
             "name": name, "labels": {"board": "rpi", "group": f"g{i % args.groups}"}}})
         await kube.patch_status(EXPORTER, NS, name, {"lastSeen": now, "exporterStatus": "Available"})
 
-    await _gather([exporter(i) for i in range(args.exporters)])
-    await _gather([kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {
+    await gather_limited([exporter(i) for i in range(args.exporters)])
+    await gather_limited([kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {
         "name": f"c{i:02d}", "labels": {"tier": ("gold", "silver", "spot")[i % 3]}}}) for i in range(args.clients)])
     for name, tier, priority, spot in (("gold", "gold", 30, False), ("silver", "silver", 20, False),
                                        ("spot", "spot", 10, True)):
@@ -95,38 +90,6 @@ async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
                                        "spec": {"exporterSelector": {"matchLabels": {"board": "rpi"}}, "policies": [{
                                            "priority": priority, "spotAccess": spot, "maximumDuration": "8h",
                                            "from": [{"clientSelector": {"matchLabels": {"tier": tier}}}]}]}})
-
-
-def _metrics(port: int) -> dict[tuple[str, str], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    found = {}
-    for kind, verb, value in re.findall(r'lessor_api_requests_total\{kind="([^"]*)",verb="([^"]*)"\} (\S+)', text):
-        found[(verb, kind)] = float(value)
-    return found
-
-
-def _proc_stats(pid: int) -> tuple[int, float]:
-    rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) * 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
-
-
-async def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("lessor run exited during start-up")
-        try:
-            await asyncio.to_thread(urllib.request.urlopen, url, None, 2)
-            return
-        except OSError:
-            await asyncio.sleep(0.2)
-    raise TimeoutError(url)
 
 
 async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
@@ -143,18 +106,14 @@ async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
 
 async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     health, metrics = free_port(), free_port()
-    proc = subprocess.Popen(
-        # The exporters' agents are not simulated (their heartbeats would compete for the API
-        # server), so the heartbeat timeout is long enough to keep them online through the storm.
-        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook",
-         "--exporter-heartbeat-timeout", "1h",
-         "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)],
-        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"))
+    # The exporters' agents are not simulated (their heartbeats would compete for the API
+    # server), so the heartbeat timeout is long enough to keep them online through the storm.
+    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h")
     try:
-        await _wait_http(f"http://127.0.0.1:{health}/readyz", proc)
+        await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
-        before = _metrics(metrics)
-        _, cpu_before = _proc_stats(proc.pid)
+        before = api_requests(metrics)
+        _, cpu_before = process_stats(proc.pid)
 
         created: dict[str, float] = {}
         granted: dict[str, float] = {}
@@ -178,7 +137,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
                 "clientRef": {"name": f"c{i % args.clients:02d}"},
                 "selector": {"matchLabels": {"group": f"g{i % args.groups}"}}, "duration": "1h"}})
 
-        await _gather([lease(i) for i in range(args.leases)], limit=32)
+        await gather_limited([lease(i) for i in range(args.leases)], limit=32)
         created_by = time.perf_counter()
         # Every group has exporters/groups exporters, so at most that many leases per group can win.
         expected = min(args.leases, args.exporters)
@@ -191,18 +150,13 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
             await asyncio.sleep(1)
         done = max(granted.values(), default=time.perf_counter())
         await asyncio.sleep(2)
-        after = _metrics(metrics)
-        rss, cpu_after = _proc_stats(proc.pid)
+        after = api_requests(metrics)
+        rss, cpu_after = process_stats(proc.pid)
         watch.cancel()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(proc.wait, 30)
+        await stop_operator(proc)
     latencies = [(granted[n] - created[n]) * 1000 for n in granted if n in created]
-    requests: dict[str, float] = {}
-    for (verb, kind), value in after.items():
-        delta = value - before.get((verb, kind), 0)
-        if delta:
-            requests[f"{verb} {kind}"] = delta
+    requests = request_deltas(before, after)
     writes = sum(v for k, v in requests.items() if k.split()[0] in WRITE_VERBS)
     count = max(len(granted), 1)
     return {

@@ -117,11 +117,11 @@ class Informer:
             "timeoutSeconds": int(self.watch_timeout * random.uniform(0.8, 1.0)),
             "labelSelector": self.label_selector,
         }
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that arrives as the
+        # awaited call completes, and an informer whose cancellation was swallowed never lets the operator stop.
         try:
-            resp = await asyncio.wait_for(
-                self.gateway.stream(self.resource.kind, self.resource.path(self.namespace), params),
-                self.inactivity_timeout,
-            )
+            async with asyncio.timeout(self.inactivity_timeout):
+                resp = await self.gateway.stream(self.resource.kind, self.resource.path(self.namespace), params)
         except TimeoutError:
             self.reconnects += 1
             return
@@ -132,7 +132,8 @@ class Informer:
         try:
             while True:
                 try:
-                    line = await asyncio.wait_for(resp.content.readline(), self.inactivity_timeout)
+                    async with asyncio.timeout(self.inactivity_timeout):
+                        line = await resp.content.readline()
                 except TimeoutError:
                     self.reconnects += 1
                     log.info("informer %s: no event for %.0fs; reconnecting", self.resource.kind,

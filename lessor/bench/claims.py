@@ -1,0 +1,167 @@
+"""A claim storm against the real control plane, judged against the API server's own ceiling.
+
+One ResourceProvider of ConfigMaps, one ResourcePool keeping 100 handles
+ready, then 500 claims at once for the pool's template: the first ones take
+the pool's handles, the rest get handles of their own while the pool
+replenishes. The operator runs as its own process (`lessor run`), so its
+RSS, CPU time and API requests are its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lessor.bench.apiserver import measure_ceiling
+from lessor.bench.common import (
+    WRITE_VERBS,
+    api_requests,
+    gather_limited,
+    machine,
+    percentile,
+    process_stats,
+    request_deltas,
+    say,
+    start_operator,
+    stop_operator,
+    wait_http,
+)
+from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.controlplane.processes import free_port
+from lessor.gateway import Gateway, Informer, WatchEvent
+from lessor.gateway.resources import CLAIM, NAMESPACE, POOL, PROVIDER
+from lessor.install import install
+
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+NS = "storm"
+TEMPLATE = {"data": {"size": "small"}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--claims", type=int, default=500, help="default: %(default)s")
+    parser.add_argument("--min-available", type=int, default=100, help="the pool's minAvailable (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=600,
+                        help="give up after this many seconds (default: %(default)s)")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
+        async with ControlPlane(Path(tmp) / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
+            async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+                await install(kube, OPS, progress=say)
+                await _lab(kube, args)
+                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args)
+                # Measured after the storm, with the operator stopped: the thousands of Exporters the
+                # measurement leaves behind (no namespace controller runs here) would otherwise be the
+                # operator's to list and keep during the storm.
+                say("measuring the API server's ceiling")
+                ceiling = await measure_ceiling(kube, seconds=3, watch_samples=50)
+    allowed = ceiling["status_patches_per_second"]["8"] / max(storm["api_writes_per_claim"], 1e-9)
+    return {
+        "benchmark": "claims",
+        "machine": machine(),
+        "setup": {"claims": args.claims, "pool_min_available": args.min_available, "providers": 1,
+                  "resource": "ConfigMap"},
+        **storm,
+        "apiserver_ceiling": ceiling,
+        "ratio_to_ceiling": round(storm["claims_bound_per_second"] / allowed, 3),
+        "ratio_explained": "bound/s divided by (status patches/s at 8 writers / API writes per claim)",
+    }
+
+
+async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
+    say(f"creating a provider and a pool of {args.min_available}")
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    await kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": "env"},
+                                      "spec": {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                            "metadata": {"namespace": OPS}},
+                                               "matchIgnore": ["/data/owner"]}})
+    await kube.create(POOL, OPS, {"apiVersion": API, "kind": "ResourcePool", "metadata": {"name": "envs"},
+                                  "spec": {"minAvailable": args.min_available,
+                                           "resources": [{"provider": {"name": "env"}, "template": TEMPLATE}]}})
+
+
+async def _pool_ready(kube: Gateway, count: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pool = await kube.get(POOL, OPS, "envs")
+        if ((pool.get("status") or {}).get("resourceHandleCount") or {}).get("ready") == count:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"the pool did not get {count} ready handles")
+
+
+async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    health, metrics = free_port(), free_port()
+    proc = start_operator(kubeconfig, tmp, health, metrics)
+    try:
+        await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
+        await _pool_ready(kube, args.min_available)  # provisioning the pool is set-up, not the storm
+        before = api_requests(metrics)
+        rss_before, cpu_before = process_stats(proc.pid)
+
+        created: dict[str, float] = {}
+        bound: dict[str, float] = {}
+        ready: dict[str, float] = {}
+
+        def on_event(event: WatchEvent) -> None:
+            name = event.object["metadata"]["name"]
+            for c in (event.object.get("status") or {}).get("conditions") or ():
+                if c["status"] == "True" and c["type"] == "Bound":
+                    bound.setdefault(name, time.perf_counter())
+                if c["status"] == "True" and c["type"] == "Ready":
+                    ready.setdefault(name, time.perf_counter())
+
+        informer = Informer(kube, CLAIM, on_event, namespace=NS)
+        watch = asyncio.create_task(informer.run())
+        await informer.synced.wait()
+        say(f"creating {args.claims} claims at once")
+        started = time.perf_counter()
+
+        async def claim(i: int) -> None:
+            name = f"c{i:05d}"
+            created[name] = time.perf_counter()
+            await kube.create(CLAIM, NS, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+                                          "spec": {"resources": [{"provider": {"name": "env"}, "template": {
+                                              "data": {**TEMPLATE["data"], "owner": name}}}]}})
+
+        await gather_limited([claim(i) for i in range(args.claims)], limit=32)
+        created_by = time.perf_counter()
+        deadline = time.monotonic() + args.timeout
+        last = -1
+        while len(ready) < args.claims and time.monotonic() < deadline:
+            if len(ready) != last:
+                say(f"{len(bound)} bound, {len(ready)} ready of {args.claims}")
+                last = len(ready)
+            await asyncio.sleep(1)
+        await _pool_ready(kube, args.min_available)  # replenishing is part of the cost of the storm
+        settled = time.perf_counter()
+        await asyncio.sleep(2)
+        after = api_requests(metrics)
+        rss, cpu_after = process_stats(proc.pid)
+        watch.cancel()
+    finally:
+        await stop_operator(proc)
+    latencies = [(ready[n] - created[n]) * 1000 for n in ready if n in created]
+    requests = request_deltas(before, after)
+    writes = sum(v for k, v in requests.items() if k.split()[0] in WRITE_VERBS)
+    count = max(len(bound), 1)
+    done = max(bound.values(), default=time.perf_counter())
+    return {
+        "claims_bound": len(bound),
+        "claims_ready": len(ready),
+        "claims_bound_per_second": round(len(bound) / max(done - started, 1e-9), 1),
+        "create_seconds": round(created_by - started, 2),
+        "create_to_ready_ms": {"p50": round(percentile(latencies, 50), 1), "p99": round(percentile(latencies, 99), 1)},
+        "storm_to_pool_replenished_seconds": round(settled - started, 2),
+        "api_requests_per_claim": {k: round(v / count, 3) for k, v in sorted(requests.items())},
+        "api_writes_per_claim": round(writes / count, 3),
+        "list_calls_during_storm": sum(v for k, v in requests.items() if k.startswith("list ")),
+        "operator_rss_bytes": {"before_storm": rss_before, "after_storm": rss},
+        "operator_cpu_seconds": round(cpu_after - cpu_before, 2),
+    }

@@ -1,0 +1,212 @@
+"""Chaos: claim, pool and handle actors killed every 50 ms, and the whole operator SIGKILLed, during a claim storm.
+
+Afterwards the invariants hold: no handle bound to two claims, no claim
+with two handles, no resource without its handle and no handle without its
+claim or pool, every pool back at minAvailable, and every claim in the
+state the rules give it (valid ones bound and ready, invalid ones unbound,
+ended or deleted ones gone with their handles and resources).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.controlplane.processes import free_port
+from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
+from lessor.install import install
+from lessor.mailbox import ChaosMonkey
+
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+CLAIMS = 40
+MIN_AVAILABLE = 5
+
+
+class Storm:
+    """One provider, one pool, and claims of four sorts: the pool's template, their own, invalid, short-lived."""
+
+    def __init__(self, kube: Gateway, ns: str, rng: random.Random) -> None:
+        self.kube, self.ns, self.rng = kube, ns, rng
+        suffix = uuid.uuid4().hex[:6]
+        self.provider, self.pool = f"chaos-{suffix}", f"chaos-{suffix}"
+        self.deleted: set[str] = set()
+        self.short: set[str] = set()
+
+    async def lab(self) -> None:
+        await self.kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider",
+                                               "metadata": {"name": self.provider}, "spec": {
+            "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": OPS}},
+            "matchIgnore": ["/data/owner"],
+            "validation": {"openAPIV3Schema": {"type": "object", "properties": {"data": {
+                "type": "object", "properties": {"size": {"type": "string", "enum": ["small", "large"]}}}}}}}})
+        await self.kube.create(POOL, OPS, {"apiVersion": API, "kind": "ResourcePool", "metadata": {"name": self.pool},
+                                           "spec": {"minAvailable": MIN_AVAILABLE, "resources": [{
+                                               "provider": {"name": self.provider},
+                                               "template": {"data": {"size": "small"}}}]}})
+
+    async def clean(self) -> None:
+        await self.kube.delete(POOL, OPS, self.pool)
+        await self.kube.delete(PROVIDER, OPS, self.provider)
+
+    async def run(self, seconds: float) -> None:
+        """Claims arrive over half the time; meanwhile and after, some are deleted."""
+        names = [f"c{i:02d}" for i in range(CLAIMS)]
+        deadline = time.monotonic() + seconds
+        for name in names:
+            await self._claim(name)
+            await asyncio.sleep(seconds / (2 * CLAIMS))
+        while time.monotonic() < deadline:
+            victim = self.rng.choice(sorted(set(names) - self.deleted - self.short))
+            await self.kube.delete(CLAIM, self.ns, victim)
+            self.deleted.add(victim)
+            await asyncio.sleep(0.7)
+
+    async def _claim(self, name: str) -> None:
+        roll = self.rng.random()
+        size = "small" if roll < 0.5 else "large" if roll < 0.8 else "huge"  # the pool's, their own, invalid
+        spec: dict[str, Any] = {"resources": [{"provider": {"name": self.provider},
+                                               "template": {"data": {"size": size, "owner": name}}}]}
+        if size != "huge" and self.rng.random() < 0.2:
+            spec["lifespan"] = {"end": _stamp(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.rng.randint(2, 5)))}
+            self.short.add(name)
+        await self.kube.create(CLAIM, self.ns, {"apiVersion": API, "kind": "ResourceClaim",
+                                                "metadata": {"name": name}, "spec": spec})
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if c["type"] == type_:
+            return c["status"], c["reason"]
+    return None
+
+
+async def violations(kube: Gateway, storm: Storm) -> list[str]:
+    claims = {c["metadata"]["name"]: c for c in (await kube.list(CLAIM, storm.ns))[0]}
+    handles = {h["metadata"]["name"]: h for h in (await kube.list(HANDLE, OPS))[0]
+               if any((r.get("provider") or {}).get("name") == storm.provider for r in h["spec"]["resources"])}
+    selector = f"lessor.dev/resource-provider-name={storm.provider}"
+    configmaps = (await kube.list(CONFIGMAP, OPS, label_selector=selector))[0]
+    found = []
+    named: dict[str, list[str]] = {}
+    for name, handle in handles.items():
+        ref = handle["spec"].get("resourceClaim")
+        if ref:
+            named.setdefault(ref["name"], []).append(name)
+            if ref["name"] not in claims:
+                found.append(f"handle {name} is bound to claim {ref['name']}, which is gone")
+        elif (handle["spec"].get("resourcePool") or {}).get("name") != storm.pool:
+            found.append(f"handle {name} has neither claim nor pool")
+    for claim, holders in named.items():
+        if len(holders) > 1:
+            found.append(f"claim {claim} has handles {holders}")
+    held: dict[str, list[str]] = {}
+    for name, claim in claims.items():
+        size = claim["spec"]["resources"][0]["template"]["data"]["size"]
+        status = claim.get("status") or {}
+        handle = (status.get("resourceHandle") or {}).get("name")
+        if handle:
+            held.setdefault(handle, []).append(name)
+        if name in storm.deleted:
+            found.append(f"claim {name} was deleted but exists")
+        elif size == "huge":
+            if _condition(claim, "Valid") != ("False", "SchemaViolation") or handle:
+                found.append(f"invalid claim {name}: Valid {_condition(claim, 'Valid')}, handle {handle}")
+        elif name in storm.short:
+            end = (status.get("lifespan") or {}).get("end")
+            found.append(f"claim {name} should have ended at {end}")
+        elif _condition(claim, "Ready") != ("True", "Ready") or named.get(name) != [handle]:
+            found.append(f"claim {name}: Ready {_condition(claim, 'Ready')}, handle {handle}, "
+                         f"handles naming it {named.get(name)}")
+    for handle, holders in held.items():
+        if len(holders) > 1:
+            found.append(f"handle {handle} is held by claims {holders}")
+    for cm in configmaps:
+        owner = cm["metadata"]["labels"]["lessor.dev/resource-handle-name"]
+        if owner not in handles:
+            found.append(f"ConfigMap {cm['metadata']['name']} outlived its handle {owner}")
+    free = [n for n, h in handles.items() if not h["spec"].get("resourceClaim")]
+    if len(free) != MIN_AVAILABLE:
+        found.append(f"pool has {len(free)} unbound handles, not {MIN_AVAILABLE}: {free}")
+    pool = await kube.get(POOL, OPS, storm.pool)
+    if ((pool.get("status") or {}).get("resourceHandleCount") or {}).get("available") != MIN_AVAILABLE:
+        found.append(f"pool status says {(pool.get('status') or {}).get('resourceHandleCount')}")
+    return found
+
+
+async def _settles(kube: Gateway, storm: Storm, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    found: list[str] = []
+    while time.monotonic() < deadline:
+        found = await violations(kube, storm)
+        if not found:
+            return
+        await asyncio.sleep(0.5)
+    pytest.fail("invariants still broken after the storm:\n" + "\n".join(found))
+
+
+async def test_actor_chaos_during_a_claim_storm(kube: Gateway, namespace: str, operator: Any) -> None:
+    storm = Storm(kube, namespace, random.Random(3))
+    await storm.lab()
+    try:
+        async with ChaosMonkey(operator.system, rate=20.0, kinds={"claim", "pool", "handle"}, seed=3) as monkey:
+            await storm.run(10)
+        assert len(monkey.kills) > 50, "the monkey should have killed plenty of actors"
+        await _settles(kube, storm)
+    finally:
+        await storm.clean()
+
+
+async def test_operator_sigkilled_mid_storm(tmp_path: Path) -> None:
+    """A separate control plane, so that only the operator under test acts on it."""
+    async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
+        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+            await install(kube, OPS, progress=lambda _: None)
+            ns = f"chaos-{uuid.uuid4().hex[:6]}"
+            await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            storm = Storm(kube, ns, random.Random(5))
+            await storm.lab()
+
+            def start() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(cp.kubeconfig), "--no-webhook",
+                     "--bind-address", "127.0.0.1", "--health-port", str(free_port()),
+                     "--metrics-port", str(free_port())],
+                    cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "operator.log", "ab"))
+
+            proc = start()
+            kills = 0
+
+            async def killer() -> None:
+                nonlocal proc, kills
+                for _ in range(3):
+                    await asyncio.sleep(2.5)
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    kills += 1
+                    proc = start()
+
+            try:
+                await asyncio.gather(storm.run(10), killer())
+                assert kills == 3
+                await _settles(kube, storm)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)

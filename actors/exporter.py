@@ -31,6 +31,7 @@ from .conditions import find_condition, new_condition
 from .context import Context, split_address
 from .lease_protocol import (
     Accept,
+    Confirm,
     Decline,
     Evicted,
     ExporterReset,
@@ -85,9 +86,9 @@ class ExporterActor(Actor):
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        # The topology's copy: if it trails our own last commit, the next commit's precondition
-        # fails, we re-read, and adopt what the API says.
-        self.obj = await self.ask(TOPOLOGY, GetObject("Exporter", self.namespace, self.name))
+        # From the API, not the topology's copy: who holds the exporter must be known for
+        # certain, since restarted leases ask this actor whether they still hold it.
+        self.obj = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
         if self.obj is None:
             self.stop()
             return
@@ -113,6 +114,10 @@ class ExporterActor(Actor):
                     self.offer = None
                 self._forget(lease)
                 self._schedule_decision()
+            case Confirm(lease=lease):
+                holder = self.holder.lease if self.holder else None
+                self.tell(_lease_address(self.namespace, lease),
+                          Granted(self.name) if holder == lease else Evicted(self.name, holder or ""))
             case Release(lease=lease):
                 self._forget(lease)
                 if self.holder is not None and self.holder.lease == lease:

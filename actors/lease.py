@@ -34,6 +34,7 @@ from .conditions import merge_condition, new_condition, remove_condition, same_c
 from .context import Context, split_address
 from .lease_protocol import (
     Accept,
+    Confirm,
     Decline,
     Evicted,
     ExporterReset,
@@ -104,6 +105,8 @@ class LeaseActor(Actor):
             self.stop()
             return
         self.exporter = ((self.obj.get("status") or {}).get("exporterRef") or {}).get("name") or None
+        if self.exporter is not None:  # an eviction told to a previous incarnation may be lost
+            self.tell(_exporter_address(self.namespace, self.exporter), Confirm(self.name))
         await self._evaluate()
 
     async def receive(self, message: Any) -> Any:
@@ -131,6 +134,8 @@ class LeaseActor(Actor):
             case _Choose():
                 self.choosing = False
                 self._choose()
+            case Granted(exporter=exporter) if exporter == self.exporter:
+                pass  # the answer to Confirm: still ours
             case Granted(exporter=exporter):
                 await self._granted(exporter)
             case OfferWithdrawn(exporter=exporter, ticket=ticket):
@@ -141,8 +146,10 @@ class LeaseActor(Actor):
                     else:
                         await self._evaluate()
             case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
-                await self._end(READY, False, Reason.EVICTED,
-                                f"spot access: exporter {exporter} went to lease {by}, which is not spot")
+                self.exporter = None  # it is not ours to release any more
+                message = (f"spot access: exporter {exporter} went to lease {by}, which is not spot" if by
+                           else f"exporter {exporter} is no longer held for this lease")
+                await self._end(READY, False, Reason.EVICTED, message)
             case ExporterReset(exporter=exporter):  # it restarted, or its availability changed
                 if candidate := self.wanted.get(exporter):
                     self._want(candidate)

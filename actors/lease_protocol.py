@@ -53,6 +53,14 @@ class Release:
     lease: str
 
 
+@dataclass(frozen=True, slots=True)
+class Confirm:
+    """A restarted lease whose status says it holds the exporter asks whether it still does
+    (a `Granted` or `Evicted` meant for it may have died with its previous incarnation)."""
+
+    lease: str
+
+
 # --- to the lease actor ------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: dev test install bench-apiserver bench-mailbox bench-topology bench-admission clean
+.PHONY: dev test install bench-apiserver bench-mailbox bench-topology bench-leases bench-claims bench-admission clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ bench-mailbox: install
 
 bench-topology: install
 	$(BIN)/lessor bench topology
+
+bench-leases: install
+	$(BIN)/lessor bench leases
+
+bench-claims: install
+	$(BIN)/lessor bench claims
 
 bench-admission: install
 	$(BIN)/lessor bench admission

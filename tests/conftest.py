@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -78,3 +78,26 @@ async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[o
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+Violations = Callable[[], Awaitable[list[str]]]
+
+
+@pytest.fixture
+def settles() -> Callable[[Violations, float], Awaitable[None]]:
+    """`await settles(violations, timeout)`: poll until the invariant checker finds nothing,
+    else fail with what it still finds (the chaos tests' "afterwards")."""
+    import asyncio
+    import time
+
+    async def wait(violations: Violations, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        found: list[str] = []
+        while time.monotonic() < deadline:
+            found = await violations()
+            if not found:
+                return
+            await asyncio.sleep(0.5)
+        pytest.fail("invariants still broken after the storm:\n" + "\n".join(found))
+
+    return wait

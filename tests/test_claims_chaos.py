@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
@@ -151,30 +150,19 @@ async def violations(kube: Gateway, storm: Storm) -> list[str]:
     return found
 
 
-async def _settles(kube: Gateway, storm: Storm, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    found: list[str] = []
-    while time.monotonic() < deadline:
-        found = await violations(kube, storm)
-        if not found:
-            return
-        await asyncio.sleep(0.5)
-    pytest.fail("invariants still broken after the storm:\n" + "\n".join(found))
-
-
-async def test_actor_chaos_during_a_claim_storm(kube: Gateway, namespace: str, operator: Any) -> None:
+async def test_actor_chaos_during_a_claim_storm(kube: Gateway, namespace: str, operator: Any, settles: Any) -> None:
     storm = Storm(kube, namespace, random.Random(3))
     await storm.lab()
     try:
         async with ChaosMonkey(operator.system, rate=20.0, kinds={"claim", "pool", "handle"}, seed=3) as monkey:
             await storm.run(10)
         assert len(monkey.kills) > 50, "the monkey should have killed plenty of actors"
-        await _settles(kube, storm)
+        await settles(lambda: violations(kube, storm), 60)
     finally:
         await storm.clean()
 
 
-async def test_operator_sigkilled_mid_storm(tmp_path: Path) -> None:
+async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any) -> None:
     """A separate control plane, so that only the operator under test acts on it."""
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
         async with await Gateway.connect(str(cp.kubeconfig)) as kube:
@@ -206,7 +194,7 @@ async def test_operator_sigkilled_mid_storm(tmp_path: Path) -> None:
             try:
                 await asyncio.gather(storm.run(10), killer())
                 assert kills == 3
-                await _settles(kube, storm)
+                await settles(lambda: violations(kube, storm), 60)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)

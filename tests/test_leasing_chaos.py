@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
@@ -136,26 +135,15 @@ async def violations(kube: Gateway, ns: str) -> list[str]:
     return found
 
 
-async def _settles(kube: Gateway, ns: str, timeout: float = 45) -> None:
-    deadline = time.monotonic() + timeout
-    found: list[str] = []
-    while time.monotonic() < deadline:
-        found = await violations(kube, ns)
-        if not found:
-            return
-        await asyncio.sleep(0.5)
-    pytest.fail("invariants still broken after the storm:\n" + "\n".join(found))
-
-
-async def test_actor_chaos_during_a_lease_storm(kube: Gateway, namespace: str, operator: Any) -> None:
+async def test_actor_chaos_during_a_lease_storm(kube: Gateway, namespace: str, operator: Any, settles: Any) -> None:
     await _lab(kube, namespace)
     async with ChaosMonkey(operator.system, rate=20.0, kinds={"exporter", "lease"}, seed=7) as monkey:
         await _storm(kube, namespace, 10, random.Random(7))
     assert len(monkey.kills) > 50, "the monkey should have killed plenty of actors"
-    await _settles(kube, namespace)
+    await settles(lambda: violations(kube, namespace), 45)
 
 
-async def test_operator_sigkilled_mid_storm(tmp_path: Path) -> None:
+async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any) -> None:
     """A separate control plane, so that only the operator under test acts on it."""
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
         async with await Gateway.connect(str(cp.kubeconfig)) as kube:
@@ -186,7 +174,7 @@ async def test_operator_sigkilled_mid_storm(tmp_path: Path) -> None:
             try:
                 await asyncio.gather(_storm(kube, ns, 10, random.Random(11)), killer())
                 assert kills == 3
-                await _settles(kube, ns)
+                await settles(lambda: violations(kube, ns), 45)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)

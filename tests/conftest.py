@@ -101,3 +101,47 @@ def settles() -> Callable[[Violations, float], Awaitable[None]]:
         pytest.fail("invariants still broken after the storm:\n" + "\n".join(found))
 
     return wait
+
+
+@pytest.fixture
+def killed_operator(tmp_path: Path) -> Callable[..., Awaitable[int]]:
+    """`await killed_operator(cp, storm, then=checks)`: run `lessor run` against `cp` as its own
+    process, SIGKILL and restart it `kills` times while `storm` runs, then await `then()` with
+    the last operator still up. Returns how many kills happened."""
+    import asyncio
+    import signal
+    import subprocess
+    import sys
+
+    from lessor.controlplane.processes import free_port
+
+    async def run(cp: ControlPlane, storm: Awaitable[None], *, then: Callable[[], Awaitable[None]],
+                  kills: int = 3, every: float = 2.5) -> int:
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(cp.kubeconfig), "--no-webhook",
+                 "--bind-address", "127.0.0.1", "--health-port", str(free_port()),
+                 "--metrics-port", str(free_port())],
+                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "operator.log", "ab"))
+
+        proc = start()
+        done = 0
+
+        async def killer() -> None:
+            nonlocal proc, done
+            for _ in range(kills):
+                await asyncio.sleep(every)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                done += 1
+                proc = start()
+
+        try:
+            await asyncio.gather(storm, killer())
+            await then()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        return done
+
+    return run

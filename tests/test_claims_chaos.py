@@ -12,9 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import random
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,7 +20,6 @@ from typing import Any
 
 
 from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
 from lessor.install import install
@@ -162,7 +158,7 @@ async def test_actor_chaos_during_a_claim_storm(kube: Gateway, namespace: str, o
         await storm.clean()
 
 
-async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any) -> None:
+async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any, killed_operator: Any) -> None:
     """A separate control plane, so that only the operator under test acts on it."""
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
         async with await Gateway.connect(str(cp.kubeconfig)) as kube:
@@ -172,29 +168,6 @@ async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any) -> Non
             storm = Storm(kube, ns, random.Random(5))
             await storm.lab()
 
-            def start() -> subprocess.Popen[bytes]:
-                return subprocess.Popen(
-                    [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(cp.kubeconfig), "--no-webhook",
-                     "--bind-address", "127.0.0.1", "--health-port", str(free_port()),
-                     "--metrics-port", str(free_port())],
-                    cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "operator.log", "ab"))
-
-            proc = start()
-            kills = 0
-
-            async def killer() -> None:
-                nonlocal proc, kills
-                for _ in range(3):
-                    await asyncio.sleep(2.5)
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    kills += 1
-                    proc = start()
-
-            try:
-                await asyncio.gather(storm.run(10), killer())
-                assert kills == 3
-                await settles(lambda: violations(kube, storm), 60)
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(30)
+            kills = await killed_operator(cp, storm.run(10),
+                                          then=lambda: settles(lambda: violations(kube, storm), 60))
+            assert kills == 3

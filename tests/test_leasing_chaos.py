@@ -12,9 +12,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import random
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,7 +20,6 @@ from typing import Any
 
 
 from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
 from lessor.install import install
@@ -143,7 +139,7 @@ async def test_actor_chaos_during_a_lease_storm(kube: Gateway, namespace: str, o
     await settles(lambda: violations(kube, namespace), 45)
 
 
-async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any) -> None:
+async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any, killed_operator: Any) -> None:
     """A separate control plane, so that only the operator under test acts on it."""
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
         async with await Gateway.connect(str(cp.kubeconfig)) as kube:
@@ -152,29 +148,6 @@ async def test_operator_sigkilled_mid_storm(tmp_path: Path, settles: Any) -> Non
             await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             await _lab(kube, ns)
 
-            def start() -> subprocess.Popen[bytes]:
-                return subprocess.Popen(
-                    [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(cp.kubeconfig), "--no-webhook",
-                     "--bind-address", "127.0.0.1", "--health-port", str(free_port()),
-                     "--metrics-port", str(free_port())],
-                    cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-            proc = start()
-            kills = 0
-
-            async def killer() -> None:
-                nonlocal proc, kills
-                for _ in range(3):
-                    await asyncio.sleep(2.5)
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    kills += 1
-                    proc = start()
-
-            try:
-                await asyncio.gather(_storm(kube, ns, 10, random.Random(11)), killer())
-                assert kills == 3
-                await settles(lambda: violations(kube, ns), 45)
-            finally:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(30)
+            kills = await killed_operator(cp, _storm(kube, ns, 10, random.Random(11)),
+                                          then=lambda: settles(lambda: violations(kube, ns), 45))
+            assert kills == 3

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from datetime import timedelta
 
@@ -50,7 +50,6 @@ class OperatorConfig:
     decision_window: float = 0.25
     webhook: WebhookSettings | None = None
     """The preflight admission webhook; None runs without one (`--no-webhook`)."""
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 class Operator:

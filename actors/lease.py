@@ -73,6 +73,14 @@ class _Choose:
 
 
 @dataclass(frozen=True, slots=True)
+class _AcceptUnanswered:
+    """Sent to self when an Accept got neither Granted nor OfferWithdrawn in time."""
+
+    exporter: str
+    ticket: int
+
+
+@dataclass(frozen=True, slots=True)
 class _ShowPending:
     """Sent to self when a lease still waits after the grace: now it is worth a status write."""
 
@@ -138,19 +146,18 @@ class LeaseActor(Actor):
                 pass  # the answer to Confirm: still ours
             case Granted(exporter=exporter):
                 await self._granted(exporter)
-            case OfferWithdrawn(exporter=exporter, ticket=ticket):
+            case OfferWithdrawn(exporter=exporter, ticket=ticket) | \
+                    _AcceptUnanswered(exporter=exporter, ticket=ticket):
                 if self.accepting == (exporter, ticket):
-                    self.accepting = None
-                    if self.offers:
-                        self._choose()
-                    else:
-                        await self._evaluate()
+                    await self._accept_failed()
             case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
                 self.exporter = None  # it is not ours to release any more
                 message = (f"spot access: exporter {exporter} went to lease {by}, which is not spot" if by
                            else f"exporter {exporter} is no longer held for this lease")
                 await self._end(READY, False, Reason.EVICTED, message)
             case ExporterReset(exporter=exporter):  # it restarted, or its availability changed
+                if self.accepting is not None and self.accepting[0] == exporter:
+                    await self._accept_failed()  # a restarted exporter forgot our Accept
                 if candidate := self.wanted.get(exporter):
                     self._want(candidate)
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
@@ -273,6 +280,9 @@ class LeaseActor(Actor):
         del self.offers[best.exporter]
         self.accepting = (best.exporter, best.ticket)
         self.tell(_exporter_address(self.namespace, best.exporter), Accept(self.name, best.ticket))
+        # The Accept may die with a killed exporter incarnation: never wait on it forever, since
+        # the offers in hand keep their exporters reserved meanwhile.
+        self.schedule("accepting", _AcceptUnanswered(best.exporter, best.ticket), delay=self.ctx.offer_timeout)
         self._decline_all()
 
     def _decline_all(self) -> None:
@@ -281,8 +291,17 @@ class LeaseActor(Actor):
             self.wanted.pop(offer.exporter, None)
         self.offers.clear()
 
+    async def _accept_failed(self) -> None:
+        self.accepting = None
+        self.cancel("accepting")
+        if self.offers:
+            self._choose()
+        else:
+            await self._evaluate()
+
     async def _granted(self, exporter: str) -> None:
         self.accepting = None
+        self.cancel("accepting")
         if self.exporter is not None and self.exporter != exporter:
             self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             return
@@ -365,7 +384,7 @@ class LeaseActor(Actor):
             self.accepting = None
         self._decline_all()
         self._withdraw_all()
-        for timer in ("evaluate", "expire", "pending", "choose"):
+        for timer in ("evaluate", "expire", "pending", "choose", "accepting"):
             self.cancel(timer)
 
     def _withdraw_all(self) -> None:

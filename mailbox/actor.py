@@ -40,6 +40,24 @@ class Actor:
     async def stopping(self) -> None:
         """Last words on an orderly stop, restart request or passivation (not after a crash or kill)."""
 
+    def failure_key(self) -> Hashable:
+        """What this incarnation works on, for counting failures in a row (say, the version of the input
+        it acts on): a failure with another key starts the count of `failed` again. Default: all alike."""
+        return None
+
+    async def failed(self, error: Exception, attempts: int) -> bool:
+        """Called on the incarnation whose `started` or `receive` just raised `error`, before it is discarded.
+
+        `attempts` counts the failures in a row with the same `failure_key`
+        (within the supervision window), this one included; kills are not
+        failures. Return True to resume: the incarnation is kept, as it is,
+        and goes on with its next message, because it has dealt with the
+        failure itself (for instance, given up on the input that keeps
+        making it fail, so that it stops crash-looping on it). False, the
+        default, restarts it with backoff as always; so does a raise here.
+        """
+        return False
+
     @property
     def address(self) -> str:
         return self._cell.address
@@ -71,3 +89,8 @@ class Actor:
     def stop(self) -> None:
         """Stop after the current message: `stopping` runs, waiting messages go to dead letters."""
         self._cell.request_stop()
+
+    def restart(self) -> None:
+        """Restart after the current message: `stopping` runs, then a new incarnation's `started`;
+        waiting messages wait for it. Timers are cancelled, as after a crash."""
+        self._cell.request_restart()

@@ -45,6 +45,8 @@ TIMESLICE = 0.001
 
 # Restart reasons (the `reason` label of the restarts metric).
 CRASH, KILL, REQUESTED = "crash", "kill", "requested"
+# What a failed incarnation may answer instead (`Actor.failed`): it is kept.
+RESUME = "resume"
 
 
 class Cell:
@@ -61,10 +63,12 @@ class Cell:
         "state",
         "task",
         "busy",
+        "starting",
         "killing",
         "backoff",
         "wake",
         "failures",
+        "streak",
         "idle_since",
         "idle_timer",
     )
@@ -80,10 +84,12 @@ class Cell:
         self.state = ACTIVE
         self.task: asyncio.Task[None] | None = None
         self.busy = False  # inside the actor's own code (the only place a kill cancels)
+        self.starting = False  # inside `started()`: a shutdown cancels it rather than wait for it
         self.killing = False
         self.backoff = 0.0  # seconds to wait before the next start
         self.wake: asyncio.Future[None] | None = None  # resolves a backoff wait early
         self.failures: deque[float] | None = None  # recent crash times, for the intensity limit
+        self.streak: tuple[Hashable, int, float] | None = None  # failures in a row: (failure_key, count, last)
         self.idle_since = 0.0
         self.idle_timer: asyncio.TimerHandle | None = None
 
@@ -107,6 +113,7 @@ class Cell:
             if self.keyed is None:
                 self.keyed = {}
             self.keyed[envelope.key] = envelope
+        envelope.queued = perf_counter()
         inbox.append(envelope)
         if self.task is None:
             self._spawn()
@@ -188,6 +195,7 @@ class Cell:
         The hot path: everything it touches per message is a local.
         """
         handling = self.kind.stats.handling
+        waited = self.kind.stats.waiting
         yield_at = perf_counter() + TIMESLICE
         while inbox and not self.control and self.actor is actor:
             envelope = inbox.popleft()
@@ -199,6 +207,8 @@ class Cell:
                 stats = handling[type(message)] = Handling()
             self.busy = True
             began = perf_counter()
+            waited.seconds += began - envelope.queued
+            waited.buckets[bisect_left(BUCKETS, began - envelope.queued)] += 1
             try:
                 if envelope.context is not None:
                     with self.system._tracing.process(self.address, envelope):
@@ -212,7 +222,12 @@ class Cell:
                 self._crash(ActorKilled(self.address), envelope, KILL)
             except Exception as exc:
                 stats.failed += 1
-                self._crash(exc, envelope, CRASH)
+                verdict = await self._consult(actor, exc)
+                if verdict == RESUME:
+                    if envelope.reply is not None and not envelope.reply.done():
+                        envelope.reply.set_exception(exc)
+                else:
+                    self._crash(ActorKilled(self.address) if verdict == KILL else exc, envelope, verdict)
             else:
                 reply = envelope.reply
                 if reply is not None and not reply.done():
@@ -238,17 +253,47 @@ class Cell:
             actor = self.kind.factory(self.address)
             actor._cell = self
             self.actor = actor
-            await actor.started()
+            self.starting = True
+            try:
+                await actor.started()
+            finally:
+                self.starting = False
         except asyncio.CancelledError:
             if not self._was_killed():
                 raise
             self._crash(ActorKilled(self.address), None, KILL)
         except Exception as exc:
-            self._crash(exc, None, CRASH)
+            verdict = await self._consult(self.actor, exc) if self.actor is not None else CRASH
+            if verdict != RESUME:
+                self._crash(ActorKilled(self.address) if verdict == KILL else exc, None, verdict)
         finally:
             self.busy = False
             if self.killing:
                 self._kill_swallowed()
+
+    async def _consult(self, actor: Actor, error: Exception) -> str:
+        """The failed incarnation's own verdict on `error` (`Actor.failed`): RESUME, else CRASH (or KILL if
+        it was killed meanwhile). Called while `busy`, so a kill cancels it like any of the actor's code."""
+        now = asyncio.get_running_loop().time()
+        try:
+            key = actor.failure_key()
+            hash(key)
+        except Exception:
+            log.exception("%s: failure_key() failed", self.address)
+            key = None
+        previous = self.streak
+        count = previous[1] + 1 if (previous is not None and previous[0] == key
+                                    and now - previous[2] <= self.kind.supervision.within) else 1
+        self.streak = (key, count, now)
+        try:
+            return RESUME if await actor.failed(error, count) is True else CRASH
+        except asyncio.CancelledError:
+            if not self._was_killed():
+                raise
+            return KILL
+        except Exception:
+            log.exception("%s: failed() raised while handling %r", self.address, error)
+            return CRASH
 
     async def _apply_control(self) -> None:
         control, self.control = self.control, 0
@@ -326,16 +371,14 @@ class Cell:
         if reason == KILL:
             log.warning("%s killed; restarting in %.3gs", self.address, self.backoff)
         else:
-            log.error("%s failed; restarting in %.3gs", self.address, self.backoff, exc_info=error)
+            self.system._failure_log.failed(self.kind.name, self.address, error,
+                                            f"failed; restarting in {self.backoff:.3g}s")
 
     def _escalate(self, error: Exception) -> None:
         policy = self.kind.supervision
-        log.error(
-            "%s: more than %d restarts in %gs; stopped for good",
-            self.address,
-            policy.max_restarts,
-            policy.within,
-            exc_info=error,
+        self.system._failure_log.failed(
+            self.kind.name, self.address, error,
+            f"failed more than {policy.max_restarts} times in {policy.within:g}s; stopped for good",
         )
         self.kind.stats.escalations += 1
         self.system._closed.add(self.address)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,19 +30,39 @@ class DeadLetter:
 class DeadLetters:
     """The running total, a count per reason, and the most recent letters (a bounded window)."""
 
-    def __init__(self, keep: int = 1000) -> None:
+    def __init__(self, keep: int = 1000, *, log_every: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.total = 0
         self.by_reason: Counter[str] = Counter()
         self.recent: deque[DeadLetter] = deque(maxlen=keep)
+        self._log_every = log_every
+        self._clock = clock
+        self._logged_at: dict[str, float] = {}
+        self._unlogged: Counter[str] = Counter()
 
     def add(self, letter: DeadLetter) -> None:
+        """Count and keep every letter; log one per reason every `log_every` seconds with the count of
+        the others (a shutdown with 20k waiting messages is one line, not 20k object dumps)."""
         self.total += 1
         self.by_reason[letter.reason] += 1
         self.recent.append(letter)
+        now = self._clock()
+        last = self._logged_at.get(letter.reason)
+        if last is not None and now - last < self._log_every:
+            self._unlogged[letter.reason] += 1
+            return
+        self._logged_at[letter.reason] = now
+        more = self._unlogged.pop(letter.reason, 0)
         log.warning(
-            "dead letter to %s (%s) from %s: %r",
+            "dead letter to %s (%s) from %s: %r%s",
             letter.address,
             letter.reason,
             letter.sender or "outside",
             letter.message,
+            f" ({more} more {letter.reason} dead letters before it not logged)" if more else "",
         )
+
+    def flush(self) -> None:
+        """Log the count of letters not logged yet."""
+        for reason, count in self._unlogged.items():
+            log.warning("%d more dead letters (%s) not logged", count, reason)
+        self._unlogged.clear()

@@ -18,10 +18,11 @@ class Envelope:
 
     Mutable on purpose: coalescing overwrites a waiting envelope in place, so
     the newest message takes the old one's turn without searching the queue.
-    `context`, `links` and `id` are filled only while tracing is on.
+    `context`, `links` and `id` are filled only while tracing is on; `queued` (a perf_counter
+    reading) when the mailbox took it, for the time-in-mailbox histogram.
     """
 
-    __slots__ = ("message", "sender", "reply", "key", "context", "links", "id")
+    __slots__ = ("message", "sender", "reply", "key", "context", "links", "id", "queued")
 
     def __init__(
         self,
@@ -40,6 +41,7 @@ class Envelope:
         self.context = context
         self.links = links
         self.id = id
+        self.queued = 0.0
 
     def supersede(self, newer: Envelope) -> None:
         """Carry `newer`'s message (a keyed tell) instead; the replaced message's context becomes a link."""

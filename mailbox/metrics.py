@@ -40,10 +40,11 @@ class Handling:
 class KindStats:
     """Counters for one actor kind."""
 
-    __slots__ = ("handling", "restarts", "escalations", "passivations", "dead_letters")
+    __slots__ = ("handling", "waiting", "restarts", "escalations", "passivations", "dead_letters")
 
     def __init__(self) -> None:
         self.handling: dict[type, Handling] = {}  # by message class
+        self.waiting = Handling()  # time in the mailbox, from post to the start of handling
         self.restarts: Counter[str] = Counter()  # by reason: crash, kill, requested
         self.escalations = 0
         self.passivations = 0
@@ -74,6 +75,11 @@ def _families(kinds: Mapping[str, KindStats], occupancy: Iterable[tuple[str, int
     seconds = HistogramMetricFamily(
         "lessor_message_handling_seconds", "Time spent handling one message.", labels=["kind", "message_type"]
     )
+    waited = HistogramMetricFamily(
+        "lessor_mailbox_queue_duration_seconds", "How long a message waited in its mailbox before its actor "
+        "began handling it (as controller-runtime's workqueue_queue_duration_seconds), by actor kind.",
+        labels=["kind"],
+    )
     restarts = CounterMetricFamily("lessor_actor_restarts", "Actor restarts.", labels=["kind", "reason"])
     escalations = CounterMetricFamily(
         "lessor_actor_escalations", "Actors stopped for good by supervision.", labels=["kind"]
@@ -92,19 +98,25 @@ def _families(kinds: Mapping[str, KindStats], occupancy: Iterable[tuple[str, int
                 depth.add_metric([kind], depths[kind])
                 escalations.add_metric([kind], stats.escalations)
                 passivations.add_metric([kind], stats.passivations)
+                waited.add_metric([kind], _cumulative(stats.waiting), stats.waiting.seconds)
             for message_type, h in _by_name(stats.handling).items():
                 handled.add_metric([kind, message_type, "ok"], sum(h.buckets) - h.failed)
                 handled.add_metric([kind, message_type, "error"], h.failed)
-                cumulative, points = 0, []
-                for bound, count in zip((*map(str, BUCKETS), "+Inf"), h.buckets, strict=True):
-                    cumulative += count
-                    points.append((bound, cumulative))
-                seconds.add_metric([kind, message_type], points, h.seconds)
+                seconds.add_metric([kind, message_type], _cumulative(h), h.seconds)
             for reason, count in stats.restarts.items():
                 restarts.add_metric([kind, reason], count)
             for reason, count in stats.dead_letters.items():
                 dead.add_metric([kind, reason], count)
-    yield from (live, depth, handled, seconds, restarts, escalations, passivations, dead)
+    yield from (live, depth, handled, seconds, waited, restarts, escalations, passivations, dead)
+
+
+def _cumulative(h: Handling) -> list[tuple[str, float]]:
+    """A histogram's buckets as Prometheus wants them: cumulative counts by upper bound."""
+    cumulative, points = 0, []
+    for bound, count in zip((*map(str, BUCKETS), "+Inf"), h.buckets, strict=True):
+        cumulative += count
+        points.append((bound, float(cumulative)))
+    return points
 
 
 def _by_name(handling: Mapping[type, Handling]) -> dict[str, Handling]:

@@ -25,6 +25,7 @@ from .errors import AskTimeout, MailboxFull, Undeliverable
 from .kind import Kind
 from .metrics import NO_KIND, KindStats, MailboxCollector
 from .supervision import Supervision
+from .storms import FailureLog
 from .timers import Timers
 from .tracing import Tracing
 
@@ -67,6 +68,7 @@ class ActorSystem:
         self._timers = Timers(self._timer_due)
         self._tracing = Tracing(tracer_provider)
         self._rng = random.Random()
+        self._failure_log = FailureLog(log)  # a storm of identical crashes is one traceback and counts
         self._registry = registry
         self._collector = MailboxCollector(self._stats, self._occupancy)
         self._on_escalation = on_escalation
@@ -102,13 +104,21 @@ class ActorSystem:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
                 for cell in list(self._cells.values()):
                     cell.request_stop()
+                    if cell.starting and cell.task is not None:
+                        # An incarnation still in `started()` has served nothing: waiting for it
+                        # (thousands queued for the API at start-up) would hold up SIGTERM.
+                        cell.task.cancel()
                 if self._cells:
                     await self._emptied.wait()
         finally:
-            for cell in list(self._cells.values()):
-                if cell.task is not None:
-                    log.warning("%s did not stop within %gs; cancelling it", cell.address, self._shutdown_timeout)
-                    cell.task.cancel()
+            stragglers = [cell for cell in self._cells.values() if cell.task is not None]
+            if stragglers:
+                log.warning("%d actors (%s, ...) did not stop within %gs; cancelling them", len(stragglers),
+                            stragglers[0].address, self._shutdown_timeout)
+            for cell in stragglers:
+                cell.task.cancel()
+            self._failure_log.flush()
+            self.dead_letters.flush()
             # Every actor task is finished or cancelled; the group only waits
             # for them. It is not handed the block's exception, so that
             # exception propagates as itself, not wrapped in a group.

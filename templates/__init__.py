@@ -3,6 +3,7 @@
 Stands alone: nothing here imports the rest of lessor.
 """
 
+from .budget import offload
 from .checks import CheckFailure, check_expression, check_variables, run_checks
 from .durations import format_duration, parse_duration
 from .errors import TemplateError
@@ -24,6 +25,7 @@ __all__ = [
     "strings_in",
     "format_duration",
     "format_timestamp",
+    "offload",
     "parse_duration",
     "parse_timestamp",
     "render_object",

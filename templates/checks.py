@@ -15,6 +15,7 @@ from typing import Any
 
 from jinja2 import Undefined
 
+from .budget import BudgetExceeded, evaluating, out_of_time
 from .errors import TemplateError, describe
 from .render import template_variables
 from .sandbox import compile_expression
@@ -42,13 +43,16 @@ def check_variables(resource_template: Mapping[str, Any], **named: Any) -> dict[
 def check_expression(expression: str, variables: Mapping[str, Any]) -> bool:
     """Evaluate one check in the sandbox; raises TemplateError if it cannot be evaluated."""
     try:
-        result = compile_expression(expression)(variables)
-        if isinstance(result, Undefined):
-            str(result)  # raises the undefined error, which names the missing field
+        with evaluating():
+            result = compile_expression(expression)(variables)
+            if isinstance(result, Undefined):
+                str(result)  # raises the undefined error, which names the missing field
         if not isinstance(result, bool):
             kind = type(result).__name__
             raise TypeError(f"a check must give true or false, this one gave a value of type {kind}")
         return result
+    except BudgetExceeded:
+        raise TemplateError(out_of_time()) from None
     except Exception as error:  # whatever the expression provoked is the check's error
         raise TemplateError(describe(error)) from error
 

@@ -3,6 +3,12 @@
 Providers write lifespans and template arithmetic as `90s`, `10m`, `1h30m`,
 `1d` or `2d12h`; Go tools emit `1h0m0s` or `1.5s`. Both parse here, and
 `format_duration` writes a form that parses back to the same value.
+
+A duration is at most `MAX_DURATION`, 100 years (36500d, 876000h), either
+way: every time lessor computes (a lease's end, a lifespan's limit) is a
+time plus such a duration, and with times bounded too (`timestamps.py`)
+that sum always exists. A longer duration is an error naming the bound,
+never an overflow deep inside an actor.
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ _TERM = r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|d|h|m|s)"
 _DURATION = re.compile(rf"([+-]?)((?:{_TERM})+|0)")
 _TERMS = re.compile(_TERM)
 
+#: The longest duration lessor accepts anywhere: 100 years.
+MAX_DURATION = timedelta(days=36_500)
+MAX_DURATION_TEXT = "100 years (36500d, 876000h)"
+
+_MAX_LENGTH = 64  # `2d12h30m15.5s` is 13; a longer text is a mistake or an attack, not a duration
+
 _HINT = "expected terms like 90s, 10m, 1h30m, 1d or 2d12h (units d, h, m, s, ms, us, ns)"
 
 
@@ -38,18 +50,18 @@ def parse_duration(text: str) -> timedelta:
     """
     if not isinstance(text, str):
         raise TypeError(f"a duration must be a string, not {type(text).__name__}")
-    match = _DURATION.fullmatch(text)
+    match = _DURATION.fullmatch(text) if len(text) <= _MAX_LENGTH else None
     if match is None:
-        raise ValueError(f"invalid duration {text!r}: {_HINT}")
+        shown = text if len(text) <= _MAX_LENGTH else text[:_MAX_LENGTH] + "..."
+        raise ValueError(f"invalid duration {shown!r}: {_HINT}")
     sign, body = match.group(1, 2)
     total = sum(
         (Fraction(number) * _MICROSECONDS[unit] for number, unit in _TERMS.findall(body)),
         Fraction(0),
     )
-    try:
-        value = timedelta(microseconds=round(total))
-    except OverflowError:
-        raise ValueError(f"duration {text!r} is out of range") from None
+    if total > MAX_DURATION // timedelta(microseconds=1):
+        raise ValueError(f"duration {text!r} is out of range: at most {MAX_DURATION_TEXT}")
+    value = timedelta(microseconds=round(total))
     return -value if sign == "-" else value
 
 

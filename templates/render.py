@@ -15,6 +15,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from jinja2.exceptions import SecurityError
+
+from .budget import MAX_SIZE, BudgetExceeded, deep_size, evaluating, out_of_time, too_big
 from .errors import TemplateError, describe
 from .jsonvalues import plain
 from .pointers import escape_pointer_token
@@ -59,7 +62,13 @@ def render_string(source: str, variables: Mapping[str, Any], path: str = "") -> 
     if not any(mark in source for mark in _MARKUP):
         return source
     try:
-        return plain(compile_template(source)(variables))
+        with evaluating():
+            value = plain(compile_template(source)(variables))
+            if deep_size(value) > MAX_SIZE:
+                raise SecurityError(too_big("the value"))
+            return value
+    except BudgetExceeded:
+        raise TemplateError(out_of_time(), path) from None
     except Exception as error:  # anything the template provoked is the template's error
         raise TemplateError(describe(error), path) from error
 

@@ -7,6 +7,13 @@ because checks compare raw fields (`spec.stop < timestamp.utcnow.add('8h')`),
 and they print as RFC 3339 `Z` strings so rendered fields are valid as-is.
 Both types are immutable: a template cannot change a value another
 template will see.
+
+Times are bounded: from `MIN_TIME` (1970-01-01T00:00:00Z) to before
+`MAX_TIME` (9000-01-01T00:00:00Z). With durations at most 100 years
+(`durations.MAX_DURATION`), a bounded time plus or minus a bounded
+duration always exists, so lessor's own arithmetic (lease ends, lifespan
+limits) cannot overflow; a template's arithmetic that leaves the range is
+an error naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +24,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .durations import format_duration, parse_duration
+
+#: The earliest time lessor accepts (inclusive) and the first it refuses.
+MIN_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MAX_TIME = datetime(9000, 1, 1, tzinfo=timezone.utc)
+TIME_RANGE_TEXT = "from 1970-01-01T00:00:00Z to before 9000-01-01T00:00:00Z"
 
 _RFC3339 = re.compile(
     r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
@@ -37,7 +49,35 @@ def parse_timestamp(text: str) -> datetime:
         parsed = datetime.fromisoformat(f"{day}T{time}{fraction}{offset}")
     except ValueError as error:
         raise ValueError(f"invalid timestamp {text!r}: {error}") from None
-    return parsed.astimezone(timezone.utc)
+    try:
+        parsed = parsed.astimezone(timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        parsed = MIN_TIME - timedelta(days=1)
+    if not MIN_TIME <= parsed < MAX_TIME:
+        raise ValueError(f"timestamp {text!r} is out of range: times are {TIME_RANGE_TEXT}")
+    return parsed
+
+
+def _bounded(value: datetime) -> datetime:
+    if not MIN_TIME <= value < MAX_TIME:
+        raise ValueError(f"the time {format_timestamp(value)} is out of range: times are {TIME_RANGE_TEXT}")
+    return value
+
+
+def _shift(value: datetime, delta: timedelta) -> datetime:
+    """`value + delta`, or ValueError naming the range (never OverflowError)."""
+    try:
+        return _bounded(value + delta)
+    except OverflowError:
+        raise ValueError(f"{format_timestamp(value)} plus {format_duration(delta)} is out of range: "
+                         f"times are {TIME_RANGE_TEXT}") from None
+
+
+def _sum(left: timedelta, right: timedelta) -> timedelta:
+    try:
+        return left + right
+    except OverflowError:
+        raise ValueError(f"{format_duration(left)} plus {format_duration(right)} is out of range") from None
 
 
 def format_timestamp(value: datetime) -> str:
@@ -99,11 +139,11 @@ class Timestamp:
         return self._value
 
     def add(self, duration: Any) -> Timestamp:
-        return Timestamp(self._value + to_timedelta(duration))
+        return Timestamp(_shift(self._value, to_timedelta(duration)))
 
     def __add__(self, other: Any) -> Timestamp:
         delta = _comparable(other, to_timedelta)
-        return NotImplemented if delta is NotImplemented else Timestamp(self._value + delta)
+        return NotImplemented if delta is NotImplemented else Timestamp(_shift(self._value, delta))
 
     __radd__ = __add__
 
@@ -112,7 +152,7 @@ class Timestamp:
         if isinstance(other, (TimeDelta, timedelta)) or (
             isinstance(other, str) and not _RFC3339.fullmatch(other)
         ):
-            return Timestamp(self._value - to_timedelta(other))
+            return Timestamp(_shift(self._value, -to_timedelta(other)))
         start = _comparable(other, to_datetime)
         return NotImplemented if start is NotImplemented else TimeDelta(self._value - start)
 
@@ -169,17 +209,17 @@ class TimeDelta:
         if isinstance(other, (Timestamp, datetime)):
             return NotImplemented
         delta = _comparable(other, to_timedelta)
-        return NotImplemented if delta is NotImplemented else TimeDelta(self._value + delta)
+        return NotImplemented if delta is NotImplemented else TimeDelta(_sum(self._value, delta))
 
     __radd__ = __add__
 
     def __sub__(self, other: Any) -> TimeDelta:
         delta = _comparable(other, to_timedelta)
-        return NotImplemented if delta is NotImplemented else TimeDelta(self._value - delta)
+        return NotImplemented if delta is NotImplemented else TimeDelta(_sum(self._value, -delta))
 
     def __rsub__(self, other: Any) -> TimeDelta:
         delta = _comparable(other, to_timedelta)
-        return NotImplemented if delta is NotImplemented else TimeDelta(delta - self._value)
+        return NotImplemented if delta is NotImplemented else TimeDelta(_sum(delta, -self._value))
 
     def __neg__(self) -> TimeDelta:
         return TimeDelta(-self._value)

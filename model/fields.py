@@ -1,0 +1,96 @@
+"""Read-only readers of object fields, tolerant of any shape a user may write.
+
+Each returns a typed value or None (or 0) for a missing or malformed field; none raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from lessor.templates.timestamps import parse_timestamp
+
+Body = Mapping[str, Any]
+
+
+def _metadata(obj: Body | None) -> Mapping[str, Any]:
+    metadata = (obj or {}).get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def _status(obj: Body | None) -> Mapping[str, Any]:
+    status = (obj or {}).get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def name_of(obj: Body) -> str:
+    return str(_metadata(obj).get("name") or "")
+
+
+def deleting(obj: Body | None) -> bool:
+    return bool(_metadata(obj).get("deletionTimestamp"))
+
+
+def generation(obj: Body | None) -> int | None:
+    value = _metadata(obj).get("generation")
+    return value if isinstance(value, int) else None
+
+
+def _version(obj: Body | None) -> int | None:
+    try:
+        return int(_metadata(obj).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def newer(obj: Body, than: Body | None) -> bool:
+    """Whether snapshot `obj` is at least as new as `than` (snapshots from the topology can trail an actor's
+    own writes: keep the higher resourceVersion).
+
+    A resourceVersion that is not a number cannot be compared; then `obj` is taken, so an actor never stays
+    stuck on a copy no later snapshot can replace. A missing one counts as 0 (an object never written).
+    """
+    if than is None:
+        return True
+    mine, theirs = _version(obj), _version(than)
+    return mine is None or theirs is None or mine >= theirs
+
+
+def timestamp(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp field, or None when it is missing or unreadable."""
+    try:
+        return parse_timestamp(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def created_at(obj: Body) -> datetime | None:
+    return timestamp(_metadata(obj).get("creationTimestamp"))
+
+
+def lease_ref(obj: Body | None) -> str | None:
+    """The lease named by an exporter's `status.leaseRef.name`; None when it has none."""
+    ref = _status(obj).get("leaseRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """The lease that holds an exporter now, with the priority and spot flag it was granted with."""
+
+    lease: str
+    priority: int = 0
+    spot: bool = False
+
+
+def holder_of(lease: str, lease_obj: Body | None) -> Holder:
+    """The holder `lease` is, with the terms its status records (priority 0 and not spot when unknown)."""
+    status = _status(lease_obj)
+    try:
+        priority = int(status.get("priority") or 0)
+    except (TypeError, ValueError):
+        priority = 0
+    return Holder(lease, priority, status.get("spotAccess") is True)

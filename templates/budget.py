@@ -1,0 +1,225 @@
+"""The budget every template evaluation runs under: size and time.
+
+Size: no string or list a template builds, and no output, may exceed
+`MAX_SIZE` (characters or items). The sandbox (`sandbox.py`) checks the
+operations that could build more *before* they run (`'{:>999999999}'.format`,
+`ljust`, `center`, `zfill`, `expandtabs`, `replace`, `*`, `+`, `~`, `%`,
+`join`, the `center`/`indent`/`wordwrap`/`batch` filters...) and every
+result after, so an attempt is a TemplateError naming the limit, never a
+MemoryError.
+
+Time: work that renders (a claim's or pool's templates and checks, a
+handle's resources) runs through `offload`, in a small pool of render
+threads, so the event loop only awaits it. Each offloaded call has a
+deadline of `MAX_SECONDS`; a watchdog thread enforces it from outside:
+once the deadline passes it raises `BudgetExceeded` inside the render
+thread, at the next bytecode of whatever template is running (a loop with
+an empty body included). The sandbox also checks the deadline on every
+call and operator, so a template that is past it stops there. A template
+evaluated outside `offload` gets a deadline of its own.
+
+The exception is raised only while a template is being evaluated
+(`evaluating`), at most once per budget, and the evaluation's caller turns
+it into a TemplateError naming the field: nothing else in the thread ever
+sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import heapq
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
+from typing import Any, TypeVar
+
+#: Longest string, list or output (characters or items) a template may build.
+MAX_SIZE = 1_000_000
+#: Wall-clock seconds one offloaded piece of work (or one template outside it) may take.
+MAX_SECONDS = 2.0
+#: Render threads: enough that one slow template does not hold up the others.
+RENDER_THREADS = 4
+#: How long (seconds) a render thread may hold the interpreter while the event loop waits for it:
+#: Python's default is 5 ms, and the loop may wait that long at every I/O call it makes.
+SWITCH_INTERVAL = 0.001
+
+T = TypeVar("T")
+
+
+class BudgetExceeded(BaseException):
+    """Raised inside a template that ran out of time.
+
+    A BaseException, so no `except Exception` inside Jinja2 or a filter
+    swallows it; `render_string` and `check_expression` turn it into a
+    TemplateError.
+    """
+
+
+def too_big(what: str) -> str:
+    return f"{what} would be longer than the template size limit ({MAX_SIZE:,} characters or items)"
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def deep_size(value: Any, limit: int = MAX_SIZE) -> int:
+    """Characters and items in `value`, counting a shared reference each time it appears (as `str()` or JSON
+    writing would); the count stops soon after passing `limit`, so `[x, x]` nested thirty deep costs no more."""
+    total, stack = 0, [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, (list, tuple)):
+            total += len(item)
+            stack.extend(item)
+        elif isinstance(item, dict) or (not isinstance(item, _SCALARS) and isinstance(item, Mapping)):
+            total += len(item)
+            for key, entry in item.items():
+                stack.append(key)
+                stack.append(entry)
+    return total
+
+
+def out_of_time() -> str:
+    return f"the template ran out of time (the template time limit is {MAX_SECONDS:g} s)"
+
+
+class Budget:
+    """One deadline, shared by every template evaluated for one piece of work in one thread."""
+
+    __slots__ = ("deadline", "thread_id", "_lock", "_inside", "_fired")
+
+    def __init__(self, seconds: float = MAX_SECONDS) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.thread_id = threading.get_ident()
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._fired = False
+
+    def check(self) -> None:
+        if self._fired or time.monotonic() >= self.deadline:
+            raise BudgetExceeded(out_of_time())
+
+    def enter(self) -> None:
+        with self._lock:
+            self._inside += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._fired:
+                _set_async_exc(self.thread_id, None)  # an interruption that came too late: drop it
+
+    def interrupt(self) -> None:
+        """The watchdog's move: raise BudgetExceeded in the thread if it is still inside a template."""
+        with self._lock:
+            if self._inside and not self._fired:
+                self._fired = True
+                _set_async_exc(self.thread_id, BudgetExceeded)
+
+
+def _set_async_exc(thread_id: int, exception: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(exception) if exception else None)
+
+
+class _Watchdog:
+    """One thread that interrupts templates past their deadline."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Budget]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, budget: Budget) -> None:
+        with self._wake:
+            earliest = not self._heap or budget.deadline < self._heap[0][0]
+            heapq.heappush(self._heap, (budget.deadline, next(self._order), budget))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lessor-template-watchdog", daemon=True)
+                self._thread.start()
+            if earliest:  # otherwise the watchdog already wakes up earlier than this deadline
+                self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._heap:
+                    self._wake.wait()
+                deadline = self._heap[0][0]
+                delay = deadline - time.monotonic()
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
+                budget = heapq.heappop(self._heap)[2]
+            budget.interrupt()
+
+
+_WATCHDOG = _Watchdog()
+_CURRENT = threading.local()
+
+
+def current() -> Budget | None:
+    """The budget of the work this thread is doing, if any."""
+    return getattr(_CURRENT, "budget", None)
+
+
+def current_check() -> None:
+    """The sandbox's cooperative check, on every call and operator: fail at once past the deadline."""
+    budget = current()
+    if budget is not None:
+        budget.check()
+
+
+@contextmanager
+def evaluating() -> Iterator[Budget]:
+    """Around one template evaluation: the thread's budget (offload's), or a new one for this evaluation."""
+    budget = current()
+    own = budget is None
+    if budget is None:
+        budget = Budget()
+        _WATCHDOG.watch(budget)
+        _CURRENT.budget = budget
+    try:
+        budget.check()
+        budget.enter()
+        try:
+            yield budget
+        finally:
+            budget.leave()
+    finally:
+        if own:
+            _CURRENT.budget = None
+
+
+def _run(function: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    budget = Budget()
+    _CURRENT.budget = budget
+    _WATCHDOG.watch(budget)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _CURRENT.budget = None
+
+
+_POOL = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="lessor-render")
+
+
+async def offload(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`function(*args, **kwargs)` in a render thread under one budget; the event loop only awaits it.
+
+    Every template it evaluates shares the budget's deadline; one that runs
+    past it fails as a TemplateError naming its field and the limit.
+    """
+    if sys.getswitchinterval() > SWITCH_INTERVAL:
+        sys.setswitchinterval(SWITCH_INTERVAL)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_POOL, partial(_run, function, args, kwargs))

@@ -6,26 +6,14 @@ in-memory fake. Kinds are named by apiVersion and kind, never by URL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lessor.model.kinds import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, Kind
+
+__all__ = ["CLAIM", "CLIENT", "EXPORTER", "HANDLE", "LEASE", "POLICY", "POOL", "PROVIDER", "AlreadyExists", "Api",
+           "ApiFailure", "Conflict", "Kind", "NotFound", "Object"]
+
 Object = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Kind:
-    api_version: str
-    kind: str
-
-
-EXPORTER = Kind("lessor.dev/v1alpha1", "Exporter")
-CLIENT = Kind("lessor.dev/v1alpha1", "Client")
-POLICY = Kind("lessor.dev/v1alpha1", "ExporterAccessPolicy")
-LEASE = Kind("lessor.dev/v1alpha1", "Lease")
-PROVIDER = Kind("lessor.dev/v1alpha1", "ResourceProvider")
-POOL = Kind("lessor.dev/v1alpha1", "ResourcePool")
-HANDLE = Kind("lessor.dev/v1alpha1", "ResourceHandle")
-CLAIM = Kind("lessor.dev/v1alpha1", "ResourceClaim")
 
 
 class ApiFailure(Exception):
@@ -55,7 +43,10 @@ class AlreadyExists(ApiFailure):
 class Api(Protocol):
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None: ...
 
-    async def create(self, kind: Kind, namespace: str, body: Object) -> Object: ...
+    async def create(self, kind: Kind, namespace: str, body: Object, *, as_applied: bool = False) -> Object:
+        """`as_applied`: the fields the create sets are then owned as if the operator had applied them, so a
+        later `apply` that leaves one out removes it (server-side apply removes only fields it owned)."""
+        ...
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
                           *, subresource: str | None = None) -> Object: ...

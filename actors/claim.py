@@ -36,11 +36,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.jsonpatch import apply as apply_patch
-from lessor.mailbox import Actor
-from lessor.templates import format_timestamp
+from lessor.model.fields import created_at, deleting, generation, name_of, newer, timestamp
+from lessor.model.handles import CLAIM_TEMPLATES, claim_of, record_templates_op, recorded_templates, templates_record
+from lessor.model.jsonpatch import apply as apply_patch
+from lessor.model.keys import actor_address
+from lessor.templates import format_timestamp, offload
 
-from .api import CLAIM, HANDLE, ApiFailure, NotFound
+from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
 from .claim_protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
@@ -51,24 +53,14 @@ from .claim_spec import (
     valid_condition,
 )
 from .claim_updates import plan_update
-from .claim_world import (
-    CLAIM_KIND,
-    POOL_KIND,
-    claim_of,
-    created_at,
-    deleting,
-    generation,
-    load_providers,
-    name_of,
-    newer,
-    timestamp,
-)
-from .conditions import find_condition, merge_condition, new_condition, same_conditions
-from .context import Context, split_address
+from .conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
+from .context import Context
+from .events import NORMAL, record_transitions
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
+from .object_actor import ObjectActor
 from .observed import Observed
 from .provider import Provider
-from .queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
+from .queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects, load_providers
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +85,14 @@ class _Ended:
     end: datetime
 
 
-class ClaimActor(Actor):
-    __slots__ = ("ctx", "namespace", "name", "obj", "providers", "spec", "handle", "bound_at", "pools", "asking",
-                 "create_error", "base", "update_errors", "decided_generation")
+class ClaimActor(ObjectActor):
+    __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
+                 "update_errors", "decided_generation")
+    kind = CLAIM  # given up on a version (`guard`): its handle stays bound
+    wake_kinds = (PROVIDER.kind,)
 
     def __init__(self, address: str, ctx: Context) -> None:
-        self.ctx = ctx
-        self.namespace, self.name = split_address(address)
-        self.obj: Mapping[str, Any] | None = None
+        super().__init__(address, ctx)
         self.providers: dict[str, Provider] = {}
         self.spec: ClaimSpec | None = None
         self.handle: Mapping[str, Any] | None = None
@@ -115,7 +107,7 @@ class ClaimActor(Actor):
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        self.obj = await self.ask(TOPOLOGY, GetObject(CLAIM_KIND, self.namespace, self.name))
+        self.obj = await self.ask(TOPOLOGY, GetObject(CLAIM.kind, self.namespace, self.name))
         if self.obj is None:
             await self._deleted()
             return
@@ -135,17 +127,19 @@ class ClaimActor(Actor):
         await self._evaluate()
 
     async def receive(self, message: Any) -> Any:
+        if await self.still_parked(message):
+            return None
         match message:
-            case Observed(kind="ResourceClaim", object=None):
+            case Observed(kind=CLAIM.kind, object=None):
                 await self._deleted()
-            case Observed(kind="ResourceClaim", object=obj) if newer(obj, self.obj):
+            case Observed(kind=CLAIM.kind, object=obj) if newer(obj, self.obj):
                 changed = generation(obj) != generation(self.obj)
                 self.obj = obj
                 if changed:
                     await self._evaluate()
-            case Observed(kind="ResourceHandle", name=name, object=obj):
+            case Observed(kind=HANDLE.kind, name=name, object=obj):
                 await self._observed_handle(name, obj)
-            case Observed(kind="ResourceProvider") if self.handle is None:
+            case Observed(kind=PROVIDER.kind) if self.handle is None:
                 await self._evaluate()
             case HandleBound(handle=handle, start=start):
                 await self._handle_bound(handle, start)
@@ -162,7 +156,7 @@ class ClaimActor(Actor):
             case Observed() | NoHandle() | _AskAgain():
                 pass
             case _:
-                log.warning("claim %s/%s: unexpected message %r", self.namespace, self.name, message)
+                self.unexpected(message)
 
     async def _deleted(self) -> None:
         """The claim is gone: every handle that names it is told (each checks with the API, then ends)."""
@@ -200,7 +194,7 @@ class ClaimActor(Actor):
         assert self.obj is not None
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
-        self.spec = resolve_claim(self.obj, self.providers, now=now)
+        self.spec = await offload(resolve_claim, self.obj, self.providers, now=now)
         if self.handle is not None:
             await self._keep_in_step(now)
             return
@@ -219,7 +213,7 @@ class ClaimActor(Actor):
     async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
         """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
         wanted = [r.provider.name for r in spec.resources if r.provider is not None]
-        pools = await self.ask(TOPOLOGY, ListObjects(POOL_KIND, self.ctx.operator_namespace))
+        pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
         return [name_of(pool) for pool in pools if not deleting(pool) and wanted == [
             (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
 
@@ -234,7 +228,8 @@ class ClaimActor(Actor):
 
     def _want(self, pool: str, spec: ClaimSpec) -> None:
         assert self.obj is not None
-        self.tell(f"pool/{self.ctx.operator_namespace}/{pool}", WantHandle(self.namespace, self.name, spec, self.obj))
+        self.tell(actor_address(POOL, self.ctx.operator_namespace, pool),
+                  WantHandle(self.namespace, self.name, spec, self.obj))
         self.schedule("answer", _AskAgain(pool), delay=_ANSWER_TIMEOUT)
 
     async def _handle_bound(self, handle: Mapping[str, Any], start: datetime) -> None:
@@ -256,7 +251,8 @@ class ClaimActor(Actor):
         lifespan, _ = claim_lifespan_of(spec.lifespan, self.obj, start=now, now=now)
         body = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
-            "metadata": {"generateName": "guid-", "namespace": self.ctx.operator_namespace},
+            "metadata": {"generateName": "guid-", "namespace": self.ctx.operator_namespace,
+                         "annotations": {CLAIM_TEMPLATES: templates_record(spec.templates)}},
             "spec": {
                 "resourceClaim": {"name": self.name, "namespace": self.namespace},
                 "resources": spec.handle_resources(),
@@ -272,6 +268,7 @@ class ClaimActor(Actor):
             await self._write_status()
             return
         self.create_error = ""
+        self.ctx.events.record(HANDLE, handle, NORMAL, "Created", f"for claim {self.namespace}/{self.name}", "Create")
         await self._adopt(handle, base=list(spec.templates), start=now)
 
     async def _adopt(self, handle: Mapping[str, Any], *, base: list[Any] | None, start: datetime | None) -> None:
@@ -280,7 +277,7 @@ class ClaimActor(Actor):
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
-            self.spec = resolve_claim(self.obj or {}, self.providers, now=self.ctx.now())
+            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, now=self.ctx.now())
         await self._keep_in_step(self.ctx.now())
 
     async def _delete_extra(self, handle: Mapping[str, Any]) -> None:
@@ -307,26 +304,28 @@ class ClaimActor(Actor):
         """Patch the allowed part of the claim's change into the handle; keep the refused part as errors."""
         assert self.obj is not None and self.handle is not None
         entries = (self.handle.get("spec") or {}).get("resources") or []
-        base = self.base if self.base is not None else [
-            _project(entry.get("template") or {}, resource.template)
-            for entry, resource in zip(entries, spec.resources)]
-        plan = plan_update(base, spec, self.handle, claim=self.obj, now=now)
+        base = self.base if self.base is not None else recorded_templates(self.handle)
+        if base is None:  # a handle bound before the record was kept
+            base = [_project(entry.get("template") or {}, resource.template)
+                    for entry, resource in zip(entries, spec.resources)]
+        plan = await offload(plan_update, base, spec, self.handle, claim=self.obj, now=now)
         self.update_errors = list(plan.errors)
         if not plan.changed:
             return
+        base = list(base)
+        for update in plan.resources:
+            if update.applied:
+                base[update.index] = apply_patch(base[update.index], list(update.applied))
         try:
-            self.handle = await self.ctx.api.json_patch(HANDLE, self.ctx.operator_namespace, name_of(self.handle),
-                                                        plan.handle_patch(self.handle))
+            self.handle = await self.ctx.api.json_patch(
+                HANDLE, self.ctx.operator_namespace, name_of(self.handle),
+                [*plan.handle_patch(self.handle), record_templates_op(self.handle, base)])
         except NotFound:
             return  # its deletion event tells us
         except ApiFailure as error:
             self.update_errors.append(ResourceError("spec.resources", f"the handle refused the update: {error}",
                                                     "UpdateRefused"))
             return
-        base = list(base)
-        for update in plan.resources:
-            if update.applied:
-                base[update.index] = apply_patch(base[update.index], list(update.applied))
         self.base = base
 
     async def _update_end(self, now: datetime) -> None:
@@ -387,9 +386,9 @@ class ClaimActor(Actor):
             bound, ready = self._unbound_conditions(now, gen)
         else:
             _copy_states(resources, handle)
-            bound = new_condition("Bound", True, "Bound", self._bound_message(handle, now),
+            bound = new_condition(BOUND, True, "Bound", self._bound_message(handle, now),
                                   now=now, observed_generation=gen)
-            ready = self._ready_condition(handle, resources, now, gen)
+            ready = await offload(self._ready_condition, handle, resources, now, gen)  # readinessCheck templates
             lifespan = self._lifespan_status(handle, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_timestamp(now.replace(microsecond=0))
@@ -404,27 +403,25 @@ class ClaimActor(Actor):
         if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan")) \
                 and same_conditions(status.get("conditions"), conditions):
             return
-        try:
-            self.obj = await self.ctx.api.patch_status(CLAIM, self.namespace, self.name, new)
-        except NotFound:
-            pass  # deleted: the deletion event stops us
+        if await self.write_status(new):  # else deleted: the deletion event stops us
+            record_transitions(self.ctx.events, CLAIM, self.obj, status.get("conditions"), conditions)
 
     def _unbound_conditions(self, now: datetime, gen: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
         assert self.obj is not None and self.spec is not None
         start = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("start")
         if not self.spec.valid:
-            bound = new_condition("Bound", False, "NotValid", "the claim is not valid (see Valid)",
+            bound = new_condition(BOUND, False, "NotValid", "the claim is not valid (see Valid)",
                                   now=now, observed_generation=gen)
         elif self.create_error:
-            bound = new_condition("Bound", False, "HandleCreateFailed", f"creating a ResourceHandle failed: "
+            bound = new_condition(BOUND, False, "HandleCreateFailed", f"creating a ResourceHandle failed: "
                                   f"{self.create_error}", now=now, observed_generation=gen)
         elif start is not None and (timestamp(start) or now) > now:
-            bound = new_condition("Bound", False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
+            bound = new_condition(BOUND, False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
                                   now=now, observed_generation=gen)
         else:
-            bound = new_condition("Bound", False, "Binding", "its handle was deleted; looking for another",
+            bound = new_condition(BOUND, False, "Binding", "its handle was deleted; looking for another",
                                   now=now, observed_generation=gen)
-        ready = new_condition("Ready", False, "NotBound", "the claim has no handle yet", now=now,
+        ready = new_condition(READY, False, "NotBound", "the claim has no handle yet", now=now,
                               observed_generation=gen)
         return bound, ready
 
@@ -450,7 +447,7 @@ class ClaimActor(Actor):
         assert self.obj is not None
         rendered = find_condition((handle.get("status") or {}).get("conditions"), "Rendered")
         if rendered is not None and rendered.get("status") == "False":
-            return new_condition("Ready", False, rendered.get("reason") or "NotRendered", rendered.get("message", ""),
+            return new_condition(READY, False, rendered.get("reason") or "NotRendered", rendered.get("message", ""),
                                  now=now, observed_generation=gen)
         readiness = []
         for index, entry in enumerate(resources):
@@ -496,10 +493,11 @@ def _copy_states(resources: list[dict[str, Any]], handle: Mapping[str, Any]) -> 
 def _project(theirs: Any, ours: Any) -> Any:
     """The handle's template cut down to the keys the claim's template has.
 
-    After a restart the claim's previous template is unknown; diffing from the
-    handle's own template would read what a pool provisioned (and the claim
-    never mentioned) as removals. Removals made while the actor was down are
-    therefore not seen; additions and replacements are.
+    For a handle without the `CLAIM_TEMPLATES` record (bound by an older
+    lessor), the claim's previous template is unknown after a restart; diffing
+    from the handle's own template would read what a pool provisioned (and the
+    claim never mentioned) as removals. Removals made while the actor was down
+    are then not seen; additions and replacements are.
     """
     if isinstance(theirs, Mapping) and isinstance(ours, Mapping):
         return {key: _project(value, ours[key]) for key, value in theirs.items() if key in ours}
@@ -508,4 +506,4 @@ def _project(theirs: Any, ours: Any) -> Any:
 
 def _handle_address(handle: Mapping[str, Any]) -> str:
     metadata = handle.get("metadata") or {}
-    return f"handle/{metadata.get('namespace')}/{metadata.get('name')}"
+    return actor_address(HANDLE, str(metadata.get("namespace")), str(metadata.get("name")))

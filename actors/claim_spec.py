@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.jsonpatch import apply, diff, matches_ignoring
+from lessor.model.jsonpatch import apply, diff, matches_ignoring
 from lessor.templates import (
     InvalidSchemaError,
     TemplateError,
     check_variables,
+    parse_timestamp,
     run_checks,
     validate_schema,
 )
@@ -38,7 +39,8 @@ from .provider import Object, Provider, Readiness, clock
 
 #: Valid condition reasons, most fundamental first: the condition reports the first that occurs.
 REASONS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "Forbidden",
-           "ProviderTemplateError", "InvalidTemplate", "SchemaViolation", "CheckFailed", "UpdateRefused")
+           "ProviderTemplateError", "InvalidTemplate", "SchemaViolation", "CheckFailed", "InvalidLifespan",
+           "UpdateRefused")
 _GENERATE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[-a-z0-9.])?")
 _DOMAIN = "lessor.dev/"
 
@@ -69,10 +71,6 @@ class ClaimResource:
     @property
     def valid(self) -> bool:
         return not self.errors
-
-    @property
-    def validation_error(self) -> str | None:
-        return "; ".join(str(error) for error in self.errors) or None
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,20 +114,47 @@ def resolve_claim(claim: Mapping[str, Any], providers: Mapping[str, Provider], *
     return _resolve(claim, providers, claim=claim, now=now)
 
 
-def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime) -> ClaimSpec:
+@dataclass(frozen=True, eq=False)
+class PoolSpec(ClaimSpec):
+    """All resources of a ResourcePool, resolved: named providers, schema only, no claim rules.
+
+    The same shape as a claim's, so a claim is compared with what the pool's handles were made from."""
+
+
+def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime) -> PoolSpec:
     """The same for a ResourcePool's templates, written by admins: named providers, schema only, no claim rules.
 
     A pool's handles take these defaulted templates, so claims are compared with what they would have asked.
     """
-    return _resolve(pool, providers, claim=None, now=now)
+    spec = _resolve(pool, providers, claim=None, now=now)
+    return PoolSpec(spec.resources, spec.errors)
 
 
 def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
              claim: Mapping[str, Any] | None, now: datetime) -> ClaimSpec:
     entries = (obj.get("spec") or {}).get("resources") or []
+    whole = lifespan_errors(claim) if claim is not None else []
     if not entries:
-        return ClaimSpec((), (ResourceError("spec.resources", "at least one resource is needed", "NoResources"),))
-    return ClaimSpec(tuple(_resource(i, entry, providers, claim, now) for i, entry in enumerate(entries)))
+        whole.insert(0, ResourceError("spec.resources", "at least one resource is needed", "NoResources"))
+        return ClaimSpec((), tuple(whole))
+    return ClaimSpec(tuple(_resource(i, entry, providers, claim, now) for i, entry in enumerate(entries)), tuple(whole))
+
+
+def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:
+    """A claim's `spec.lifespan.start`/`end` that are not times in lessor's range (1970 to 9000)."""
+    lifespan = (claim.get("spec") or {}).get("lifespan")
+    if lifespan is None:
+        return []
+    if not isinstance(lifespan, Mapping):
+        return [ResourceError("spec.lifespan", "must be an object", "InvalidLifespan")]
+    errors = []
+    for key in ("start", "end"):
+        if lifespan.get(key) is not None:
+            try:
+                parse_timestamp(lifespan[key])
+            except (TypeError, ValueError) as error:
+                errors.append(ResourceError(f"spec.lifespan.{key}", str(error), "InvalidLifespan"))
+    return errors
 
 
 def _resource(index: int, entry: Mapping[str, Any], providers: Mapping[str, Provider],

@@ -1,6 +1,6 @@
 """A bound claim's change, turned into what may reach its handle and what is refused, with paths.
 
-The change is the JSON Patch (add/remove/replace only, `lessor.jsonpatch.diff`)
+The change is the JSON Patch (add/remove/replace only, `lessor.model.jsonpatch.diff`)
 from the old to the new defaulted claim template. Both are defaulted with
 the same `now`, so a default such as `{{ timestamp.utcnow }}` does not look
 like a change. Each operation then passes, in order:
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.jsonpatch import JsonPatchError, apply, diff, filter_operations
+from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operations
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
 from .handle_render import DOMAIN

@@ -20,6 +20,11 @@ FALSE = "False"
 UNKNOWN = "Unknown"
 STATUSES = frozenset({TRUE, FALSE, UNKNOWN})
 
+# Condition types several kinds share (DESIGN.md); the lease's own are `lease_spec.ConditionType`.
+READY = "Ready"
+VALID = "Valid"
+BOUND = "Bound"
+
 # The validation metav1.Condition carries in every CRD that uses it.
 _TYPE = re.compile(
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])"
@@ -98,16 +103,6 @@ def merge_condition(conditions: Iterable[Mapping[str, Any]] | None, new: Mapping
     return merged
 
 
-def set_condition(
-    conditions: Iterable[Mapping[str, Any]] | None, type: str, status: bool | str, reason: str,
-    message: str = "", *, now: datetime, observed_generation: int | None = None,
-) -> list[Condition]:
-    """`merge_condition(conditions, new_condition(...))`: the usual one-liner."""
-    return merge_condition(
-        conditions, new_condition(type, status, reason, message, now=now, observed_generation=observed_generation)
-    )
-
-
 def remove_condition(conditions: Iterable[Mapping[str, Any]] | None, type: str) -> list[Condition]:
     return [dict(condition) for condition in conditions or () if condition.get("type") != type]
 
@@ -117,12 +112,6 @@ def find_condition(conditions: Iterable[Mapping[str, Any]] | None, type: str) ->
         if condition.get("type") == type:
             return condition
     return None
-
-
-def is_status(conditions: Iterable[Mapping[str, Any]] | None, type: str, status: bool | str = True) -> bool:
-    """True when the condition of `type` exists with `status` (True by default)."""
-    condition = find_condition(conditions, type)
-    return condition is not None and condition.get("status") == status_of(status)
 
 
 def same_conditions(a: Sequence[Mapping[str, Any]] | None, b: Sequence[Mapping[str, Any]] | None) -> bool:

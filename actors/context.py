@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from .api import Api
+from .events import NO_EVENTS, Recorder
 
 
 def utcnow() -> datetime:
@@ -26,9 +27,5 @@ class Context:
     """An offer not answered in this time goes to the next waiter (its lease may have died)."""
     pending_grace: float = 1.0
     """A lease granted within this time never shows Pending: one status write saved."""
-
-
-def split_address(address: str) -> tuple[str, str]:
-    """`kind/namespace/name` → (namespace, name)."""
-    _, namespace, name = address.split("/", 2)
-    return namespace, name
+    events: Recorder = NO_EVENTS
+    """Kubernetes Events for `kubectl describe` (`actors/events.py`); records nothing by default."""

@@ -10,9 +10,14 @@ non-spot waiter's accepted offer replacing its name in `status.leaseRef`.
 State: the last Exporter object, the holder (lease name, priority, spot),
 the waiting queue, the one outstanding offer. Everything but the queue is
 rebuilt from the API on restart; the queue is rebuilt by telling the waiting
-leases (`ExporterReset`) to queue again.
+leases (`ExporterRestarted`) to queue again.
 
 Writes: `status.leaseRef` (commit points) and the `Online` condition.
+
+The whole decision, message by message and file by file (the lease's
+resolution in `lease_resolution.py`, the queue in `queue.py`, the offer and
+commit here, the lease's choice in `lease.py`), is in docs/architecture.md,
+"Exporter X goes to lease Y, step by step".
 """
 
 from __future__ import annotations
@@ -23,18 +28,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lessor.mailbox import Actor
-from lessor.templates.timestamps import parse_timestamp
+from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
+from lessor.model.keys import actor_address
 
-from .api import EXPORTER, Conflict, NotFound
-from .conditions import find_condition, new_condition
-from .context import Context, split_address
+from .api import EXPORTER, LEASE
+from .conditions import find_condition, merge_condition, new_condition
+from .context import Context
 from .lease_protocol import (
     Accept,
+    AvailabilityChanged,
     Confirm,
     Decline,
     Evicted,
-    ExporterReset,
+    ExporterRestarted,
     Granted,
     Offer,
     OfferWithdrawn,
@@ -42,15 +48,15 @@ from .lease_protocol import (
     Want,
     Withdraw,
 )
+from .object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from .observed import Observed
-from .policy import Holder, exporter_online, exporter_ready
+from .exporter_state import exporter_online, exporter_ready
 from .queries import TOPOLOGY, GetObject, WaitingLeases
 from .queue import WaitQueue, Waiter
 
 log = logging.getLogger(__name__)
 
 ONLINE = "Online"
-_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +74,12 @@ class _HeartbeatDue:
     """Sent to self when `lastSeen` is about to go stale."""
 
 
-class ExporterActor(Actor):
-    __slots__ = ("ctx", "namespace", "name", "obj", "holder", "queue", "offer", "tickets",
-                 "deciding", "allow_disabled")
+class ExporterActor(ObjectActor):
+    __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled")
+    kind = EXPORTER  # given up on a version (`guard`): its leaseRef stays, as its lease's commit point
 
     def __init__(self, address: str, ctx: Context) -> None:
-        self.ctx = ctx
-        self.namespace, self.name = split_address(address)
-        self.obj: Mapping[str, Any] | None = None
+        super().__init__(address, ctx)
         self.holder: Holder | None = None
         self.queue = WaitQueue()
         self.offer: tuple[str, int] | None = None  # (lease, ticket)
@@ -92,16 +96,18 @@ class ExporterActor(Actor):
         if self.obj is None:
             self.stop()
             return
-        await self._adopt_holder(_lease_ref(self.obj))
+        await self._adopt_holder(lease_ref(self.obj))
         await self._update_online()
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
-            self.tell(_lease_address(self.namespace, lease), ExporterReset(self.name))
+            self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
 
     async def receive(self, message: Any) -> Any:
+        if await self.still_parked(message):
+            return None
         match message:
-            case Observed(kind="Exporter"):
+            case Observed(kind=EXPORTER.kind):
                 await self._observed_exporter(message.object)
-            case Observed(kind="Lease"):
+            case Observed(kind=LEASE.kind):
                 await self._observed_lease(message.name, message.object)
             case Want():
                 self._want(message)
@@ -138,7 +144,7 @@ class ExporterActor(Actor):
                 if self.obj is not None and self._available() != was:
                     self._tell_waiters()
             case _:
-                log.warning("exporter %s/%s: unexpected message %r", self.namespace, self.name, message)
+                self.unexpected(message)
 
     # --- what the topology tells us --------------------------------------------------------
 
@@ -146,7 +152,7 @@ class ExporterActor(Actor):
         if obj is None:  # deleted: its leases see the deletion themselves and end
             self.stop()
             return
-        if _newer(obj, self.obj):
+        if newer(obj, self.obj):
             was = self.obj is not None and self._available()
             self.obj = obj
             await self._update_online()
@@ -164,8 +170,7 @@ class ExporterActor(Actor):
             await self._commit(None)
             self._schedule_decision()
         elif obj is not None:
-            status = obj.get("status") or {}
-            self.holder = Holder(lease, int(status.get("priority") or 0), status.get("spotAccess") is True)
+            self.holder = holder_of(lease, obj)
 
     # --- the queue and the decision ------------------------------------------------------
 
@@ -197,7 +202,7 @@ class ExporterActor(Actor):
         lease that selects it; this is how those leases hear of what matters to them.)
         """
         for waiter in self.queue:
-            self.tell(_lease_address(self.namespace, waiter.name), ExporterReset(self.name))
+            self.tell(_lease_address(self.namespace, waiter.name), AvailabilityChanged(self.name))
 
     def _schedule_decision(self, *, window: bool = False) -> None:
         """Decide after the messages already queued; after the decision window when a burst of
@@ -257,46 +262,43 @@ class ExporterActor(Actor):
     async def _commit(self, holder: Holder | None) -> bool:
         """Write `status.leaseRef` under a resourceVersion precondition; False if the exporter
         is gone or its leaseRef was not what this actor believed."""
+        assert self.obj is not None
         expected = self.holder.lease if self.holder else None
-        for _ in range(_COMMIT_ATTEMPTS):
-            assert self.obj is not None
+
+        async def write(obj: Mapping[str, Any]) -> Mapping[str, Any]:
             patch = {
-                "metadata": {"resourceVersion": self.obj["metadata"]["resourceVersion"]},
+                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
                 "status": {"leaseRef": {"name": holder.lease} if holder else None},
             }
-            try:
-                self.obj = await self.ctx.api.merge_patch(EXPORTER, self.namespace, self.name, patch,
-                                                          subresource="status")
-                self.holder = holder
+            return await self.ctx.api.merge_patch(EXPORTER, self.namespace, self.name, patch, subresource="status")
+
+        # a conflict is usually a heartbeat: try again while leaseRef is unchanged
+        match await commit(self.ctx.api, EXPORTER, self.namespace, self.name, self.obj, write,
+                           lambda fresh: lease_ref(fresh) == expected):
+            case Written(result=written):
+                self.obj, self.holder = written, holder
                 return True
-            except NotFound:
+            case Gone():
                 self.obj, self.holder = None, None
                 self.stop()
-                return False
-            except Conflict:  # usually a heartbeat: re-read and try again if leaseRef is unchanged
-                fresh = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
-                if fresh is None:
-                    self.obj, self.holder = None, None
-                    self.stop()
-                    return False
+            case Lost(fresh=fresh):
                 self.obj = fresh
-                if _lease_ref(fresh) != expected:
-                    await self._adopt_holder(_lease_ref(fresh))
-                    return False
+                await self._adopt_holder(lease_ref(fresh))
+            case GaveUp(fresh=fresh):
+                self.obj = fresh
         return False
 
     async def _adopt_holder(self, lease: str | None) -> None:
         if lease is None:
             self.holder = None
             return
-        obj = await self.ask(TOPOLOGY, GetObject("Lease", self.namespace, lease))
-        status = (obj or {}).get("status") or {}
-        self.holder = Holder(lease, int(status.get("priority") or 0), status.get("spotAccess") is True)
+        obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
+        self.holder = holder_of(lease, obj)
 
     def _online(self, now: datetime) -> bool:
         assert self.obj is not None
         status = self.obj.get("status") or {}
-        return exporter_online(_last_seen(status), status.get("exporterStatus"), now=now,
+        return exporter_online(timestamp(status.get("lastSeen")), status.get("exporterStatus"), now=now,
                                timeout=self.ctx.heartbeat_timeout)
 
     async def _update_online(self) -> None:
@@ -305,7 +307,7 @@ class ExporterActor(Actor):
             return
         now = self.ctx.now()
         status = self.obj.get("status") or {}
-        last_seen = _last_seen(status)
+        last_seen = timestamp(status.get("lastSeen"))
         online = self._online(now)
         if online and last_seen is not None:
             self.schedule("heartbeat", _HeartbeatDue(),
@@ -313,7 +315,8 @@ class ExporterActor(Actor):
         if status.get("exporterStatus") == "Offline":
             reason, message = "ExporterOffline", "status.exporterStatus is Offline"
         elif online:
-            reason, message = "Heartbeat", f"last seen {status.get('lastSeen')}"
+            reason = "Heartbeat"  # no timestamp here: the message would go stale with every heartbeat
+            message = f"status.lastSeen is less than {int(self.ctx.heartbeat_timeout.total_seconds())}s old"
         elif last_seen is None:
             reason, message = "NeverSeen", "status.lastSeen was never written by the exporter's agent"
         else:
@@ -324,40 +327,10 @@ class ExporterActor(Actor):
         if current is not None and current.get("status") == str(online) and current.get("reason") == reason:
             return
         condition = new_condition(ONLINE, online, reason, message, now=now,
-                                  observed_generation=self.obj["metadata"].get("generation"))
-        others = [c for c in status.get("conditions") or () if c.get("type") != ONLINE]
-        if current is not None and current.get("status") == condition["status"]:
-            condition["lastTransitionTime"] = current.get("lastTransitionTime", condition["lastTransitionTime"])
-        try:
-            self.obj = await self.ctx.api.patch_status(EXPORTER, self.namespace, self.name,
-                                                       {"conditions": [*others, condition]})
-        except NotFound:
+                                  observed_generation=generation(self.obj))
+        if not await self.write_status({"conditions": merge_condition(status.get("conditions"), condition)}):
             self.stop()
 
 
-def _lease_ref(obj: Mapping[str, Any]) -> str | None:
-    ref = (obj.get("status") or {}).get("leaseRef") or {}
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
-def _last_seen(status: Mapping[str, Any]) -> datetime | None:
-    value = status.get("lastSeen")
-    try:
-        return parse_timestamp(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-
-
-def _newer(obj: Mapping[str, Any], than: Mapping[str, Any] | None) -> bool:
-    """Snapshots can trail our own writes; keep the one with the higher resourceVersion."""
-    if than is None:
-        return True
-    try:
-        return int(obj["metadata"]["resourceVersion"]) >= int(than["metadata"]["resourceVersion"])
-    except (KeyError, ValueError):
-        return True
-
-
 def _lease_address(namespace: str, lease: str) -> str:
-    return f"lease/{namespace}/{lease}"
+    return actor_address(LEASE, namespace, lease)

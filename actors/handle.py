@@ -2,11 +2,14 @@
 
 It renders each of the handle's resources (`handle_render`: the provider's
 override, the name from the handle's guid, the placement, the `lessor.dev/`
-labels), creates or updates them with server-side apply, and follows their
-state: the topology routes every change of a resource labelled with the
-handle here. A provider with `resourceRequiresClaim` gets nothing created
-until a claim binds the handle; a rendering that would change an existing
-resource's apiVersion or kind is refused, never applied.
+labels), creates each one whose name is free and updates with server-side
+apply only those that carry this handle's labels (`ownership`), and follows
+their state: the topology routes every change of a resource labelled with
+the handle here. A name taken by anything else is `ResourceConflict`: that
+resource is never changed, deleted or shown. A provider with
+`resourceRequiresClaim` gets nothing created until a claim binds the
+handle; a rendering that would change an existing resource's apiVersion or
+kind is refused, never applied.
 
 Who decides what: the pool (or the claim that created the handle) decides
 the binding; the claim decides the templates and the lifespan end and
@@ -37,31 +40,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.jsonpatch import json_equal
-from lessor.mailbox import Actor
+from lessor.model.fields import deleting, generation, newer, timestamp
+from lessor.model.handles import claim_of, reference_of
+from lessor.model.jsonpatch import json_equal
+from lessor.model.keys import reference_key
+from lessor.model.kinds import kind_of
+from lessor.templates import offload
 
-from .api import CLAIM, HANDLE, ApiFailure, Kind, NotFound
+from .api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, Kind, NotFound
 from .claim_protocol import KINDS, ClaimDeleted, WatchKind
 from .claim_spec import resource_state
-from .claim_world import (
-    CLAIM_KIND,
-    HANDLE_KIND,
-    claim_of,
-    deleting,
-    generation,
-    load_providers,
-    newer,
-    reference_of,
-    resource_key,
-    resource_kind,
-    timestamp,
-)
 from .conditions import merge_condition, same_conditions
-from .context import Context, split_address
+from .context import Context
+from .events import WARNING
 from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of
+from .object_actor import ObjectActor
 from .observed import Observed
+from .ownership import owned_by, owner_text
 from .provider import Provider, Readiness
-from .queries import TOPOLOGY, GetObject, HandleResources
+from .queries import TOPOLOGY, GetObject, HandleResources, load_providers
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +81,13 @@ class _End:
     """Sent to self at `spec.lifespan.end`, and while waiting for resources with finalizers to go."""
 
 
-class HandleActor(Actor):
-    __slots__ = ("ctx", "namespace", "name", "obj", "providers", "claim", "live", "applied", "failures",
-                 "watched", "requester", "ending")
+class HandleActor(ObjectActor):
+    __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending")
+    kind = HANDLE  # given up on a version (`guard`): its resources stay as they are
+    wake_kinds = (PROVIDER.kind,)
 
     def __init__(self, address: str, ctx: Context) -> None:
-        self.ctx = ctx
-        self.namespace, self.name = split_address(address)
-        self.obj: Mapping[str, Any] | None = None
+        super().__init__(address, ctx)
         self.providers: dict[str, Provider] = {}
         self.claim: Mapping[str, Any] | None = None
         self.live: dict[Key, Mapping[str, Any]] = {}
@@ -104,40 +100,44 @@ class HandleActor(Actor):
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        self.obj = await self.ask(TOPOLOGY, GetObject(HANDLE_KIND, self.namespace, self.name))
-        self.live = {resource_key(reference_of(o)): o
-                     for o in await self.ask(TOPOLOGY, HandleResources(self.namespace, self.name))}
-        if self.obj is None:  # deleted while this actor was down: what it made goes too
-            await self._delete_resources()
+        self.obj = await self.ask(TOPOLOGY, GetObject(HANDLE.kind, self.namespace, self.name))
+        self.live = {reference_key(reference_of(o)): o
+                     for o in await self.ask(TOPOLOGY, HandleResources(self.namespace, self.name))
+                     if owned_by(o, self.namespace, self.name)}
+        if self.obj is None:  # deleted while this actor (or lessor) was down: what it made goes too, once the
+            if await self.ctx.api.get(HANDLE, self.namespace, self.name) is None:  # API confirms it is gone
+                await self._delete_resources()
             self.stop()
             return
         self.providers = await load_providers(self, self.namespace)
         if (bound := claim_of(self.obj)) is not None:
-            self.claim = await self.ask(TOPOLOGY, GetObject(CLAIM_KIND, *bound))
+            self.claim = await self.ask(TOPOLOGY, GetObject(CLAIM.kind, *bound))
         await self._reconcile()
 
     async def receive(self, message: Any) -> Any:
+        if await self.still_parked(message):
+            return None
         match message:
-            case Observed(kind="ResourceHandle", object=None):
+            case Observed(kind=HANDLE.kind, object=None):
                 await self._delete_resources()
                 self.stop()
-            case Observed(kind="ResourceHandle", object=obj) if newer(obj, self.obj):
+            case Observed(kind=HANDLE.kind, object=obj) if newer(obj, self.obj):
                 await self._observed_self(obj)
-            case Observed(kind="ResourceClaim", namespace=namespace, name=name, object=obj) \
+            case Observed(kind=CLAIM.kind, namespace=namespace, name=name, object=obj) \
                     if (namespace, name) == claim_of(self.obj):
                 if obj is None:
                     await self._claim_deleted()
                 else:
                     self.claim = obj
                     await self._reconcile()
-            case Observed(kind="ResourceProvider"):
+            case Observed(kind=PROVIDER.kind):
                 self.providers = await load_providers(self, self.namespace)
                 await self._reconcile()
-            case Observed(kind="ResourceHandle" | "ResourceClaim" | "ResourcePool"):
+            case Observed(kind=HANDLE.kind | CLAIM.kind | POOL.kind):
                 pass  # an older snapshot of ourselves, or someone else's claim
             case Observed(kind=kind, namespace=namespace, name=name, object=obj):  # a created resource
                 key = (kind, namespace, name)
-                if obj is None:
+                if obj is None or not owned_by(obj, self.namespace, self.name):  # gone, or not ours (any more)
                     self.live.pop(key, None)
                 elif newer(obj, self.live.get(key)):
                     self.live[key] = obj
@@ -151,13 +151,13 @@ class HandleActor(Actor):
             case ClaimDeleted():
                 pass
             case _:
-                log.warning("handle %s/%s: unexpected message %r", self.namespace, self.name, message)
+                self.unexpected(message)
 
     async def _observed_self(self, obj: Mapping[str, Any]) -> None:
         before = claim_of(self.obj)
         self.obj = obj
         if (bound := claim_of(obj)) != before:  # just bound: its claim's values and the requester matter now
-            self.claim = await self.ask(TOPOLOGY, GetObject(CLAIM_KIND, *bound)) if bound else None
+            self.claim = await self.ask(TOPOLOGY, GetObject(CLAIM.kind, *bound)) if bound else None
             self.requester = None
         await self._reconcile()
 
@@ -193,8 +193,9 @@ class HandleActor(Actor):
                 await self._end()
                 return
         identity, user = await self._requester()
-        results = render_handle(self.obj, self.providers, operator_namespace=self.ctx.operator_namespace,
-                                claim=self.claim, requester_identity=identity, requester_user=user, now=now)
+        results = await offload(render_handle, self.obj, self.providers,
+                                operator_namespace=self.ctx.operator_namespace, claim=self.claim,
+                                requester_identity=identity, requester_user=user, now=now)
         self.failures = {}
         for result in results:
             if result.definition is not None:
@@ -205,26 +206,57 @@ class HandleActor(Actor):
             self.schedule("retry", _Reconcile(), delay=_RETRY)
 
     async def _apply(self, result: RenderedResource) -> None:
-        """Server-side apply the definition, unless what exists already says all of it."""
+        """Create the resource if its name is free, else update it if it is ours; never touch another's.
+
+        Create-if-absent comes first, so a name taken between our look and our write makes the create fail
+        rather than the apply merge; an apply names the uid of the resource found ours, so it cannot reach
+        a resource re-created under the name meanwhile.
+        """
         assert result.definition is not None and result.reference is not None
         reference, definition = result.reference, result.definition
-        key = resource_key(reference)
+        key = reference_key(reference)
         live = self.live.get(key)
         text = json.dumps(definition, sort_keys=True)
         if live is not None and _contains(live, definition) and self.applied.get(result.index, text) == text:
             self.applied[result.index] = text
             return
         self._watch(reference)
+        kind, namespace, name = kind_of(reference), reference["namespace"], reference["name"]
         try:
-            self.live[key] = await self.ctx.api.apply(resource_kind(reference), reference["namespace"],
-                                                      reference["name"], definition)
+            created = None
+            if live is None:
+                try:
+                    live = created = await self.ctx.api.create(kind, namespace, definition, as_applied=True)
+                except AlreadyExists:
+                    live = await self.ctx.api.get(kind, namespace, name)
+                if live is None:  # deleted between the create and the read: the retry creates it
+                    raise ApiFailure("it was deleted while being created; trying again")
+                if not owned_by(live, self.namespace, self.name):
+                    self._conflict(result, live)
+                    return
+                self.live[key] = live
+            if created is None:
+                metadata = {**definition["metadata"], "uid": (live.get("metadata") or {}).get("uid")}
+                self.live[key] = await self.ctx.api.apply(kind, namespace, name, {**definition, "metadata": metadata})
             self.watched.add((reference["apiVersion"], reference["kind"]))
         except ApiFailure as error:
+            self.live.pop(key, None)  # perhaps re-created by someone else: the retry looks again
             message = (f"spec.resources[{result.index}]: the API server refused {reference['kind']} "
-                       f"{reference['namespace']}/{reference['name']}: {error}")
+                       f"{namespace}/{name}: {error}")
             self.failures[result.index] = RenderedResource(result.index, None, reference, "ApplyFailed", message)
+            self.ctx.events.record(HANDLE, self.obj, WARNING, "ApplyFailed", message, "Apply")
             return
         self.applied[result.index] = text
+
+    def _conflict(self, result: RenderedResource, found: Mapping[str, Any]) -> None:
+        """The name is taken by a resource that is not this handle's: refuse, touching nothing."""
+        assert result.reference is not None
+        reference = result.reference
+        message = (f"spec.resources[{result.index}]: {reference['kind']} {reference['namespace']}/"
+                   f"{reference['name']} already exists and {owner_text(found)}; lessor neither changes nor "
+                   "deletes it: delete it or give the resource another name")
+        self.failures[result.index] = RenderedResource(result.index, None, reference, "ResourceConflict", message)
+        self.ctx.events.record(HANDLE, self.obj, WARNING, "ResourceConflict", message, "Create")
 
     def _watch(self, reference: Mapping[str, Any]) -> None:
         """Ask the app to watch this kind, so the resource's changes reach us; asked before each apply until
@@ -261,7 +293,7 @@ class HandleActor(Actor):
         ops = [{"op": "add", "path": f"/spec/resources/{r.index}/reference", "value": r.reference}
                for r in results
                if r.definition is not None and r.reference is not None and r.index not in self.failures
-               and resource_key(r.reference) in self.live and entries[r.index].get("reference") != r.reference]
+               and reference_key(r.reference) in self.live and entries[r.index].get("reference") != r.reference]
         if not ops:
             return
         try:
@@ -279,10 +311,10 @@ class HandleActor(Actor):
             provider_name = (entry.get("provider") or {}).get("name")
             provider = self.providers.get(provider_name or "")
             reference = result.reference or entry.get("reference")
-            live = self.live.get(resource_key(reference)) if reference else None
+            live = self.live.get(reference_key(reference)) if reference else None
             state = resource_state(live) if live is not None else None
-            readiness = (provider.readiness(state, handle=self.obj, claim=self.claim, now=now) if provider
-                         else Readiness(False))
+            readiness = (await offload(provider.readiness, state, handle=self.obj, claim=self.claim, now=now)
+                         if provider else Readiness(False))
             item: dict[str, Any] = {
                 "name": entry.get("name") or (provider.resource_name if provider else ""),
                 "provider": {"name": provider_name},
@@ -302,10 +334,7 @@ class HandleActor(Actor):
         if all(json_equal(current.get(key), status[key]) for key in ("resources", "ready", "healthy")) \
                 and same_conditions(current.get("conditions"), conditions):
             return
-        try:
-            self.obj = await self.ctx.api.patch_status(HANDLE, self.namespace, self.name, status)
-        except NotFound:
-            pass
+        await self.write_status(status)  # a deleted handle: the deletion event ends us
 
     # --- the end --------------------------------------------------------------------------
 
@@ -315,7 +344,7 @@ class HandleActor(Actor):
         self.cancel("retry")
         await self._delete_resources()
         for reference in self._references():
-            if await self.ctx.api.get(resource_kind(reference), reference["namespace"], reference["name"]):
+            if await self._ours(reference) is not None:
                 self.schedule("end", _End(), delay=_GONE_CHECK)  # a finalizer still holds it
                 return
         try:
@@ -325,28 +354,46 @@ class HandleActor(Actor):
             self.schedule("end", _End(), delay=_RETRY)
 
     async def _delete_resources(self) -> None:
+        """Delete what is ours, each read fresh and deleted under its uid: a resource that is not this
+        handle's, or was re-created under the name by someone else, stays."""
         for reference in self._references():
+            self.live.pop(reference_key(reference), None)
             try:
-                await self.ctx.api.delete(resource_kind(reference), reference["namespace"], reference["name"])
-            except ApiFailure as error:
+                found = await self._ours(reference)
+                if found is not None and not deleting(found):
+                    await self.ctx.api.delete(kind_of(reference), reference["namespace"], reference["name"],
+                                              uid=(found.get("metadata") or {}).get("uid"))
+            except ApiFailure as error:  # a Conflict: the uid changed, it is no longer the one we made
                 log.warning("handle %s/%s: deleting %s %s/%s failed: %s", self.namespace, self.name,
                             reference["kind"], reference["namespace"], reference["name"], error)
-            self.live.pop(resource_key(reference), None)
+
+    async def _ours(self, reference: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The resource as the API has it now, if it is this handle's; None if gone or someone else's."""
+        found = await self.ctx.api.get(kind_of(reference), reference["namespace"], reference["name"])
+        return found if owned_by(found, self.namespace, self.name) else None
 
     def _references(self) -> list[dict[str, str]]:
         """Every resource this handle made: referenced in its spec or status, or seen with its label."""
-        found = {resource_key(reference_of(obj)): reference_of(obj) for obj in self.live.values()}
+        found = {reference_key(reference_of(obj)): reference_of(obj) for obj in self.live.values()}
         spec, status = (self.obj or {}).get("spec") or {}, (self.obj or {}).get("status") or {}
         for entry in [*(spec.get("resources") or ()), *(status.get("resources") or ())]:
             reference = entry.get("reference") if isinstance(entry, Mapping) else None
             if isinstance(reference, Mapping) and reference.get("name") and reference.get("kind"):
-                found.setdefault(resource_key(reference), {key: str(reference.get(key) or "") for key in
+                found.setdefault(reference_key(reference), {key: str(reference.get(key) or "") for key in
                                                            ("apiVersion", "kind", "name", "namespace")})
         return list(found.values())
 
 
 def _contains(value: Any, pattern: Any) -> bool:
-    """Whether `value` (what exists) already has everything `pattern` (the definition) says."""
+    """Whether `value` (what exists) already has everything `pattern` (the definition) says.
+
+    Objects are compared field by field (the API server adds defaults and
+    status); lists item by item, so a list must have as many items as the
+    definition's and each item must contain the definition's item (the server
+    also defaults fields inside list items, e.g. `containers[].imagePullPolicy`);
+    anything else must be equal as JSON. Not `provider._has_fields_of`, where
+    a list in a provider's `match` must equal the template's list.
+    """
     if isinstance(pattern, Mapping):
         return isinstance(value, Mapping) and all(k in value and _contains(value[k], v) for k, v in pattern.items())
     if isinstance(pattern, list):

@@ -50,7 +50,8 @@ class RenderedResource:
 
     `reason` is empty when rendered; otherwise one of `ResourceRequiresClaim`
     (waiting, not an error), `ProviderNotFound`, `ProviderInvalid`,
-    `TemplateError`, `Forbidden`, `InvalidResource`, `KindChangeRefused`.
+    `TemplateError`, `Forbidden`, `InvalidResource`, `KindChangeRefused`; the handle actor adds
+    `ApplyFailed` and `ResourceConflict` (the name is taken by a resource that is not the handle's).
     """
 
     index: int

@@ -16,28 +16,35 @@ answers a holder's `Want` with `Granted`).
 Writes: the Lease status (conditions, exporterRef, times, priority,
 spotAccess, ended) and, once ended, the `lessor.dev/lease-ended` label. An
 ended lease stops its actor: it costs nothing afterwards.
+
+A lease whose content keeps making this actor fail (`guard`) gives back its
+exporter and offers, shows `Ready=False`/`InternalError`, and waits for the
+lease to change.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lessor.mailbox import Actor
-from lessor.templates.timestamps import format_timestamp, parse_timestamp
+from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
+from lessor.model.keys import actor_address
+from lessor.templates.timestamps import format_timestamp
 
-from .api import LEASE, NotFound
+from .access_policy import compile_policies
+from .api import CLIENT, EXPORTER, LEASE, POLICY, NotFound
 from .conditions import merge_condition, new_condition, remove_condition, same_conditions
-from .context import Context, split_address
+from .context import Context
+from .events import NORMAL, severity
 from .lease_protocol import (
     Accept,
+    AvailabilityChanged,
     Confirm,
     Decline,
     Evicted,
-    ExporterReset,
+    ExporterRestarted,
     Granted,
     Offer,
     OfferWithdrawn,
@@ -45,12 +52,12 @@ from .lease_protocol import (
     Want,
     Withdraw,
 )
+from .exporter_state import ExporterView
+from .lease_resolution import Candidate, Pending, Plan, resolve
 from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
+from .object_actor import ObjectActor
 from .observed import Observed
-from .policy import Candidate, ExporterView, Holder, Pending, Plan, compile_policies, resolve
 from .queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
-
-log = logging.getLogger(__name__)
 
 ENDED_LABEL = "lessor.dev/lease-ended"
 READY = ConditionType.READY
@@ -85,14 +92,12 @@ class _ShowPending:
     """Sent to self when a lease still waits after the grace: now it is worth a status write."""
 
 
-class LeaseActor(Actor):
-    __slots__ = ("ctx", "namespace", "name", "obj", "request", "exporter", "plan", "wanted",
-                 "offers", "choosing", "accepting", "pending", "shapes")
+class LeaseActor(ObjectActor):
+    __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes")
+    kind = LEASE
 
     def __init__(self, address: str, ctx: Context) -> None:
-        self.ctx = ctx
-        self.namespace, self.name = split_address(address)
-        self.obj: Mapping[str, Any] | None = None
+        super().__init__(address, ctx)  # `parked`: given up on this version of the lease (see `guard`)
         self.request: LeaseRequest | None = None
         self.exporter: str | None = None
         self.plan: Plan | None = None
@@ -108,7 +113,7 @@ class LeaseActor(Actor):
     async def started(self) -> None:
         # The topology's copy, not an API read per activation: at worst it trails our own last
         # write, and redoing a decision is safe (the exporter's commit point arbitrates).
-        self.obj = await self.ask(TOPOLOGY, GetObject("Lease", self.namespace, self.name))
+        self.obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.name))
         if self.obj is None or _ended(self.obj):
             self.stop()
             return
@@ -118,13 +123,15 @@ class LeaseActor(Actor):
         await self._evaluate()
 
     async def receive(self, message: Any) -> Any:
+        if await self.still_parked(message):
+            return None
         match message:
-            case Observed(kind="Lease"):
+            case Observed(kind=LEASE.kind):
                 await self._observed_self(message.object)
-            case Observed(kind="Exporter", name=exporter, object=None) if exporter == self.exporter:
+            case Observed(kind=EXPORTER.kind, name=exporter, object=None) if exporter == self.exporter:
                 await self._end(READY, False, Reason.EVICTED,
                                 f"exporter {exporter} was deleted while leased")
-            case Observed(kind="Exporter") if self.exporter is None:
+            case Observed(kind=EXPORTER.kind) if self.exporter is None:
                 self._exporter_changed(message.name, message.object)
             case Observed():  # a client or policy changed: resolve again, once per burst
                 if self.exporter is None:
@@ -155,19 +162,39 @@ class LeaseActor(Actor):
                 message = (f"spot access: exporter {exporter} went to lease {by}, which is not spot" if by
                            else f"exporter {exporter} is no longer held for this lease")
                 await self._end(READY, False, Reason.EVICTED, message)
-            case ExporterReset(exporter=exporter):  # it restarted, or its availability changed
+            case ExporterRestarted(exporter=exporter):
                 if self.accepting is not None and self.accepting[0] == exporter:
                     await self._accept_failed()  # a restarted exporter forgot our Accept
                 if candidate := self.wanted.get(exporter):
-                    self._want(candidate)
+                    self._want(candidate)  # and its queue
+                    self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
+            case AvailabilityChanged(exporter=exporter):  # still queued there: only the Pending reason may change
+                if exporter in self.wanted:
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
             case _Evaluate():
                 await self._evaluate()
             case _ShowPending():
                 if self.exporter is None and self.pending is not None:
                     await self._show_pending(self.pending)
+            case Evicted():
+                pass  # from an exporter that is no longer this lease's (a late answer to Confirm)
             case _:
-                log.debug("lease %s/%s: ignoring %r", self.namespace, self.name, message)
+                self.unexpected(message)
+
+    # --- the crash guard ------------------------------------------------------------------
+
+    wake_kinds = (CLIENT.kind, POLICY.kind)
+
+    def release(self) -> None:
+        self._let_go()
+
+    def while_parked(self, message: Any) -> None:
+        """Hold nothing: an exporter granted meanwhile goes back, an offer is declined."""
+        match message:
+            case Granted(exporter=exporter):
+                self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
+            case Offer(exporter=exporter, ticket=ticket):
+                self.tell(_exporter_address(self.namespace, exporter), Decline(self.name, ticket))
 
     def _exporter_changed(self, name: str, obj: Mapping[str, Any] | None) -> None:
         """Resolve again only when the change can alter what this lease may have.
@@ -187,7 +214,7 @@ class LeaseActor(Actor):
             self._let_go()
             self.stop()
             return
-        if _version(obj) < _version(self.obj):
+        if not newer(obj, self.obj):
             return  # older than what our own write returned
         generation_changed = (obj.get("metadata") or {}).get("generation") != \
             ((self.obj or {}).get("metadata") or {}).get("generation")
@@ -212,7 +239,7 @@ class LeaseActor(Actor):
             await self._end(READY, False, Reason.RELEASED, "spec.release is true")
             return
         if self.exporter is not None:
-            await self._keep_time(request, now)
+            await self._keeptimestamp(request, now)
             return
         if request.expired(now):
             await self._end(READY, False, Reason.EXPIRED,
@@ -322,7 +349,7 @@ class LeaseActor(Actor):
         conditions = merge_condition(conditions, new_condition(
             READY, True, "Ready", f"exporter {exporter} is leased", now=now,
             observed_generation=self._generation()))
-        await self._write_status({
+        await self.write_status({
             "exporterRef": {"name": exporter},
             "beginTime": format_timestamp(begin),
             "endTime": format_timestamp(end) if end else None,
@@ -331,14 +358,15 @@ class LeaseActor(Actor):
             "ended": False,
             "conditions": conditions,
         })
+        self.ctx.events.record(LEASE, self.obj, NORMAL, "Ready", f"exporter {exporter} is leased", "Lease")
         if end is not None:
             self.schedule("expire", _Evaluate(), at=end)
 
-    async def _keep_time(self, request: LeaseRequest, now: datetime) -> None:
+    async def _keeptimestamp(self, request: LeaseRequest, now: datetime) -> None:
         """An active lease: expire it at its end, which may have moved since it was granted."""
         assert self.obj is not None
         status = self.obj.get("status") or {}
-        begin = _time(status.get("beginTime")) or now
+        begin = timestamp(status.get("beginTime")) or now
         end = request.end_for(begin)
         if end is not None and end <= now:
             await self._end(READY, False, Reason.EXPIRED, f"the lease ended at {format_timestamp(end)}")
@@ -349,7 +377,7 @@ class LeaseActor(Actor):
             self.schedule("expire", _Evaluate(), at=end)
         wanted = format_timestamp(end) if end else None
         if status.get("endTime") != wanted:
-            await self._write_status({"endTime": wanted})
+            await self.write_status({"endTime": wanted})
 
     # --- ending ---------------------------------------------------------------------------
 
@@ -364,10 +392,11 @@ class LeaseActor(Actor):
         conditions = remove_condition((self.obj.get("status") or {}).get("conditions"), ConditionType.PENDING)
         conditions = merge_condition(conditions, new_condition(
             condition, status, reason, message, now=now, observed_generation=self._generation()))
-        if condition != READY and any(c.get("type") == READY for c in conditions):
+        if condition != READY:  # Ready=False says why in `kubectl get`, even for a lease never granted
             conditions = merge_condition(conditions, new_condition(
                 READY, False, reason, message, now=now, observed_generation=self._generation()))
-        await self._write_status({"ended": True, "conditions": conditions})
+        await self.write_status({"ended": True, "conditions": conditions, "endTime": _real_end(self.obj, now)})
+        self.ctx.events.record(LEASE, self.obj, severity(condition, status, reason), reason, message, "End")
         try:
             await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
                                            {"metadata": {"labels": {ENDED_LABEL: "true"}}})
@@ -401,36 +430,30 @@ class LeaseActor(Actor):
         conditions = merge_condition(current, new_condition(
             ConditionType.PENDING, True, pending.reason, pending.message, now=now,
             observed_generation=self._generation()))
+        conditions = merge_condition(conditions, new_condition(  # the same write: why it is not Ready
+            READY, False, pending.reason, pending.message, now=now, observed_generation=self._generation()))
         if not same_conditions(_without_times(conditions), _without_times(current)):
-            await self._write_status({"conditions": conditions})
-
-    async def _write_status(self, status: dict[str, Any]) -> None:
-        try:
-            self.obj = await self.ctx.api.patch_status(LEASE, self.namespace, self.name, status)
-        except NotFound:  # deleted meanwhile: its deletion event stops us
-            pass
+            await self.write_status({"conditions": conditions})
+            self.ctx.events.record(LEASE, self.obj, NORMAL, pending.reason, pending.message, "Queue")
 
     def _generation(self) -> int | None:
-        return ((self.obj or {}).get("metadata") or {}).get("generation")
+        return generation(self.obj)
 
 
 def _ended(obj: Mapping[str, Any]) -> bool:
     return (obj.get("status") or {}).get("ended") is True
 
 
-def _version(obj: Mapping[str, Any] | None) -> int:
-    try:
-        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
+def _real_end(obj: Mapping[str, Any], now: datetime) -> str:
+    """When the lease really ended: its planned end if that has passed (expiry), else now
+    (released, evicted, refused early), so a released lease does not show its planned end."""
+    planned = timestamp((obj.get("status") or {}).get("endTime"))
+    return format_timestamp(planned if planned is not None and planned <= now else now)
 
 
 def _holder(exporter: Mapping[str, Any], holders: Mapping[str, Mapping[str, Any]]) -> Holder | None:
-    ref = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name")
-    if not ref:
-        return None
-    status = (holders.get(ref) or {}).get("status") or {}
-    return Holder(ref, int(status.get("priority") or 0), status.get("spotAccess") is True)
+    ref = lease_ref(exporter)
+    return None if ref is None else holder_of(ref, holders.get(ref))
 
 
 def _shape(exporter: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -439,16 +462,9 @@ def _shape(exporter: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted(labels.items())), (exporter.get("spec") or {}).get("enabled") is not False
 
 
-def _time(value: Any) -> datetime | None:
-    try:
-        return parse_timestamp(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-
-
 def _without_times(conditions: Any) -> list[dict[str, Any]]:
     return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions or ()]
 
 
 def _exporter_address(namespace: str, exporter: str) -> str:
-    return f"exporter/{namespace}/{exporter}"
+    return actor_address(EXPORTER, namespace, exporter)

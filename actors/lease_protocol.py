@@ -11,7 +11,8 @@ no lease holds two exporters:
 `Withdraw` leaves a queue, `Release` gives a held exporter back. A lease
 that is killed mid-conversation loses nothing: offers expire, and the
 restarted lease asks again; an exporter that restarts tells the leases
-waiting on it (`ExporterReset`) to queue again.
+waiting on it (`ExporterRestarted`) to queue again, and one whose
+availability changes tells them (`AvailabilityChanged`) to re-check why they wait.
 """
 
 from __future__ import annotations
@@ -89,8 +90,16 @@ class Evicted:
 
 
 @dataclass(frozen=True, slots=True)
-class ExporterReset:
-    """The exporter's actor restarted (and lost its queue), or its availability changed:
+class ExporterRestarted:
+    """The exporter's actor restarted and lost its queue and any Accept in flight:
     waiting leases queue again and re-check their Pending reason."""
+
+    exporter: str
+
+
+@dataclass(frozen=True, slots=True)
+class AvailabilityChanged:
+    """The exporter went online or offline, ready or busy (its queue is intact): waiting leases
+    re-check their Pending reason."""
 
     exporter: str

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from lessor.selectors import Selector, SelectorError, parse_selector
+from lessor.model.selectors import Selector, SelectorError, parse_selector
 from lessor.templates.durations import parse_duration
 from lessor.templates.timestamps import format_timestamp, parse_timestamp
 
@@ -66,19 +66,37 @@ class Verdict:
 _TIME_KEYS = ("duration", "beginTime", "endTime")
 
 # Go's time.ParseDuration syntax, as the CRD pattern has it: no `d` unit.
+_MAX_TEXT = 64
 _GO_DURATION = re.compile(r"[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+)")
 
 
 def parse_go_duration(text: Any, field: str) -> timedelta:
-    """A Go duration string (`90s`, `1h30m`); ValueError naming `field` otherwise."""
+    """A Go duration string (`90s`, `1h30m`) of at most 100 years; ValueError naming `field` otherwise.
+
+    The webhook's lease and policy checks call this too: one rule, one place.
+    """
     if not isinstance(text, str):
         raise ValueError(f"{field}: must be a duration string such as 1h30m, not {type(text).__name__}")
-    if not _GO_DURATION.fullmatch(text):
+    if len(text) > _MAX_TEXT or not _GO_DURATION.fullmatch(text):
         hint = " (there is no day unit: write 24h)" if "d" in text else ""
+        shown = text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "..."
         raise ValueError(
-            f"{field}: invalid duration {text!r}{hint}: expected a Go duration such as 90s, 10m or 1h30m"
+            f"{field}: invalid duration {shown!r}{hint}: expected a Go duration such as 90s, 10m or 1h30m"
         )
-    return parse_duration(text)
+    try:
+        return parse_duration(text)
+    except ValueError as err:  # beyond MAX_DURATION
+        raise ValueError(f"{field}: {err}") from None
+
+
+def parse_time(text: Any, field: str) -> datetime:
+    """An RFC 3339 time within lessor's range (1970 to 9000); ValueError naming `field` otherwise."""
+    if not isinstance(text, str):
+        raise ValueError(f"{field}: must be an RFC 3339 timestamp string, not {type(text).__name__}")
+    try:
+        return parse_timestamp(text)
+    except ValueError as err:
+        raise ValueError(f"{field}: {err}") from None
 
 
 def format_go_duration(value: timedelta) -> str:
@@ -94,15 +112,6 @@ def format_go_duration(value: timedelta) -> str:
     elif seconds or not parts:
         parts.append(f"{seconds}s")
     return sign + "".join(parts)
-
-
-def _timestamp(text: Any, field: str) -> datetime:
-    if not isinstance(text, str):
-        raise ValueError(f"{field}: must be an RFC 3339 timestamp string, not {type(text).__name__}")
-    try:
-        return parse_timestamp(text)
-    except ValueError as err:
-        raise ValueError(f"{field}: {err}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +230,20 @@ def parse_lease(lease: Mapping[str, Any]) -> LeaseRequest | Verdict:
     )
 
 
+def selection_problems(spec: Mapping[str, Any]) -> list[str]:
+    """What `parse_lease` finds wrong with `selector`/`exporterRef`, each `field: message` (the webhook calls it)."""
+    problems: list[tuple[Reason, str]] = []
+    _selection(spec, problems)
+    return [message for _, message in problems]
+
+
+def time_problems(spec: Mapping[str, Any]) -> list[str]:
+    """What `parse_lease` finds wrong with `duration`/`beginTime`/`endTime`, each `field: message` (the webhook's too)."""
+    problems: list[tuple[Reason, str]] = []
+    _times(spec, problems)
+    return [message for _, message in problems]
+
+
 def _selection(spec: Mapping[str, Any], problems: list[tuple[Reason, str]]) -> tuple[Selector | None, str | None]:
     raw_ref = spec.get("exporterRef")
     exporter_ref: str | None = None
@@ -265,7 +288,7 @@ def _times(
         if spec.get(key) is None:
             continue
         try:
-            value = _timestamp(spec[key], f"spec.{key}")
+            value = parse_time(spec[key], f"spec.{key}")
         except ValueError as err:
             problems.append((bad, str(err)))
             continue

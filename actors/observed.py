@@ -23,7 +23,3 @@ class Observed:
     @property
     def coalesce_key(self) -> Hashable:
         return ("observed", self.kind, self.namespace, self.name)
-
-    @property
-    def deleted(self) -> bool:
-        return self.object is None

@@ -35,32 +35,33 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.mailbox import Actor
-from lessor.templates import format_timestamp
+from lessor.model.fields import created_at, deleting, name_of, newer
+from lessor.model.handles import CLAIM_TEMPLATES, claim_of, templates_record
+from lessor.model.keys import actor_address
+from lessor.templates import format_timestamp, offload
 
-from .api import HANDLE, POOL, ApiFailure, Conflict, NotFound
+from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure
 from .claim_protocol import HandleBound, NoHandle, WantHandle
-from .claim_spec import ClaimSpec, ResourceError, bound_templates, matches_handle, resolve_pool, valid_condition
-from .claim_world import (
-    HANDLE_KIND,
-    POOL_KIND,
-    claim_of,
-    created_at,
-    deleting,
-    load_providers,
-    name_of,
-    newer,
+from .claim_spec import (
+    ClaimSpec,
+    PoolSpec,
+    ResourceError,
+    bound_templates,
+    matches_handle,
+    resolve_pool,
+    valid_condition,
 )
 from .conditions import merge_condition, same_conditions
-from .context import Context, split_address
+from .context import Context
+from .events import NORMAL
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
+from .object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from .observed import Observed
 from .provider import Provider
-from .queries import TOPOLOGY, GetObject, PoolHandles
+from .queries import TOPOLOGY, GetObject, PoolHandles, load_providers
 
 log = logging.getLogger(__name__)
 
-_COMMIT_ATTEMPTS = 5
 _PARALLEL_WRITES = 16
 _STATUS_DELAY = 0.2
 
@@ -82,16 +83,15 @@ class _WriteStatus:
     """Sent to self: one status write for the changes of the last moments."""
 
 
-class PoolActor(Actor):
-    __slots__ = ("ctx", "namespace", "name", "obj", "providers", "spec", "lifespan", "errors", "handles",
-                 "wanting", "deciding", "status_due")
+class PoolActor(ObjectActor):
+    __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due")
+    kind = POOL
+    wake_kinds = (PROVIDER.kind,)
 
     def __init__(self, address: str, ctx: Context) -> None:
-        self.ctx = ctx
-        self.namespace, self.name = split_address(address)
-        self.obj: Mapping[str, Any] | None = None
+        super().__init__(address, ctx)
         self.providers: dict[str, Provider] = {}
-        self.spec: ClaimSpec | None = None
+        self.spec: PoolSpec | None = None
         self.lifespan = LifespanConfig()
         self.errors: list[ResourceError] = []
         self.handles: dict[str, Mapping[str, Any]] = {}
@@ -102,38 +102,41 @@ class PoolActor(Actor):
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        self.obj = await self.ask(TOPOLOGY, GetObject(POOL_KIND, self.namespace, self.name))
+        self.obj = await self.ask(TOPOLOGY, GetObject(POOL.kind, self.namespace, self.name))
         self.handles = {name_of(h): h for h in await self.ask(TOPOLOGY, PoolHandles(self.namespace, self.name))}
-        if self.obj is None:  # deleted while this actor was down
-            await self._delete_all_unbound()
+        if self.obj is None:  # deleted while this actor (or lessor) was down; the API confirms, as the
+            if await self.ctx.api.get(POOL, self.namespace, self.name) is None:  # topology may trail a creation
+                await self._delete_all_unbound()
             self.stop()
             return
         self.providers = await load_providers(self, self.namespace)
-        self._resolve()
+        await self._resolve()
         self._decide_soon()
 
     async def receive(self, message: Any) -> Any:
+        if await self.still_parked(message):
+            return None
         match message:
             case WantHandle():
                 self.wanting.append(message)
                 self._decide_soon()
-            case Observed(kind="ResourcePool", object=None):
+            case Observed(kind=POOL.kind, object=None):
                 await self._delete_all_unbound()
                 self._refuse_all()
                 self.stop()
-            case Observed(kind="ResourcePool", object=obj) if newer(obj, self.obj):
+            case Observed(kind=POOL.kind, object=obj) if newer(obj, self.obj):
                 self.obj = obj
-                self._resolve()
+                await self._resolve()
                 self._decide_soon()
-            case Observed(kind="ResourceHandle", name=name, object=obj):
+            case Observed(kind=HANDLE.kind, name=name, object=obj):
                 if obj is None:
                     self.handles.pop(name, None)
                 elif newer(obj, self.handles.get(name)):
                     self.handles[name] = obj
                 self._decide_soon()
-            case Observed(kind="ResourceProvider"):
+            case Observed(kind=PROVIDER.kind):
                 self.providers = await load_providers(self, self.namespace)
-                self._resolve()
+                await self._resolve()
                 self._decide_soon()
             case _Decide():
                 self.deciding = False
@@ -146,11 +149,11 @@ class PoolActor(Actor):
             case Observed():
                 pass
             case _:
-                log.warning("pool %s/%s: unexpected message %r", self.namespace, self.name, message)
+                self.unexpected(message)
 
-    def _resolve(self) -> None:
+    async def _resolve(self) -> None:
         assert self.obj is not None
-        self.spec = resolve_pool(self.obj, self.providers, now=self.ctx.now())
+        self.spec = await offload(resolve_pool, self.obj, self.providers, now=self.ctx.now())
         self.lifespan, lifespan_errors = LifespanConfig.parse((self.obj.get("spec") or {}).get("lifespan"),
                                                               "spec.lifespan")
         self.errors = [*self.spec.all_errors,
@@ -220,29 +223,24 @@ class PoolActor(Actor):
         API kept refusing.
         """
         name = name_of(handle)
-        for _ in range(_COMMIT_ATTEMPTS):
-            try:
-                written = await self.ctx.api.merge_patch(HANDLE, self.namespace, name,
-                                                         self._binding(want, handle, start))
-            except NotFound:
-                self.handles.pop(name, None)
-                return None
-            except Conflict:  # usually the handle's own status write: read again, bind only if still unbound
-                fresh = await self.ctx.api.get(HANDLE, self.namespace, name)
-                if fresh is None:
-                    self.handles.pop(name, None)
-                    return None
+
+        async def write(current: Mapping[str, Any]) -> Mapping[str, Any]:
+            return await self.ctx.api.merge_patch(HANDLE, self.namespace, name, self._binding(want, current, start))
+
+        try:  # a conflict is usually the handle's own status write: bind only if it is still unbound
+            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, _free)
+        except ApiFailure as error:
+            log.warning("pool %s/%s: binding %s failed: %s", self.namespace, self.name, name, error)
+            return handle
+        match outcome:
+            case Written(result=written):
+                self.handles[name] = written
+                return written
+            case Lost(fresh=fresh) | GaveUp(fresh=fresh):
                 self.handles[name] = fresh
-                if claim_of(fresh) is not None or deleting(fresh):
-                    return fresh
-                handle = fresh
-                continue
-            except ApiFailure as error:
-                log.warning("pool %s/%s: binding %s failed: %s", self.namespace, self.name, name, error)
-                return handle
-            self.handles[name] = written
-            return written
-        return handle
+                return fresh
+        self.handles.pop(name, None)  # gone
+        return None
 
     def _binding(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> dict[str, Any]:
         """The commit: the claim, its values at the ignored paths, and the end of the lifespan starting now."""
@@ -253,7 +251,8 @@ class PoolActor(Actor):
         for entry, template in zip(resources, bound_templates(want.spec, handle)):
             entry["template"] = template
         return {
-            "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"]},
+            "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"],
+                         "annotations": {CLAIM_TEMPLATES: templates_record(want.spec.templates)}},
             "spec": {
                 "resourceClaim": {"name": want.claim, "namespace": want.namespace},
                 "resources": resources,
@@ -261,8 +260,16 @@ class PoolActor(Actor):
             },
         }
 
+    def release(self) -> None:
+        self._refuse_all()
+
+    def while_parked(self, message: Any) -> None:
+        """Given up on this version of the pool: claims that ask are told at once to look elsewhere."""
+        if isinstance(message, WantHandle):
+            self._answer(message, NoHandle(self.name))
+
     def _answer(self, want: WantHandle, answer: HandleBound | NoHandle) -> None:
-        self.tell(f"claim/{want.namespace}/{want.claim}", answer)
+        self.tell(actor_address(CLAIM, want.namespace, want.claim), answer)
 
     def _refuse_all(self) -> None:
         for want in self.wanting:
@@ -272,7 +279,7 @@ class PoolActor(Actor):
     # --- keeping minAvailable --------------------------------------------------------------
 
     def _unbound(self) -> list[Mapping[str, Any]]:
-        return [h for h in self.handles.values() if claim_of(h) is None and not deleting(h)]
+        return [h for h in self.handles.values() if _free(h)]
 
     async def _replenish(self) -> None:
         assert self.obj is not None and self.spec is not None
@@ -294,7 +301,7 @@ class PoolActor(Actor):
     async def _create(self) -> None:
         assert self.spec is not None
         body = {
-            "apiVersion": HANDLE.api_version, "kind": HANDLE_KIND,
+            "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
             "metadata": {"generateName": "guid-", "namespace": self.namespace},
             "spec": {
                 "resourcePool": {"name": self.name, "namespace": self.namespace},
@@ -308,6 +315,7 @@ class PoolActor(Actor):
             log.warning("pool %s/%s: creating a handle failed: %s", self.namespace, self.name, error)
             return
         self.handles[name_of(created)] = created
+        self.ctx.events.record(HANDLE, created, NORMAL, "Created", f"for ResourcePool {self.name}", "Create")
 
     async def _replace_unclaimed(self) -> None:
         """Delete the handles that waited longer than `lifespan.unclaimed`; replenishing replaces them."""
@@ -327,24 +335,19 @@ class PoolActor(Actor):
     async def _delete_unbound(self, handle: Mapping[str, Any]) -> None:
         """Delete a handle only as a version known to be unbound: a precondition keeps a bound one alive."""
         name = name_of(handle)
-        for _ in range(_COMMIT_ATTEMPTS):
-            try:
-                await self.ctx.api.delete(HANDLE, self.namespace, name,
-                                          resource_version=(handle.get("metadata") or {}).get("resourceVersion"))
-            except Conflict:  # usually the handle's own status write: delete it if it is still unbound
-                fresh = await self.ctx.api.get(HANDLE, self.namespace, name)
-                if fresh is None:
-                    break
-                self.handles[name] = handle = fresh
-                if claim_of(fresh) is not None or deleting(fresh):
-                    return
-                continue
-            except ApiFailure as error:
-                log.warning("pool %s/%s: deleting handle %s failed: %s", self.namespace, self.name, name, error)
-                return
-            break
-        else:
-            return  # it kept changing: the next decision looks at it again
+
+        async def write(current: Mapping[str, Any]) -> None:
+            await self.ctx.api.delete(HANDLE, self.namespace, name,
+                                      resource_version=(current.get("metadata") or {}).get("resourceVersion"))
+
+        try:  # a conflict is usually the handle's own status write: delete it if it is still unbound
+            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, _free)
+        except ApiFailure as error:
+            log.warning("pool %s/%s: deleting handle %s failed: %s", self.namespace, self.name, name, error)
+            return
+        if isinstance(outcome, Lost | GaveUp):  # bound meanwhile, or it kept changing: the next decision looks again
+            self.handles[name] = outcome.fresh
+            return
         self.handles.pop(name, None)
         self.cancel(("unclaimed", name))
 
@@ -369,10 +372,12 @@ class PoolActor(Actor):
         if all(current.get(key) == status[key] for key in ("resourceHandleCount", "resourceHandles")) \
                 and same_conditions(current.get("conditions"), conditions):
             return
-        try:
-            self.obj = await self.ctx.api.patch_status(POOL, self.namespace, self.name, status)
-        except NotFound:
-            pass
+        await self.write_status(status)
+
+
+def _free(handle: Mapping[str, Any]) -> bool:
+    """Neither bound to a claim nor being deleted: a handle the pool may still give away."""
+    return claim_of(handle) is None and not deleting(handle)
 
 
 def _ready(handle: Mapping[str, Any]) -> bool:

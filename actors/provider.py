@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from lessor.jsonpatch import ALL_OPS, json_equal
+from lessor.model.jsonpatch import ALL_OPS, json_equal
 from lessor.templates import (
     InvalidSchemaError,
     TemplateError,
@@ -36,6 +35,7 @@ from lessor.templates import (
     validate_schema,
 )
 from lessor.templates.errors import describe
+from lessor.templates.regexes import regex_errors
 from lessor.templates.sandbox import compile_expression, compile_template
 
 from .lifespan import LifespanConfig
@@ -91,7 +91,7 @@ class Provider:
 
     def matches(self, template: Any) -> bool:
         """Whether a claim template without `provider.name` is for this provider: `match` is a subset of it."""
-        return self.match is not None and _contains(template, self.match)
+        return self.match is not None and _has_fields_of(template, self.match)
 
     def apply_defaults(self, template: Mapping[str, Any], *, claim: Mapping[str, Any] | None,
                        index: int, now: datetime) -> Object:
@@ -168,10 +168,19 @@ def merge(under: Any, over: Any) -> Any:
     return copy.deepcopy(over)
 
 
-def _contains(value: Any, pattern: Any) -> bool:
+def _has_fields_of(value: Any, pattern: Any) -> bool:
+    """Whether every field of `pattern` (a provider's `match`) is in `value` (a claim template) with an equal value.
+
+    Objects are compared field by field, recursively, so a template may have
+    more fields than `match`; anything else, lists included, must be equal as
+    JSON (numbers by value, `true` is not `1`): a list in `match` fits only
+    the same list, not a longer one or one whose items have more fields.
+    (`handle._contains`, which asks whether a live resource already has what
+    was applied, compares lists item by item instead.)
+    """
     if isinstance(pattern, Mapping):
         return isinstance(value, Mapping) and all(
-            key in value and _contains(value[key], item) for key, item in pattern.items())
+            key in value and _has_fields_of(value[key], item) for key, item in pattern.items())
     return json_equal(value, pattern)
 
 
@@ -210,7 +219,7 @@ def _compile(canonical: str) -> Provider:
 
     match_ignore = tuple(spec.get("matchIgnore") or ())
     for i, pattern in enumerate(match_ignore):
-        errors += _regex_errors(f"spec.matchIgnore[{i}]", pattern)
+        errors += regex_errors(f"spec.matchIgnore[{i}]", pattern)
 
     update_filters = tuple(spec.get("updateFilters") or ())
     for i, update_filter in enumerate(update_filters):
@@ -225,7 +234,7 @@ def _compile(canonical: str) -> Provider:
         try:
             validate_schema(None, schema)
         except InvalidSchemaError as error:
-            errors.append(f"spec.validation.openAPIV3Schema: {error}")
+            errors.append(f"spec.validation.openAPIV3Schema{error.where}: {error.reason}")
     checks = []
     for i, entry in enumerate(validation.get("checks") or ()):
         expression = entry.get("check") if isinstance(entry, Mapping) else None
@@ -249,10 +258,11 @@ def _compile(canonical: str) -> Provider:
     lifespan, lifespan_errors = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
     errors += lifespan_errors
 
-    api_version, kind, fixed = _fixed_kind(override, match, default)
+    api_version, kind, fixed = _fixed_kind(override, match, default, _pinned_kind(schema))
     if not fixed:
-        errors.append("spec.override: sets no apiVersion and kind (nor do match or default), so a claim's "
-                      "template would choose what the operator creates; set them in override")
+        errors.append("spec.override: sets no apiVersion and kind (nor do match, default or a schema that "
+                      "allows one value of each), so a claim's template would choose what the operator creates; "
+                      "set them in override")
 
     name = str((obj.get("metadata") or {}).get("name") or "")
     return Provider(
@@ -276,17 +286,36 @@ def _compile(canonical: str) -> Provider:
     )
 
 
-def _fixed_kind(override: Mapping[str, Any], match: Mapping[str, Any] | None,
-                default: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
-    """(apiVersion, kind, whether the provider fixes both); values None when a template in override sets them."""
+def _fixed_kind(override: Mapping[str, Any], match: Mapping[str, Any] | None, default: Mapping[str, Any],
+                pinned: Mapping[str, Any]) -> tuple[str | None, str | None, bool]:
+    """(apiVersion, kind, whether the provider fixes both); values None when a template in override sets them.
+
+    Fixed by `override`, else by `match` or `default` (rendering refuses a template that changes them),
+    else by a validation schema that allows a single value of each (`pinned`).
+    """
     if "apiVersion" in override and "kind" in override:
         return _static(override["apiVersion"]), _static(override["kind"]), True
-    for source in (match or {}, default):
+    for source in (match or {}, default, pinned):
         if isinstance(source.get("apiVersion"), str) and isinstance(source.get("kind"), str):
             api_version = _static(override.get("apiVersion", source["apiVersion"]))
             kind = _static(override.get("kind", source["kind"]))
             return api_version, kind, True
     return None, None, False
+
+
+def _pinned_kind(schema: Mapping[str, Any] | None) -> dict[str, str]:
+    """{apiVersion, kind} that the validation schema allows one value of each (`enum: [v]` or `const: v`)."""
+    properties = (schema or {}).get("properties")
+    pinned = {}
+    for key in ("apiVersion", "kind"):
+        rule = properties.get(key) if isinstance(properties, Mapping) else None
+        if not isinstance(rule, Mapping):
+            continue
+        enum = rule.get("enum")
+        values = [rule["const"]] if "const" in rule else enum if isinstance(enum, list) else []
+        if len(values) == 1 and isinstance(values[0], str):
+            pinned[key] = values[0]
+    return pinned
 
 
 def _static(value: Any) -> str | None:
@@ -307,22 +336,12 @@ def _template_errors(field: str, value: Any) -> list[str]:
     return errors
 
 
-def _regex_errors(field: str, pattern: Any) -> list[str]:
-    if not isinstance(pattern, str):
-        return [f"{field}: must be a string"]
-    try:
-        re.compile(pattern)
-    except re.error as error:
-        return [f"{field}: invalid regular expression {pattern!r}: {error}"]
-    return []
-
-
 def _filter_errors(field: str, update_filter: Any) -> list[str]:
     if not isinstance(update_filter, Mapping):
         return [f"{field}: must be an object"]
     if "pathMatch" not in update_filter:
         return [f"{field}.pathMatch: is required"]
-    errors = _regex_errors(f"{field}.pathMatch", update_filter["pathMatch"])
+    errors = regex_errors(f"{field}.pathMatch", update_filter["pathMatch"])
     ops = update_filter.get("allowedOps")
     if ops is not None:
         unknown = [op for op in ops if op not in ALL_OPS] if isinstance(ops, list) else [ops]

@@ -66,12 +66,6 @@ class WaitQueue:
         """The best waiter, left in place."""
         return self._waiters[self._keys[0][2]] if self._keys else None
 
-    def pop(self) -> Waiter | None:
-        """The best waiter, taken out."""
-        if not self._keys:
-            return None
-        return self._waiters.pop(self._keys.pop(0)[2])
-
     def best(self, eligible: Callable[[Waiter], bool] | None = None) -> Waiter | None:
         """The best waiter that `eligible` accepts (all, by default), left in place.
 
@@ -84,14 +78,6 @@ class WaitQueue:
             if eligible(waiter):
                 return waiter
         return None
-
-    def position(self, name: str) -> int | None:
-        """0 for the best waiter; None when `name` is not waiting."""
-        waiter = self._waiters.get(name)
-        return None if waiter is None else bisect_left(self._keys, waiter.key)
-
-    def get(self, name: str) -> Waiter | None:
-        return self._waiters.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._waiters

@@ -1,0 +1,273 @@
+"""ExporterAccessPolicies compiled, and what they approve: which exporters a client may lease, on what terms.
+
+Pure functions over typed values. `compile_policies` turns the namespace's
+policy objects into a `PolicySet` once; `approvals` answers, for one client
+and requested duration, each exporter's best `Approval` (non-spot before
+spot, then the highest priority) and the rules that admitted the client but
+were too short. `lease_resolution.resolve` ranks the approved exporters. A
+broken part compiles to a rule or policy with a `problem` that admits no one
+(`validation.policy_errors` is what reports broken policies to their authors).
+
+A rule approves an exporter when its policy's `exporterSelector` matches the
+exporter, one of the rule's `from[].clientSelector`s matches the client, and
+the requested duration is within `maximumDuration` (an unbounded lease passes
+no limit). No policy in the namespace is open access: every exporter at
+priority 0, not spot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from lessor.model.selectors import NOTHING, Selector, SelectorError, parse_selector
+
+from .exporter_state import ExporterView
+from .lease_spec import parse_go_duration
+
+__all__ = [
+    "OPEN_ACCESS",
+    "AccessPolicy",
+    "Approval",
+    "PolicySet",
+    "Rule",
+    "approvals",
+    "compile_policies",
+    "too_short_for",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """The terms on which a lease may have an exporter: through one policy rule, or open access."""
+
+    priority: int = 0
+    spot: bool = False
+    policy: str | None = None  # None: open access, no policy in the namespace
+    rule: int | None = None
+    description: str = ""
+
+    @property
+    def rank(self) -> tuple[bool, int, str, int]:
+        """Smaller is better: non-spot before spot, then the highest priority (then a fixed tie-break)."""
+        return (self.spot, -self.priority, self.policy or "", self.rule or 0)
+
+    @property
+    def where(self) -> str:
+        if self.policy is None:
+            return "open access (no ExporterAccessPolicy in the namespace)"
+        return _where(self.policy, self.rule or 0, self.description)
+
+
+OPEN_ACCESS = Approval()
+
+
+def _where(policy: str, index: int, description: str) -> str:
+    text = f"ExporterAccessPolicy {policy}, policies[{index}]"
+    return f'{text} "{description}"' if description else text
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One entry of `spec.policies[]`, compiled. A rule with a `problem` admits no one."""
+
+    policy: str
+    index: int
+    description: str = ""
+    priority: int = 0
+    spot: bool = False
+    maximum: timedelta | None = None
+    clients: tuple[Selector, ...] = ()
+    problem: str | None = None
+
+    @property
+    def approval(self) -> Approval:
+        return Approval(self.priority, self.spot, self.policy, self.index, self.description)
+
+    @property
+    def where(self) -> str:
+        return _where(self.policy, self.index, self.description)
+
+    def admits(self, client_labels: Mapping[str, str]) -> bool:
+        """An empty `from` admits no client; `clientSelector: {}` admits every client."""
+        if self.problem is not None:
+            return False
+        for selector in self.clients:
+            if selector.matches(client_labels):
+                return True
+        return False
+
+    def allows(self, requested: timedelta | None) -> bool:
+        """Within `maximumDuration`; an unbounded request (None) passes no limit."""
+        return self.maximum is None or (requested is not None and requested <= self.maximum)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """One ExporterAccessPolicy, compiled. A missing or broken `exporterSelector` matches no exporter."""
+
+    name: str
+    exporters: Selector
+    rules: tuple[Rule, ...] = ()
+    problem: str | None = None
+
+
+_MEMO_LIMIT = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """The policies of one namespace, compiled once, in name order.
+
+    Which policies apply to an exporter depends only on its labels, so the
+    answer is remembered per label set: thousands of leases resolved against
+    the same exporters match each exporter's labels against the policies once.
+    """
+
+    policies: tuple[AccessPolicy, ...] = ()
+    _applying: dict[frozenset[tuple[str, str]], tuple[int, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def open(self) -> bool:
+        """No policy at all: open access at priority 0, not spot."""
+        return not self.policies
+
+    def applying_to(self, labels: Mapping[str, str]) -> tuple[int, ...]:
+        """Positions (in `policies`) of the policies whose `exporterSelector` matches these labels."""
+        key = frozenset(labels.items())
+        found = self._applying.get(key)
+        if found is None:
+            found = tuple(
+                position for position, policy in enumerate(self.policies)
+                if policy.problem is None and policy.exporters.matches(labels)
+            )
+            if len(self._applying) >= _MEMO_LIMIT:
+                self._applying.clear()
+            self._applying[key] = found
+        return found
+
+
+def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
+    """Compile ExporterAccessPolicy objects; broken parts admit no one and say why (admission refuses them)."""
+    compiled = [_compile_policy(obj) for obj in objects]
+    compiled.sort(key=lambda policy: policy.name)
+    return PolicySet(tuple(compiled))
+
+
+def _compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    problem = None
+    try:
+        exporters = parse_selector(spec.get("exporterSelector"), "spec.exporterSelector")
+    except SelectorError as err:
+        exporters, problem = NOTHING, str(err)
+    if spec.get("exporterSelector") is None:
+        problem = "spec.exporterSelector: missing: the policy applies to no exporter"
+    raw_rules = spec.get("policies")
+    rules = tuple(
+        _compile_rule(name, index, raw) for index, raw in enumerate(raw_rules if isinstance(raw_rules, list) else ())
+    )
+    return AccessPolicy(name, exporters, rules, problem)
+
+
+def _compile_rule(policy: str, index: int, raw: Any) -> Rule:
+    field = f"spec.policies[{index}]"
+    if not isinstance(raw, Mapping):
+        return Rule(policy, index, problem=f"{field}: must be an object")
+    description = raw.get("description") if isinstance(raw.get("description"), str) else ""
+    problems: list[str] = []
+    priority = raw.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        problems.append(f"{field}.priority: must be an integer")
+        priority = 0
+    spot = raw.get("spotAccess") is True
+    maximum = None
+    if raw.get("maximumDuration") is not None:
+        try:
+            maximum = parse_go_duration(raw["maximumDuration"], f"{field}.maximumDuration")
+        except ValueError as err:
+            problems.append(str(err))
+        else:
+            if maximum <= timedelta(0):
+                problems.append(f"{field}.maximumDuration: must be positive, not {raw['maximumDuration']}")
+    clients: list[Selector] = []
+    sources = raw.get("from")
+    for position, source in enumerate(sources if isinstance(sources, list) else ()):
+        where = f"{field}.from[{position}].clientSelector"
+        try:
+            clients.append(parse_selector(source.get("clientSelector") if isinstance(source, Mapping) else None, where))
+        except SelectorError as err:
+            problems.append(str(err))
+    if not problems and all(selector.nothing for selector in clients):
+        # Not malformed, but it can never apply: say so where NoAccess lists the policies.
+        problems.append(f"{field}.from: empty: the rule admits no client" if not clients else
+                        f"{field}.from: no entry has a clientSelector: the rule admits no client")
+    return Rule(policy, index, description, priority, spot, maximum, tuple(clients),
+                "; ".join(problems) if problems else None)
+
+
+def approvals(
+    exporters: Sequence[ExporterView], client_labels: Mapping[str, str], policies: PolicySet,
+    requested: timedelta | None,
+) -> tuple[dict[str, Approval], list[Rule]]:
+    """Each exporter's best approval for this client and duration, and the rules closed only by `maximumDuration`.
+
+    Per exporter the work is one `exporterSelector` match per policy that
+    admits the client: the best approval of each policy is found once.
+    """
+    if policies.open:
+        return {exporter.name: OPEN_ACCESS for exporter in exporters}, []
+    # Per policy (by position): its best approval for this client and duration, and its rules too short.
+    relevant: list[tuple[Approval | None, list[Rule]] | None] = []
+    for policy in policies.policies:
+        best: Approval | None = None
+        too_short: list[Rule] = []
+        for rule in policy.rules:
+            if not rule.admits(client_labels):
+                continue
+            if not rule.allows(requested):
+                too_short.append(rule)
+                continue
+            approval = rule.approval
+            if best is None or approval.rank < best.rank:
+                best = approval
+        relevant.append((best, too_short) if best is not None or too_short else None)
+
+    approved: dict[str, Approval] = {}
+    hit = [False] * len(relevant)
+    for exporter in exporters:
+        best = None
+        for position in policies.applying_to(exporter.labels):
+            entry = relevant[position]
+            if entry is None:
+                continue
+            hit[position] = True
+            approval = entry[0]
+            if approval is not None and (best is None or approval.rank < best.rank):
+                best = approval
+        if best is not None:
+            approved[exporter.name] = best
+    closed = [rule for position, entry in enumerate(relevant) if hit[position] and entry for rule in entry[1]]
+    return approved, closed
+
+
+def too_short_for(client_labels: Mapping[str, str], policies: PolicySet, requested: timedelta | None) -> list[Rule]:
+    """The rules admitting the client, when every one of them is too short for `requested` (else none).
+
+    Then `approvals` approves no exporter for this client and duration,
+    whichever exporters there are: the lease can only end `DurationExceeded`
+    (or `NoAccess`). The webhook refuses such a lease at admission; it does not
+    know the exporters, so it refuses nothing that depends on them.
+    """
+    admitting = [rule for policy in policies.policies if policy.problem is None
+                 for rule in policy.rules if rule.admits(client_labels)]
+    if any(rule.allows(requested) for rule in admitting):
+        return []
+    return admitting

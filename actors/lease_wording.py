@@ -1,0 +1,109 @@
+"""The words of a lease's `Pending` and `Unsatisfiable` conditions: what the user reads, nothing decided here.
+
+`lease_resolution` decides the reason; these functions say it, naming the
+field to change and listing what was considered (a few names, then "and N
+more"), so a message stays short in a namespace of thousands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lessor.templates.timestamps import format_timestamp
+
+from .lease_spec import LeaseRequest, Reason, format_go_duration
+
+if TYPE_CHECKING:
+    from .access_policy import PolicySet, Rule
+    from .exporter_state import ExporterView
+    from .lease_resolution import Candidate, State
+
+__all__ = [
+    "describe_rule",
+    "duration_exceeded_message",
+    "list_labels",
+    "list_names",
+    "no_access_message",
+    "pending_message",
+    "scheduled_message",
+]
+
+_LISTED = 5  # names listed in a message before "and N more"
+_POLICIES_LISTED = 10
+
+_WAITS = {
+    Reason.NOT_AVAILABLE: "the lease waits, queued by priority then age",
+    Reason.NOT_READY: "the lease waits for one to report Available",
+    Reason.OFFLINE: "the lease waits for one to come online",
+}
+
+
+def pending_message(candidates: Sequence[Candidate], reason: Reason) -> str:
+    """Every candidate's state (best state first), and what the lease waits for."""
+    by_state: dict[State, list[str]] = {}
+    for candidate in candidates:
+        by_state.setdefault(candidate.state, []).append(candidate.exporter)
+    states = "; ".join(f"{state.words}: {list_names(by_state[state])}"
+                       for state in sorted(by_state, key=lambda state: state.value))
+    subject = "the approved exporter cannot" if len(candidates) == 1 else \
+        f"none of the {len(candidates)} approved exporters can"
+    return f"{subject} be granted now ({states}); {_WAITS[reason]}"
+
+
+def scheduled_message(request: LeaseRequest) -> str:
+    """A lease whose begin is in the future: where that begin comes from."""
+    assert request.begin is not None
+    if "beginTime" in request.given:
+        where = f"spec.beginTime: the lease begins at {format_timestamp(request.begin)}"
+    else:
+        where = f"spec.endTime - spec.duration: the lease begins at {format_timestamp(request.begin)}"
+    return f"{where}; it is resolved again then"
+
+
+def duration_exceeded_message(request: LeaseRequest, longest: Rule, now: datetime) -> str:
+    """The lease asks for longer than every rule that admits its client; `longest` is the most generous."""
+    assert longest.maximum is not None
+    asked = request.describe_duration(now)
+    field = "spec.endTime" if "endTime" in request.given and "duration" not in request.given else "spec.duration"
+    return (f"{field}: the lease asks for {asked}, longer than the policies that admit client {request.client} "
+            f"allow: the longest allowed is {format_go_duration(longest.maximum)} ({longest.where})")
+
+
+def no_access_message(
+    request: LeaseRequest, client_labels: Mapping[str, str], usable: Sequence[ExporterView], policies: PolicySet,
+) -> str:
+    """No rule admits the client to any usable exporter: the policies that exist, with their rules."""
+    what = (f"exporter {usable[0].name}" if request.exporter_ref is not None
+            else f"any of the {len(usable)} exporters matching spec.selector ({request.selector})")
+    listed = []
+    for policy in policies.policies[:_POLICIES_LISTED]:
+        rules = [describe_rule(rule) for rule in policy.rules] or ["no rules"]
+        broken = f" (ignored: {policy.problem})" if policy.problem else ""
+        listed.append(f"{policy.name}{broken}: {'; '.join(rules)}")
+    more = len(policies.policies) - _POLICIES_LISTED
+    if more > 0:
+        listed.append(f"and {more} more")
+    return (f"spec.clientRef.name: no ExporterAccessPolicy admits client {request.client} "
+            f"(labels {list_labels(client_labels)}) to {what}; the policies in the namespace: " + " | ".join(listed))
+
+
+def describe_rule(rule: Rule) -> str:
+    text = f"policies[{rule.index}]"
+    if rule.description:
+        text += f' "{rule.description}"'
+    if rule.problem:
+        text += f" (admits no one: {rule.problem})"
+    return text
+
+
+def list_labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items())) or "none"
+
+
+def list_names(names: Sequence[str]) -> str:
+    shown = ", ".join(sorted(names)[:_LISTED])
+    return shown + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
+
+

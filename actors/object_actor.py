@@ -1,0 +1,112 @@
+"""What every actor of one lessor object shares: its address, its status writes, its commits, its manners.
+
+An object actor lives at `prefix/namespace/name` (`lessor.model.keys`), keeps
+the object as last seen in `obj`, and is guarded (`guard.Guarded`): a version of
+its object it keeps failing on is given up. On top of that it gets:
+
+- `write_status`: a status write that keeps `obj` in step; an object deleted
+  meanwhile is not an error (its deletion event ends the actor);
+- `commit`: a write under a resourceVersion precondition, retried on conflict
+  while the object still is as the actor believed (the commit points of the
+  exporter's `leaseRef` and of a pool's handle bindings and deletions);
+- `unexpected`: one answer to a message the actor does not know.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from lessor.mailbox import Actor
+from lessor.model.keys import split_address
+
+from .api import Api, Conflict, Kind, NotFound
+from .context import Context
+from .guard import Guarded, Parked
+
+log = logging.getLogger(__name__)
+
+COMMIT_ATTEMPTS = 5
+"""Conflicts in a row a commit retries through before it gives up for now (the next event tries again)."""
+
+T = TypeVar("T")
+Object = Mapping[str, Any]
+
+
+class ObjectActor(Guarded, Actor):
+    """The actor of one object of kind `kind`. Subclasses add their state in `__init__` after `super().__init__`."""
+
+    __slots__ = ("ctx", "namespace", "name", "obj", "parked")
+    kind: Kind
+
+    def __init__(self, address: str, ctx: Context) -> None:
+        self.ctx = ctx
+        self.namespace, self.name = split_address(address)
+        self.obj: Object | None = None
+        self.parked: Parked | None = None
+
+    async def write_status(self, status: Mapping[str, Any]) -> bool:
+        """Patch the object's status and keep the written object; False (and `obj` unchanged) when it is gone."""
+        try:
+            self.obj = await self.ctx.api.patch_status(self.kind, self.namespace, self.name, dict(status))
+        except NotFound:
+            return False
+        return True
+
+    def unexpected(self, message: Any) -> None:
+        """A message no case of `receive` knows: a bug in the sender, said loudly but harmlessly."""
+        log.warning("%s %s/%s: unexpected message %r", self.kind.kind, self.namespace, self.name, message)
+
+
+@dataclass(frozen=True, slots=True)
+class Written(Generic[T]):
+    """The write went through; `result` is what it returned."""
+
+    result: T
+
+
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """The object no longer exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Someone else wrote first and the object is no longer as the commit needs it: `fresh` is how it is now."""
+
+    fresh: Object
+
+
+@dataclass(frozen=True, slots=True)
+class GaveUp:
+    """Conflicts `COMMIT_ATTEMPTS` times in a row; `fresh` is the object as last read."""
+
+    fresh: Object
+
+
+Outcome = Written[T] | Gone | Lost | GaveUp
+
+
+async def commit(api: Api, kind: Kind, namespace: str, name: str, obj: Object,
+                 write: Callable[[Object], Awaitable[T]], still: Callable[[Object], bool], *,
+                 attempts: int = COMMIT_ATTEMPTS) -> Outcome[T]:
+    """Write `obj` under its resourceVersion (`write(obj)` carries the precondition); on a conflict read the
+    object again and retry while `still(fresh)` says it is as the actor believed.
+
+    Only `Conflict` and `NotFound` are answered here; any other refusal is the caller's.
+    """
+    for _ in range(attempts):
+        try:
+            return Written(await write(obj))
+        except NotFound:
+            return Gone()
+        except Conflict:  # usually a status write of the object's own agent or actor: read again
+            fresh = await api.get(kind, namespace, name)
+            if fresh is None:
+                return Gone()
+            if not still(fresh):
+                return Lost(fresh)
+            obj = fresh
+    return GaveUp(obj)

@@ -1,0 +1,49 @@
+"""Whose a created resource is: lessor touches only what carries its handle's marks.
+
+A resource belongs to a handle when its `lessor.dev/resource-handle-name`
+and `lessor.dev/resource-handle-namespace` labels (else annotations, for a
+value that cannot be a label) name that handle. lessor writes them when it
+creates the resource, and creates only names that are free; so a resource
+that lacks them existed before, or was made by someone else, and lessor
+neither applies to it, nor deletes it, nor shows its content on a claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .handle_render import CLAIM_NAME, CLAIM_NAMESPACE, HANDLE_NAME, HANDLE_NAMESPACE
+
+
+def _marks(resource: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The labels that carry lessor's handle name, else the annotations (as the topology reads them)."""
+    metadata = resource.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return labels if labels.get(HANDLE_NAME) else (metadata.get("annotations") or {})
+
+
+def handle_of(resource: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the handle the resource is marked for; None when it has no such marks."""
+    marks = _marks(resource)
+    name, namespace = marks.get(HANDLE_NAME), marks.get(HANDLE_NAMESPACE)
+    if isinstance(name, str) and name and isinstance(namespace, str) and namespace:
+        return namespace, name
+    return None
+
+
+def owned_by(resource: Mapping[str, Any] | None, handle_namespace: str, handle_name: str) -> bool:
+    """Whether lessor made `resource` for the handle `handle_namespace/handle_name`, and so may change
+    or delete it. The one rule for every actor that writes created resources."""
+    return resource is not None and handle_of(resource) == (handle_namespace, handle_name)
+
+
+def owner_text(resource: Mapping[str, Any]) -> str:
+    """Who the resource belongs to, for a message: another handle (and its claim), or nobody lessor knows."""
+    owner = handle_of(resource)
+    if owner is None:
+        return "was not created by lessor (it has no lessor.dev/resource-handle-name label)"
+    marks = _marks(resource)
+    claim = (marks.get(CLAIM_NAMESPACE), marks.get(CLAIM_NAME))
+    text = f"belongs to ResourceHandle {owner[0]}/{owner[1]}"
+    return text + (f" (ResourceClaim {claim[0]}/{claim[1]})" if all(claim) else "")

@@ -17,11 +17,18 @@ from lessor import __version__
 
 BENCHMARKS = {
     "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests",
+    "failover": "replicas during a steady lease workload, the leader SIGKILLed and SIGTERMed: seconds to the "
+    "new leader's first write, p50/p99",
     "claims": "a claim storm (a pool with minAvailable 100, then 500 claims at once) against the API server's ceiling",
+    "fuzz": "hostile bodies of all eight kinds through the API server, with and without the webhook: refusals by "
+            "layer, tracebacks, crash restarts",
     "apiserver": "the local API server's write ceiling (status patches/s at 1, 8, 64 writers, creates/s, watch latency)",
     "leases": "a lease storm (1,000 exporters, 2,000 leases, 20 clients, 3 policies) against the API server's ceiling",
+    "scale": "the operator as the cluster grows (--sizes 1000,10000): start-up requests, settle time, worst "
+    "/healthz latency, RSS per exporter, a 200-lease burst, SIGTERM time, the API server's ceiling",
     "mailbox": "the actor runtime: tell throughput vs a bare asyncio.Queue hop, ask latency, memory per idle actor",
     "topology": "the topology: selector queries at 100k exporters and 1k policies, build time from 50k objects",
+    "templates": "the template budget: a provider override rendered in a plain sandbox, budgeted, and offloaded",
 }
 
 
@@ -60,9 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", help="run the operator",
-        description="Run the operator: watch every lessor kind and serve /healthz and /readyz "
-        "(ready once the caches synced) on the health port and Prometheus metrics on /metrics, "
-        "and the preflight admission webhook over HTTPS. "
+        description="Run the operator: watch every lessor kind and serve /healthz (fails while the event "
+        "loop lags) and /readyz (ready once the caches synced, unready while the API server does not "
+        "answer) on the health port, Prometheus metrics on /metrics, and the preflight admission "
+        "webhook over HTTPS. Replicas elect a leader on the coordination.k8s.io Lease lessor-leader in "
+        "the operator namespace: every replica watches and serves the webhook, only the leader runs the "
+        "actors and writes; SIGTERM hands the leadership over at once. "
         "Uses the in-cluster service account when no kubeconfig is given.",
     )
     _kube_args(run)
@@ -73,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         "dev", help="control plane + CRDs + operator + samples, in one process tree",
         description="Start a local control plane, install the CRDs, run the operator and apply the "
         "samples from deploy/samples/ (keeping the sample exporters' heartbeats fresh). "
-        "Prints how to use kubectl against it; Ctrl-C stops everything.",
+        "Prints how to use kubectl against it; Ctrl-C stops everything and says what it cleaned up. "
+        "One lessor dev per --dir: a second one in the same folder is refused.",
     )
     dev.add_argument("--kubeconfig-out", type=Path, default=Path("lessor-dev.kubeconfig"),
                      help="where to copy the kubeconfig for kubectl (default: %(default)s)")
@@ -82,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--no-samples", action="store_true", help="do not apply deploy/samples/")
     dev.add_argument("--operator-namespace", default="lessor-system", help="default: %(default)s")
     _run_ports(dev, health=18081, metrics=18080)
+    dev.add_argument("--webhook-port", type=int, default=9443,
+                     help="the admission webhook's HTTPS port on 127.0.0.1 (default: %(default)s)")
+    dev.add_argument("--no-webhook", action="store_true", help="do not serve (or register) the admission webhook")
+    dev.add_argument("--metrics", action="store_true",
+                     help="also run Prometheus (from PATH: apt-get install prometheus) scraping the operator, "
+                     "and print the URL of a graph")
+    dev.add_argument("--prometheus-port", type=int, default=19090,
+                     help="with --metrics: Prometheus' port on 127.0.0.1 (default: %(default)s)")
 
     topo = sub.add_parser(
         "topology", help="print the topology of a cluster (Graphviz DOT)",
@@ -113,6 +132,13 @@ def _kube_args(p: argparse.ArgumentParser) -> None:
 
 def _run_args(p: argparse.ArgumentParser) -> None:
     _run_ports(p, health=8081, metrics=8080)
+    p.add_argument("--metrics-secure", action="store_true",
+                   help="serve /metrics over HTTPS, only to bearer tokens that the API server authenticates "
+                   "(TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview): 401 "
+                   "without a valid token, 403 without the right; deploy/monitoring/metrics-auth.yaml has the RBAC")
+    p.add_argument("--metrics-cert-dir", type=Path, metavar="DIR",
+                   help="with --metrics-secure: serve DIR/tls.crt and DIR/tls.key, reloaded when they change "
+                   "(default: a self-signed certificate made at start-up)")
     p.add_argument("--bind-address", default="0.0.0.0", help="address the probes and metrics listen on (default: %(default)s)")
     p.add_argument("--exporter-heartbeat-timeout", type=_seconds, default="60s",
                    help="an exporter is Online while its status.lastSeen is newer than this (default: %(default)s)")
@@ -122,6 +148,22 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--watch-inactivity-timeout", type=float, default=120.0,
                    help="reconnect a watch that delivered nothing, not even a bookmark, for this many seconds "
                    "(default: %(default)s)")
+    p.add_argument("--api-unreachable-timeout", type=_seconds, default="30s",
+                   help="/readyz fails once the API server (or etcd behind it) has not answered for this long "
+                   "(default: %(default)s)")
+    p.add_argument("--max-loop-lag", type=_seconds, default="5s",
+                   help="/healthz fails while the event loop runs timers later than this (default: %(default)s)")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                   help="elect a leader among replicas; --no-leader-elect for a single replica that leads at "
+                   "once (default: elect)")
+    p.add_argument("--leader-elect-lease-duration", type=_seconds, default="15s",
+                   help="how long followers wait after the leader's last renewal before taking over "
+                   "(default: %(default)s)")
+    p.add_argument("--leader-elect-renew-deadline", type=_seconds, default="10s",
+                   help="the leader stops every actor and write when it could not renew for this long; shorter "
+                   "than the lease duration (default: %(default)s)")
+    p.add_argument("--leader-elect-retry-period", type=_seconds, default="2s",
+                   help="how often the leader renews and candidates try (default: %(default)s)")
 
 
 def _webhook_args(p: argparse.ArgumentParser) -> None:
@@ -191,6 +233,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         return 0
     if args.command == "run":
         from lessor.admission.server import WebhookSettings
+        from lessor.leader import ElectionSettings
         from lessor.operator import OperatorConfig, run_operator
 
         webhook = None if args.no_webhook else WebhookSettings(
@@ -200,8 +243,14 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         await run_operator(OperatorConfig(
             kubeconfig=args.kubeconfig, operator_namespace=args.operator_namespace,
             bind_address=args.bind_address, health_port=args.health_port, metrics_port=args.metrics_port,
+            metrics_secure=args.metrics_secure, metrics_cert_dir=args.metrics_cert_dir,
             watch_inactivity_timeout=args.watch_inactivity_timeout, webhook=webhook,
             exporter_heartbeat_timeout=args.exporter_heartbeat_timeout, decision_window=args.decision_window,
+            leader_election=ElectionSettings(
+                lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            ) if args.leader_elect else None,
+            api_unreachable_timeout=args.api_unreachable_timeout, max_loop_lag=args.max_loop_lag,
         ))
         return 0
     if args.command == "dev":

@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from collections.abc import Awaitable
@@ -20,6 +21,8 @@ import aiohttp
 from lessor import manifests
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import Child
+from lessor.dev_prometheus import SCRAPE_SECONDS, find_prometheus, graph_url, prometheus_child
+from lessor.devlock import folder_lock
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER
 from lessor.install import install
@@ -37,9 +40,12 @@ async def _until_stopped(*waits: Awaitable[Any]) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.ensure_future(w) for w in waits] + [asyncio.ensure_future(stop.wait())]
+    stopped = asyncio.ensure_future(stop.wait())
+    tasks = [asyncio.ensure_future(w) for w in waits] + [stopped]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if stopped in done:
+            _say("interrupted: cleaning up")
         for task in done:
             if task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
@@ -53,51 +59,136 @@ async def _until_stopped(*waits: Awaitable[Any]) -> None:
 
 
 async def run_controlplane(directory: Path, *, controller_manager: bool = True) -> int:
-    binaries = ensure_binaries(_say)
-    async with ControlPlane(directory, binaries, controller_manager=controller_manager, progress=_say) as cp:
-        _say(f"export KUBECONFIG={cp.kubeconfig}   # then: kubectl get namespaces; Ctrl-C stops")
-        await _until_stopped(cp.wait())
+    with folder_lock(directory, "lessor controlplane", _say, since=_now()):
+        binaries = ensure_binaries(_say)
+        async with ControlPlane(directory, binaries, controller_manager=controller_manager, progress=_say) as cp:
+            _say(f"export KUBECONFIG={cp.kubeconfig}   # then: kubectl get namespaces; Ctrl-C stops")
+            await _until_stopped(cp.wait())
+        _say("stopped the control plane")
     return 0
 
 
+def _ports(args: argparse.Namespace) -> dict[str, int]:
+    """The ports `lessor dev` listens on, by the flag that moves each."""
+    ports = {"--health-port": args.health_port, "--metrics-port": args.metrics_port}
+    if not args.no_webhook:
+        ports["--webhook-port"] = args.webhook_port
+    if args.metrics:
+        ports["--prometheus-port"] = args.prometheus_port
+    return ports
+
+
+def _check_ports_free(ports: dict[str, int]) -> None:
+    """Refuse before starting anything, rather than fail half-way with `[Errno 98]`."""
+    for flag, port in ports.items():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                hint = " or --no-webhook" if flag == "--webhook-port" else ""
+                raise RuntimeError(f"port {port} on 127.0.0.1 is in use (by another lessor dev or lessor run?); "
+                                   f"choose another with {flag} N{hint}") from None
+
+
 async def run_dev(args: argparse.Namespace) -> int:
+    with folder_lock(args.dir, "lessor dev", _say, since=_now(),
+                     independent="another --dir, --kubeconfig-out and ports"):
+        _check_ports_free(_ports(args))
+        prometheus = find_prometheus() if args.metrics else None
+        await _dev(args, prometheus)
+    return 0
+
+
+async def _dev(args: argparse.Namespace, prometheus: str | None) -> None:
     binaries = ensure_binaries(_say)
+    _say(f"starting the local control plane in {args.dir}")
     async with ControlPlane(args.dir, binaries, progress=_say) as cp:
         out = args.kubeconfig_out.resolve()
         tmp = out.with_name(f".{out.name}.tmp")
         shutil.copyfile(cp.kubeconfig, tmp)
         os.replace(tmp, out)
-        async with await Gateway.connect(str(out)) as gateway:
-            await install(gateway, args.operator_namespace, progress=_say)
-            operator = Child("lessor run", [
-                sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
-                "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",
-                "--health-port", str(args.health_port), "--metrics-port", str(args.metrics_port),
-            ], cp.directory / "logs" / "operator.log")
-            # cwd outside the source tree, so `-m lessor` imports the installed package
-            await operator.start_in(cp.directory)
-            _say(f"started the operator (log: {operator.log_path})")
-            try:
-                await _wait_ready(f"http://127.0.0.1:{args.health_port}/readyz", operator)
-                _say("operator ready")
-                heartbeats: list[Awaitable[Any]] = []
-                if not args.no_samples:
-                    docs = manifests.samples()
-                    for doc in docs:  # one refused sample is reported, the others still come up
-                        try:
-                            for line in await manifests.apply_all(gateway, [doc]):
-                                _say(f"applied {line}")
-                        except ApiError as err:
-                            _say(f"sample {doc['kind']}/{doc['metadata']['name']} was refused: {err.message}")
-                    exporters = [(d["metadata"].get("namespace", "default"), d["metadata"]["name"])
-                                 for d in docs if d["kind"] == "Exporter"]
-                    heartbeats.append(_heartbeat(gateway, exporters))
-                _say(f"ready. In another terminal:\n\n    export KUBECONFIG={out}\n"
-                     "    kubectl get lessor -A\n\nCtrl-C stops everything.")
-                await _until_stopped(cp.wait(), _child_exit(operator), *heartbeats)
-            finally:
-                await operator.stop()
-    return 0
+        _say(f"wrote the kubeconfig {out}")
+        try:
+            async with await Gateway.connect(str(out)) as gateway:
+                _say("installing the CRDs")
+                await install(gateway, args.operator_namespace, progress=_say)
+                await _with_operator(args, cp, out, gateway, prometheus)
+        finally:
+            _say("stopping the control plane (" + ", ".join(
+                ["kube-controller-manager"] * cp.run_controller_manager + ["kube-apiserver", "etcd"]) + ")")
+    _say(f"stopped the control plane; kept its data in {cp.directory / 'etcd'} (the next lessor dev starts "
+         f"from it; `make clean` removes it) and its logs in {cp.directory / 'logs'}; {out} is stale until "
+         "the next lessor dev")
+
+
+async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, gateway: Gateway,
+                         prometheus: str | None) -> None:
+    webhook = ["--no-webhook"] if args.no_webhook else ["--webhook-port", str(args.webhook_port)]
+    operator = Child("lessor run", [
+        sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
+        "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",
+        "--health-port", str(args.health_port), "--metrics-port", str(args.metrics_port), *webhook,
+    ], cp.directory / "logs" / "operator.log")
+    # cwd outside the source tree, so `-m lessor` imports the installed package
+    await operator.start_in(cp.directory)
+    _say(f"started the operator (log: {operator.log_path})")
+    stack = contextlib.AsyncExitStack()  # what starts after the operator stops before it
+    try:
+        await _wait_ready(f"http://127.0.0.1:{args.health_port}/readyz", operator)
+        _say(f"operator ready: /healthz and /readyz on http://127.0.0.1:{args.health_port}, "
+             f"/metrics on http://127.0.0.1:{args.metrics_port}/metrics")
+        _say("admission webhook off (--no-webhook)" if args.no_webhook else
+             f"admission webhook on https://127.0.0.1:{args.webhook_port}, registered as the "
+             "ValidatingWebhookConfiguration lessor-preflight")
+        waits: list[Awaitable[Any]] = []  # the heartbeats, and children that must not exit
+        if not args.no_samples:
+            _say("applying the samples from deploy/samples/")
+            docs = manifests.samples()
+            for doc in docs:  # one refused sample is reported, the others still come up
+                try:
+                    for line in await manifests.apply_all(gateway, [doc]):
+                        _say(f"applied {line}")
+                except ApiError as err:
+                    _say(f"sample {doc['kind']}/{doc['metadata']['name']} was refused: {err.message}")
+            exporters = [(d["metadata"].get("namespace", "default"), d["metadata"]["name"])
+                         for d in docs if d["kind"] == "Exporter"]
+            _say(f"reporting heartbeats for the {len(exporters)} sample exporters every {HEARTBEAT_SECONDS:.0f}s")
+            waits.append(_heartbeat(gateway, exporters))
+        graph = ""
+        if prometheus is not None:
+            waits.append(_child_exit(await _start_prometheus(prometheus, args, cp, stack)))
+            graph = f"    open {graph_url(args.prometheus_port)}\n"
+        _say(f"ready. In another terminal:\n\n    export KUBECONFIG={out}\n"
+             f"    kubectl get lessor -A\n{graph}\nCtrl-C stops everything.")
+        await _until_stopped(cp.wait(), _child_exit(operator), *waits)
+    finally:
+        await stack.aclose()
+        _say("stopping the operator" + ("" if args.no_webhook else
+                                        " (it removes its webhook registration lessor-preflight)"))
+        await operator.stop()
+        _say(f"stopped the operator (exit code {operator.process.returncode if operator.process else '-'})")
+
+
+async def _start_prometheus(binary: str, args: argparse.Namespace, cp: ControlPlane,
+                            stack: contextlib.AsyncExitStack) -> Child:
+    child = prometheus_child(binary, cp.directory / "prometheus", args.prometheus_port, args.metrics_port)
+    await child.start_in(cp.directory)
+    stack.push_async_callback(_stop_prometheus, child)
+    _say(f"started Prometheus {binary} (log: {child.log_path})")
+    await _wait_ready(f"http://127.0.0.1:{args.prometheus_port}/-/ready", child)
+    _say(f"Prometheus on http://127.0.0.1:{args.prometheus_port}, scraping the operator's /metrics every "
+         f"{SCRAPE_SECONDS}s (data: {cp.directory / 'prometheus' / 'data'})")
+    return child
+
+
+async def _stop_prometheus(child: Child) -> None:
+    await child.stop()
+    _say("stopped Prometheus")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def _child_exit(child: Child) -> str:
@@ -123,7 +214,7 @@ async def _wait_ready(url: str, child: Child, timeout: float = 60.0) -> None:
 async def _heartbeat(gateway: Gateway, exporters: list[tuple[str, str]]) -> None:
     """Stand in for the sample exporters' agents: report them alive and available."""
     while True:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = _now()
         for namespace, name in exporters:
             with contextlib.suppress(ApiError):
                 await gateway.patch_status(EXPORTER, namespace, name, {"lastSeen": now, "exporterStatus": "Available"})

@@ -1,23 +1,31 @@
 """`lessor run`: the wiring. Informers feed the topology actor, which routes each change to
 the exporter, lease, pool, handle and claim actors it concerns; health, metrics and the webhook
 beside them. The kinds that providers create are watched as they are first seen (`created_kinds`).
+
+Every replica watches, keeps the topology and serves the webhook; only the elected leader
+(`lessor.leader`) announces `Synced`, which starts the object actors, and only it may write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
+from aiohttp import web
 from opentelemetry import trace
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
 
 from lessor.admission.checks import preflight_registry
-from lessor.admission.lookup import GatewayLookup
-from lessor.admission.server import WebhookSettings, webhook
+from lessor.admission.lookup import CacheLookup, GatewayLookup
+from lessor.admission.metrics import WebhookMetrics
+from lessor.admission.server import CertificateFiles, WebhookSettings, development_certificate, webhook
 from lessor.actors.claim import ClaimActor
 from lessor.actors.claim_protocol import KINDS
 from lessor.actors.context import Context
@@ -25,14 +33,21 @@ from lessor.actors.exporter import ExporterActor
 from lessor.actors.handle import HandleActor
 from lessor.actors.lease import LeaseActor
 from lessor.actors.pool import PoolActor
+from lessor.actors.valid import RULES, ValidActor
 from lessor.api_adapter import GatewayApi
 from lessor.created_kinds import CreatedKinds, KindsActor
+from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
+from lessor.leader import ElectionSettings, leadership
+from lessor.memory import settle_after_start
+from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.topology import Topology
-from lessor.topology.actor import Event, Graph, Synced, TopologyActor
+from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
 from lessor.probes import health_app, metrics_app, serve
+from lessor.state_metrics import StateMetrics, runtime_collectors
 from lessor.telemetry import configure_telemetry
+from lessor.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("lessor.operator")
@@ -45,11 +60,21 @@ class OperatorConfig:
     bind_address: str = "0.0.0.0"
     health_port: int = 8081
     metrics_port: int = 8080
+    metrics_secure: bool = False
+    """HTTPS, and only for bearer tokens the API server says may `get` /metrics (TokenReview, SubjectAccessReview)."""
+    metrics_cert_dir: Path | None = None
+    """With metrics_secure: serve DIR/tls.crt and DIR/tls.key (reloaded); None: a self-signed certificate."""
     watch_inactivity_timeout: float = 120.0
     exporter_heartbeat_timeout: float = 60.0
     decision_window: float = 0.25
     webhook: WebhookSettings | None = None
     """The preflight admission webhook; None runs without one (`--no-webhook`)."""
+    leader_election: ElectionSettings | None = None
+    """None: the only replica, leader from the start (`--no-leader-elect`; `lessor run` elects by default)."""
+    api_unreachable_timeout: float = 30.0
+    """/readyz fails once the API server has not answered for this long."""
+    max_loop_lag: float = 5.0
+    """/healthz fails while the event loop lags more than this."""
 
 
 class Operator:
@@ -63,20 +88,39 @@ class Operator:
         ]
         self.created_kinds = CreatedKinds(gateway, self.on_event, inactivity_timeout=config.watch_inactivity_timeout)
         self._events = Gauge("lessor_watch_objects", "Objects in the informer caches", ["kind"], registry=registry)
-        self.graph = Graph(Topology(config.operator_namespace))
+        runtime_collectors(registry)
+        self.state_metrics = StateMetrics(self._cached, registry)
+        self.topology_state = TopologyState(Topology(config.operator_namespace))
+        self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry)
+        self.loop_lag = LoopLag(config.max_loop_lag, registry)
+        self.reachability = ApiReachability(gateway, config.api_unreachable_timeout)
+        # Events are writes like any other: fenced by the leadership, reported as the leader's identity.
+        self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
+                                    instance=self.leadership.identity, registry=registry)
         self.context = Context(
-            api=GatewayApi(gateway), operator_namespace=config.operator_namespace,
+            api=GatewayApi(gateway, fence=self.leadership.fence), operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
-            decision_window=config.decision_window,
+            decision_window=config.decision_window, events=self.events,
         )
         self.system: ActorSystem | None = None
+        self._accepting = asyncio.Event()  # set while `system` takes the informers' events
+        self._settled = False  # start-up memory frozen and trimmed (lessor/memory.py)
 
     def ready(self) -> tuple[bool, str]:
         waiting = [i.resource.kind for i in self.informers if not i.synced.is_set()]
-        return (not waiting, "caches synced" if not waiting else f"waiting for caches: {', '.join(waiting)}")
+        if waiting:
+            return False, f"waiting for caches: {', '.join(waiting)}"
+        reachable, detail = self.reachability.ready()
+        if not reachable:
+            return False, detail
+        return True, f"caches synced ({'leader' if self.leadership.leading() else 'follower'})"
+
+    def _cached(self, kind: str) -> list[dict[str, Any]]:
+        return [obj for i in self.informers if i.resource.kind == kind for obj in list(i.store.values())]
 
     async def on_event(self, event: WatchEvent) -> None:
         kind = event.object.get("kind", "")
+        self.state_metrics.observe(event)
         informers = [*self.informers, *self.created_kinds.informers.values()]
         self._events.labels(kind).set(sum(len(i.store) for i in informers if i.resource.kind == kind))
         if kind == "ResourceProvider" and event.type != "DELETED":
@@ -90,9 +134,11 @@ class Operator:
             await self._to_topology(Event(event.type, event.object))
 
     async def _to_topology(self, message: object) -> None:
-        """The informers wait while the topology's mailbox is full: backpressure, nothing dropped."""
-        assert self.system is not None
+        """The informers wait while the topology's mailbox is full, or between two actor systems:
+        backpressure, nothing dropped."""
         while True:
+            await self._accepting.wait()
+            assert self.system is not None
             try:
                 self.system.tell("topology", message)
                 return
@@ -103,7 +149,7 @@ class Operator:
         # Kill-tolerant supervision: chaos may kill one actor many times; each restart rebuilds
         # its state from the API, so restarting is always safe.
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=1.0)
-        system.register("topology", lambda _: TopologyActor(self.graph), capacity=1_000_000, supervision=tolerant)
+        system.register("topology", lambda _: TopologyActor(self.topology_state), capacity=1_000_000, supervision=tolerant)
         system.register("exporter", lambda a: ExporterActor(a, self.context), capacity=100_000,
                         supervision=tolerant)
         system.register("lease", lambda a: LeaseActor(a, self.context), capacity=100_000, supervision=tolerant)
@@ -111,38 +157,94 @@ class Operator:
         system.register("handle", lambda a: HandleActor(a, self.context), capacity=100_000, supervision=tolerant)
         system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant)
         system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant)
+        # The Valid condition of clients, policies and providers; idle ones passivate (a change wakes them).
+        for prefix, kind in (("client", "Client"), ("policy", "ExporterAccessPolicy"),
+                             ("provider", "ResourceProvider")):
+            system.register(prefix, lambda a, rule=RULES[kind]: ValidActor(a, self.context, rule), capacity=1000,
+                            supervision=tolerant, passivate_after=60.0)
 
     async def run(self) -> None:
         runners = [
-            await serve(health_app(self.ready), self.config.bind_address, self.config.health_port),
-            await serve(metrics_app(self.registry), self.config.bind_address, self.config.metrics_port),
+            await serve(health_app(self.ready, self.loop_lag.healthy), self.config.bind_address,
+                        self.config.health_port),
+            await self._serve_metrics(),
         ]
-        log.info("health on :%d, metrics on :%d", self.config.health_port, self.config.metrics_port)
+        log.info("health on :%d, metrics on :%d%s", self.config.health_port, self.config.metrics_port,
+                 " (HTTPS, authorized by the API server)" if self.config.metrics_secure else "")
         try:
-            async with ActorSystem(registry=self.registry, on_escalation=_escalated) as system, \
-                    self._webhook(), asyncio.TaskGroup() as tasks:
-                self.system = system
-                self._register_actors(system)
+            async with self._webhook(), asyncio.TaskGroup() as tasks:
                 self.created_kinds.attach(tasks)
+                tasks.create_task(self.events.run(), name="events")
                 for informer in self.informers:
                     tasks.create_task(informer.run(), name=f"informer {informer.resource.kind}")
-                tasks.create_task(self._announce_ready())
+                tasks.create_task(self.loop_lag.run(), name="loop lag watchdog")
+                tasks.create_task(self.reachability.run(), name="API reachability")
+                tasks.create_task(self.leadership.run(), name="leader election")
+                tasks.create_task(self._terms(), name="terms of leadership")
+            # Every actor has stopped (the task group ended): hand the leadership over at once.
         finally:
+            await self.leadership.release()
             for runner in runners:
                 await runner.cleanup()
+
+    async def _serve_metrics(self) -> web.AppRunner:
+        if not self.config.metrics_secure:
+            return await serve(metrics_app(self.registry), self.config.bind_address, self.config.metrics_port)
+        cert_dir = self.config.metrics_cert_dir
+        context = CertificateFiles(cert_dir).context if cert_dir else development_certificate()[1]
+        app = metrics_app(self.registry, functools.partial(authorize_or_error, MetricsAuthorizer(self.gateway)))
+        return await serve(app, self.config.bind_address, self.config.metrics_port, context)
+
+    async def _terms(self) -> None:
+        """One actor system per term of leadership, and one while following.
+
+        A follower's system holds only the topology, fed by the informers but not routing (not
+        `Synced`), so no object actor runs. Winning the election announces `Synced`. Losing it
+        (the fence has closed every write by then) stops the whole system; the topology is
+        rebuilt from the informers' caches (no relist), and the replica follows again.
+        """
+        while True:
+            async with ActorSystem(registry=self.registry, on_escalation=_escalated) as system:
+                self.system = system
+                self._register_actors(system)
+                self._accepting.set()
+                try:
+                    term = await self.leadership.wait_leading()
+                    await self._announce_ready()
+                    await self.leadership.wait_lost(term)
+                    log.warning("not the leader any more: stopping every actor")
+                finally:
+                    self._accepting.clear()
+            self.topology_state = self._topology_from_caches()
+            self.leadership.stood_down()
+
+    def _topology_from_caches(self) -> TopologyState:
+        """The topology of what the informers hold, not yet `Synced`: events the stopped system
+        had not handled are in the caches already."""
+        topology = Topology(self.config.operator_namespace)
+        for informer in [*self.informers, *self.created_kinds.informers.values()]:
+            for obj in list(informer.store.values()):
+                topology.apply("ADDED", obj)
+        return TopologyState(topology)
 
     def _webhook(self) -> contextlib.AbstractAsyncContextManager[object]:
         settings = self.config.webhook
         if settings is None:
             return contextlib.nullcontext()
         registry = preflight_registry(self.config.operator_namespace)
-        return webhook(self.gateway, registry, GatewayLookup(self.gateway), settings, self.config.bind_address)
+        # The checks read what the operator's informers hold: no request per object looked up.
+        lookup = CacheLookup(self.informers, GatewayLookup(self.gateway))
+        return webhook(self.gateway, registry, lookup, settings, self.config.bind_address,
+                       metrics=WebhookMetrics(self.registry))
 
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
         await self.created_kinds.synced(timeout=30.0)  # what providers created exists before handles are judged
         await self._to_topology(Synced())
         log.info("caches synced: %s", ", ".join(f"{i.resource.kind}={len(i.store)}" for i in self.informers))
+        if not self._settled:  # once per process: later terms reuse the same caches
+            settle_after_start()
+            self._settled = True
 
 
 def _escalated(address: str, error: BaseException) -> None:
@@ -151,6 +253,7 @@ def _escalated(address: str, error: BaseException) -> None:
 
 async def run_operator(config: OperatorConfig) -> None:
     provider = configure_telemetry()  # before the actor system: it decides then whether to trace
+    disable_created_metrics()  # no `_created` series beside each counter and histogram, as Go clients
     registry = CollectorRegistry()
     try:
         async with await Gateway.connect(config.kubeconfig, registry=registry) as gateway:

@@ -2,34 +2,58 @@
 
 from __future__ import annotations
 
-import json
+import time
 
 from aiohttp import web
 
+from lessor.admission.body import MAX_BODY, MalformedBody, parse_json
 from lessor.admission.checker import Lookup
 from lessor.admission.deadline import Deadline
+from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registry import Registry
-from lessor.admission.review import MalformedReview, review
+from lessor.admission.review import MalformedReview, review, too_deep_answer
 
 VALIDATE_PATH = "/validate"
 
-# An AdmissionReview carries both the new and the old object, each of which
-# may approach the API server's 3 MiB request limit; aiohttp's default
-# 1 MiB would turn big objects into errors.
-_MAX_BODY = 8 * 1024 * 1024
 
+def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadline(),
+             metrics: WebhookMetrics | None = None) -> web.Application:
+    """POST ``/validate`` answers an AdmissionReview.
 
-def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadline()) -> web.Application:
-    """POST ``/validate`` answers an AdmissionReview; a body that is not one gets 400."""
+    A body that is not one gets 400 saying what is wrong with it, one over
+    the size limit 413; neither reaches a check.
+    """
 
     async def validate(request: web.Request) -> web.Response:
+        began, body, answer = time.monotonic(), None, None
         try:
-            body = await request.json()
-            answer = await review(body, registry, lookup, deadline)
-        except (json.JSONDecodeError, UnicodeDecodeError, MalformedReview) as exc:
-            raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}") from exc
+            if request.content_length is not None and request.content_length > MAX_BODY:
+                raise _too_large(request.content_length)
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise _too_large(None) from None
+            try:
+                body = parse_json(raw)
+                answer = await review(body, registry, lookup, deadline)
+            except MalformedBody as exc:
+                if not exc.uid:
+                    raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}") from None
+                answer = too_deep_answer({"uid": exc.uid}, None)  # an AdmissionReview all the same: deny it
+            except MalformedReview as exc:
+                raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}") from None
+        finally:
+            if metrics is not None:
+                metrics.observe(body, answer, time.monotonic() - began)
         return web.json_response(answer)
 
-    app = web.Application(client_max_size=_MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY)
     app.router.add_post(VALIDATE_PATH, validate)
     return app
+
+
+def _too_large(size: int | None) -> web.HTTPRequestEntityTooLarge:
+    return web.HTTPRequestEntityTooLarge(
+        max_size=MAX_BODY, actual_size=size or MAX_BODY + 1,
+        text=f"not an AdmissionReview: the body is larger than the limit of {MAX_BODY} bytes",
+    )

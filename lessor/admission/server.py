@@ -24,6 +24,7 @@ from aiohttp import web
 from lessor.admission.app import VALIDATE_PATH, make_app
 from lessor.admission.checker import Lookup
 from lessor.admission.deadline import Deadline
+from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registration import NAME, development_configuration, registered
 from lessor.admission.registry import Registry
 from lessor.controlplane.pki import CertificateAuthority
@@ -130,10 +131,11 @@ async def serving(app: web.Application, context: ssl.SSLContext, host: str, port
 
 @contextlib.asynccontextmanager
 async def webhook(
-    gateway: Gateway, registry: Registry, lookup: Lookup, settings: WebhookSettings, host: str
+    gateway: Gateway, registry: Registry, lookup: Lookup, settings: WebhookSettings, host: str,
+    metrics: WebhookMetrics | None = None,
 ) -> AsyncIterator[int]:
     """The webhook of ``lessor run``: served, and in development also registered, until exit."""
-    app = make_app(registry, lookup, deadline=settings.deadline)
+    app = make_app(registry, lookup, deadline=settings.deadline, metrics=metrics)
     if settings.cert_dir is not None:
         async with serving(app, CertificateFiles(settings.cert_dir).context, host, settings.port) as port:
             log.info("webhook on :%d with the certificate in %s", port, settings.cert_dir)

@@ -20,6 +20,10 @@ from lessor.bench.apiserver import measure_ceiling
 from lessor.bench.common import (
     WRITE_VERBS,
     api_requests,
+    event_counters,
+    event_requests,
+    events_report,
+    events_written,
     gather_limited,
     machine,
     percentile,
@@ -102,7 +106,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _pool_ready(kube, args.min_available)  # provisioning the pool is set-up, not the storm
-        before = api_requests(metrics)
+        before, events_before = api_requests(metrics), event_counters(metrics)
         rss_before, cpu_before = process_stats(proc.pid)
 
         created: dict[str, float] = {}
@@ -144,11 +148,14 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         await asyncio.sleep(2)
         after = api_requests(metrics)
         rss, cpu_after = process_stats(proc.pid)
+        lag = await events_written(metrics)  # Events wait behind the work's writes: counted once written
+        events_after = event_counters(metrics)
+        _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
         watch.cancel()
     finally:
         await stop_operator(proc)
     latencies = [(ready[n] - created[n]) * 1000 for n in ready if n in created]
-    requests = request_deltas(before, after)
+    requests, _ = event_requests(request_deltas(before, after))
     writes = sum(v for k, v in requests.items() if k.split()[0] in WRITE_VERBS)
     count = max(len(bound), 1)
     done = max(bound.values(), default=time.perf_counter())
@@ -162,6 +169,8 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         "api_requests_per_claim": {k: round(v / count, 3) for k, v in sorted(requests.items())},
         "api_writes_per_claim": round(writes / count, 3),
         "list_calls_during_storm": sum(v for k, v in requests.items() if k.startswith("list ")),
+        "events": {**events_report(event_writes, events_before, events_after, count, lag),
+                   "unit": "claim", "explained": "Event writes are not in the API writes above"},
         "operator_rss_bytes": {"before_storm": rss_before, "after_storm": rss},
         "operator_cpu_seconds": round(cpu_after - cpu_before, 2),
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import platform
 import re
@@ -15,13 +16,14 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.versions import KUBERNETES_VERSION
-from lessor.gateway import Gateway
+from lessor.gateway import Gateway, WatchEvent
+from lessor.gateway.resources import EXPORTER, NAMESPACE
 from lessor.install import install
 
 
@@ -99,14 +101,66 @@ async def stop_operator(proc: subprocess.Popen[bytes]) -> None:
     await asyncio.to_thread(proc.wait, 30)
 
 
-def api_requests(port: int) -> dict[tuple[str, str], float]:
-    """The operator's `lessor_api_requests_total` by (verb, kind), from its /metrics."""
+def metrics_text(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    found = {}
-    for kind, verb, value in re.findall(r'lessor_api_requests_total\{kind="([^"]*)",verb="([^"]*)"\} (\S+)', text):
-        found[(verb, kind)] = float(value)
+        return resp.read().decode()
+
+
+def api_requests(port: int) -> dict[tuple[str, str], float]:
+    """The operator's `lessor_api_requests_total` by (verb, kind), summed over codes, from its /metrics."""
+    found: dict[tuple[str, str], float] = {}
+    for kind, verb, value in re.findall(
+            r'lessor_api_requests_total\{code="[^"]*",kind="([^"]*)",verb="([^"]*)"\} (\S+)', metrics_text(port)):
+        found[(verb, kind)] = found.get((verb, kind), 0.0) + float(value)
     return found
+
+
+EVENT_KIND = "Event"
+
+
+def event_requests(requests: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """(the work's requests, the Events' requests) of a `request_deltas` result: Events are reported
+    apart, so that "writes per lease/claim" counts only what the work itself needs."""
+    work = {k: v for k, v in requests.items() if k.split(" ", 1)[1] != EVENT_KIND}
+    events = {k.split(" ", 1)[0]: v for k, v in requests.items() if k.split(" ", 1)[1] == EVENT_KIND}
+    return work, events
+
+
+def event_counters(port: int) -> dict[str, float]:
+    """The operator's `lessor_events_*` counters (recorded, aggregated, dropped, failed), from its /metrics."""
+    found: dict[str, float] = {}
+    for name, labels, value in re.findall(r'^lessor_events_(\w+)_total(?:\{([^}]*)\})? (\S+)$', metrics_text(port),
+                                          re.M):
+        key = name + (f" {labels.split('=', 1)[1].strip(chr(34))}" if labels else "")
+        found[key] = found.get(key, 0) + float(value)
+    return found
+
+
+async def events_written(port: int, timeout: float = 120) -> float:
+    """Wait until the operator's event recorder has written what it queued (`lessor_events_queued` is 0):
+    in a storm Events wait behind the work's writes. Returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() < started + timeout:
+        if re.search(r"^lessor_events_queued 0\.0$", metrics_text(port), re.M):
+            break
+        await asyncio.sleep(0.25)
+    else:
+        say("the operator's events were still queued at the timeout")
+    return round(time.monotonic() - started, 2)
+
+
+def events_report(writes: dict[str, float], before: dict[str, float], after: dict[str, float],
+                  count: int, lag: float) -> dict[str, Any]:
+    """The Events of a storm: their API writes per unit of work (`count`), what the recorder did with what
+    the actors recorded (`event_counters` before and after), and how long after the work they were written."""
+    delta = {k: round(v - before.get(k, 0)) for k, v in sorted(after.items()) if v - before.get(k, 0)}
+    return {
+        "creates_per_unit": round(writes.get("create", 0) / count, 3),
+        "patches_per_unit": round(writes.get("patch", 0) / count, 3),
+        "writes_per_unit": round(sum(writes.values()) / count, 3),
+        "recorder": delta,
+        "written_seconds_after_work": lag,
+    }
 
 
 def request_deltas(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float]) -> dict[str, float]:
@@ -127,6 +181,30 @@ def process_stats(pid: int) -> tuple[int, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
+async def available_exporters(kube: Gateway, namespace: str, labels: dict[str, dict[str, str]]) -> None:
+    """Create the namespace and an Exporter per name (with its labels) whose agent reports it Available."""
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    async def exporter(name: str, marks: dict[str, str]) -> None:
+        await kube.create(EXPORTER, namespace, {"apiVersion": EXPORTER.api_version, "kind": "Exporter",
+                                                "metadata": {"name": name, "labels": marks}})
+        await kube.patch_status(EXPORTER, namespace, name, {"lastSeen": now, "exporterStatus": "Available"})
+
+    await gather_limited([exporter(name, marks) for name, marks in labels.items()])
+
+
+def ready_at(granted: dict[str, float]) -> Callable[[WatchEvent], None]:
+    """An informer handler that notes in `granted` when each object first reports Ready=True."""
+    def on_event(event: WatchEvent) -> None:
+        name = event.object["metadata"]["name"]
+        for c in (event.object.get("status") or {}).get("conditions") or ():
+            if c["type"] == "Ready" and c["status"] == "True" and name not in granted:
+                granted[name] = time.perf_counter()
+
+    return on_event
 
 
 async def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:

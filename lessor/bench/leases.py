@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import tempfile
 import time
 from pathlib import Path
@@ -20,10 +19,16 @@ from lessor.bench.apiserver import measure_ceiling
 from lessor.bench.common import (
     WRITE_VERBS,
     api_requests,
+    available_exporters,
+    event_counters,
+    event_requests,
+    events_report,
+    events_written,
     gather_limited,
     machine,
     percentile,
     process_stats,
+    ready_at,
     request_deltas,
     say,
     start_operator,
@@ -32,8 +37,8 @@ from lessor.bench.common import (
 )
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
-from lessor.gateway import Gateway, Informer, WatchEvent
-from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
+from lessor.gateway import Gateway, Informer
+from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install
 
 API = "lessor.dev/v1alpha1"
@@ -72,16 +77,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
     say(f"creating {args.exporters} exporters, {args.clients} clients, 3 policies")
-    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    async def exporter(i: int) -> None:
-        name = f"e{i:04d}"
-        await kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter", "metadata": {
-            "name": name, "labels": {"board": "rpi", "group": f"g{i % args.groups}"}}})
-        await kube.patch_status(EXPORTER, NS, name, {"lastSeen": now, "exporterStatus": "Available"})
-
-    await gather_limited([exporter(i) for i in range(args.exporters)])
+    await available_exporters(kube, NS, {f"e{i:04d}": {"board": "rpi", "group": f"g{i % args.groups}"}
+                                         for i in range(args.exporters)})
     await gather_limited([kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {
         "name": f"c{i:02d}", "labels": {"tier": ("gold", "silver", "spot")[i % 3]}}}) for i in range(args.clients)])
     for name, tier, priority, spot in (("gold", "gold", 30, False), ("silver", "silver", 20, False),
@@ -112,19 +109,12 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
-        before = api_requests(metrics)
+        before, events_before = api_requests(metrics), event_counters(metrics)
         _, cpu_before = process_stats(proc.pid)
 
         created: dict[str, float] = {}
         granted: dict[str, float] = {}
-
-        def on_event(event: WatchEvent) -> None:
-            name = event.object["metadata"]["name"]
-            for c in (event.object.get("status") or {}).get("conditions") or ():
-                if c["type"] == "Ready" and c["status"] == "True" and name not in granted:
-                    granted[name] = time.perf_counter()
-
-        informer = Informer(kube, LEASE, on_event, namespace=NS)
+        informer = Informer(kube, LEASE, ready_at(granted), namespace=NS)
         watch = asyncio.create_task(informer.run())
         await informer.synced.wait()
         say(f"creating {args.leases} leases at once")
@@ -152,11 +142,14 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         await asyncio.sleep(2)
         after = api_requests(metrics)
         rss, cpu_after = process_stats(proc.pid)
+        lag = await events_written(metrics)  # Events wait behind the work's writes: counted once written
+        events_after = event_counters(metrics)
+        _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
         watch.cancel()
     finally:
         await stop_operator(proc)
     latencies = [(granted[n] - created[n]) * 1000 for n in granted if n in created]
-    requests = request_deltas(before, after)
+    requests, _ = event_requests(request_deltas(before, after))
     writes = sum(v for k, v in requests.items() if k.split()[0] in WRITE_VERBS)
     count = max(len(granted), 1)
     return {
@@ -168,6 +161,8 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         "api_requests_per_granted_lease": {k: round(v / count, 3) for k, v in sorted(requests.items())},
         "api_writes_per_granted_lease": round(writes / count, 3),
         "list_calls_during_storm": sum(v for k, v in requests.items() if k.startswith("list ")),
+        "events": {**events_report(event_writes, events_before, events_after, count, lag),
+                   "unit": "granted lease", "explained": "Event writes are not in the API writes above"},
         "operator_rss_bytes": rss,
         "operator_cpu_seconds": round(cpu_after - cpu_before, 2),
     }

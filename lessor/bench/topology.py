@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sized
 from typing import Any
 
 from lessor.bench.common import machine, percentile
-from lessor.selectors import Selector, parse_selector
+from lessor.model.selectors import Selector, parse_selector
 from lessor.topology import ADDED, MODIFIED, Change, Topology
 
 API = "lessor.dev/v1alpha1"

@@ -36,12 +36,19 @@ class ControlPlane:
         progress: Progress | None = None,
         ready_timeout: float = 60.0,
         apiserver_args: tuple[str, ...] = (),
+        address: str = "127.0.0.1",
+        audit_users: tuple[str, ...] = (),
     ) -> None:
+        """`address`: where the API server listens (loopback unless a test's pod network needs
+        another local address). `audit_users`: record these users' requests at Metadata level in
+        `audit_log` (off when empty: only the tests that read it pay for it)."""
         self.directory = directory.resolve()
         self.binaries = binaries
         self.run_controller_manager = controller_manager and binaries.kube_controller_manager is not None
         self.ready_timeout = ready_timeout
         self.apiserver_args = apiserver_args
+        self.address = address
+        self.audit_users = audit_users
         self._say = progress or (lambda _: None)
         self._children: list[Child] = []
         self.server = ""
@@ -55,6 +62,11 @@ class ControlPlane:
     @property
     def pki(self) -> Path:
         return self.directory / "pki"
+
+    @property
+    def audit_log(self) -> Path | None:
+        """JSON lines, one audit event per stage of each request of `audit_users`."""
+        return self.directory / "logs" / "audit.log" if self.audit_users else None
 
     async def __aenter__(self) -> ControlPlane:
         try:
@@ -76,7 +88,7 @@ class ControlPlane:
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
         files = self._write_pki()
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
+        self.server = f"https://{self.address}:{api_port}"
 
         etcd_url = self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         await self._spawn("etcd", [
@@ -95,7 +107,7 @@ class ControlPlane:
         await self._spawn("kube-apiserver", [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--bind-address={self.address}", f"--advertise-address={self.address}", f"--secure-port={api_port}",
             f"--tls-cert-file={files['apiserver.crt']}", f"--tls-private-key-file={files['apiserver.key']}",
             f"--client-ca-file={files['ca.crt']}",
             f"--service-account-key-file={files['sa.pub']}",
@@ -111,6 +123,7 @@ class ControlPlane:
             "--enable-priority-and-fairness=false",
             "--endpoint-reconciler-type=none",
             "--v=1",
+            *self._audit_args(),
             *self.apiserver_args,
         ])
         await self._wait_until("kube-apiserver", self._apiserver_ready)
@@ -137,6 +150,19 @@ class ControlPlane:
         self._write_kubeconfig(self.kubeconfig, files["admin.crt"], files["admin.key"])
         self.startup_seconds = time.monotonic() - started
         self._say(f"API server ready at {self.server} in {self.startup_seconds:.1f}s; kubeconfig: {self.kubeconfig}")
+
+    def _audit_args(self) -> list[str]:
+        if not self.audit_users:
+            return []
+        policy = self.directory / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+            # One event per request once answered (watches: when they start, and when they end).
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "users": list(self.audit_users)}, {"level": "None"}],
+        }))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-mode=blocking"]
 
     async def stop(self) -> None:
         """Stop in reverse order, so the API server never outlives etcd's clients' needs."""
@@ -206,7 +232,7 @@ class ControlPlane:
         files["ca.crt"] = self.pki / "ca.crt"
         serving = ca.issue(
             "kube-apiserver", server=True,
-            hosts=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+            hosts=(*dict.fromkeys(("127.0.0.1", self.address)), "localhost", "kubernetes", "kubernetes.default",
                    "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "10.96.0.1"),
         )
         files["apiserver.crt"], files["apiserver.key"] = serving.write(self.pki, "apiserver")

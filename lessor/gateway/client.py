@@ -5,30 +5,44 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import random
-from collections.abc import Awaitable, Callable
+import ssl
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 import orjson
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.client.rest import RESTClientObject
 from opentelemetry import trace
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from lessor.gateway.resources import Resource, known
+from lessor.gateway.resources import GROUP, Resource, known
 
-T = TypeVar("T")
 FIELD_MANAGER = "lessor"
+# API request latency buckets, seconds: a get from etcd takes a millisecond, a busy server seconds.
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _CONTENT_TYPES = {
     "json": "application/json",
     "merge": "application/merge-patch+json",
     "json-patch": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+# Connections to the API server: the watches (one per informer, a dozen or so) plus the requests in
+# flight. Two cores saturate a single API server well below this; more connections only hold
+# memory (asyncio keeps a 256 KiB read buffer per TLS connection).
+POOL_SIZE = 64
+# Concurrent reads and writes of lessor's own objects at most: thousands of actors starting at once
+# queue here, behind no timeout, and the rest of the pool stays free for the watches and for what
+# must not wait behind them (the leader's Lease, Events, the webhook's lookups, discovery).
+READ_CONCURRENCY = 16
+WRITE_CONCURRENCY = 24
+# Bytes aiohttp buffers before it pauses reading a response. Watch lines hold a whole object
+# (etcd allows 1.5 MiB), so watches ask for more; a request's body is read whole regardless.
+READ_BUFSIZE = 2**16
+WATCH_READ_BUFSIZE = 2**21
 
 
 class ApiError(Exception):
@@ -60,6 +74,25 @@ class ApiError(Exception):
         return self.status == 422
 
 
+class Reachability:
+    """When the API server last answered (anything but a 5xx, a watch event included), and why it
+    did not since: what `/readyz` reports."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.last_answer = clock()
+        self.last_failure = ""
+
+    def answered(self) -> None:
+        self.last_answer = self._clock()
+
+    def failed(self, why: str) -> None:
+        self.last_failure = why
+
+    def silent_for(self) -> float:
+        return self._clock() - self.last_answer
+
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
@@ -78,8 +111,33 @@ async def load_configuration(kubeconfig: str | None, *, service_account_dir: Pat
                 f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or run inside a cluster"
             )
         await kube_config.load_kube_config(config_file=path, client_configuration=cfg)
-    cfg.connection_pool_maxsize = 256
+    cfg.connection_pool_maxsize = POOL_SIZE
     return cfg
+
+
+def tls_context(cfg: Configuration) -> ssl.SSLContext:
+    """The kubeconfig's CA, client certificate and verification settings."""
+    context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    if cfg.cert_file:
+        context.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+    if not cfg.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cfg.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
+
+
+def open_session(cfg: Configuration) -> aiohttp.ClientSession:
+    """The one long-lived HTTP session to the API server.
+
+    `trust_env=False`: no proxy variables or ~/.netrc looked up for every request (aiohttp does
+    that in a thread); a proxy comes only from the kubeconfig (`proxy-url`), passed per request.
+    An IP host is never resolved (aiohttp skips DNS for addresses); a name is cached for 5 minutes.
+    """
+    connector = aiohttp.TCPConnector(limit=cfg.connection_pool_maxsize or POOL_SIZE, ssl=tls_context(cfg),
+                                     ttl_dns_cache=300, keepalive_timeout=15)
+    return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
 
 
 class Gateway:
@@ -88,15 +146,30 @@ class Gateway:
     def __init__(self, cfg: Configuration, *, registry: CollectorRegistry | None = None,
                  tracer_provider: trace.TracerProvider | None = None) -> None:
         self._cfg = cfg
+        self.configuration = cfg
         self._tracer = trace.get_tracer("lessor.gateway", tracer_provider=tracer_provider)
-        self._rest = RESTClientObject(cfg)
-        self._http: aiohttp.ClientSession = self._rest.pool_manager
+        self._http = open_session(cfg)
+        self._proxy: str | None = cfg.proxy or None
+        self._server_hostname: str | None = cfg.tls_server_name or None
+        self._reads = asyncio.Semaphore(READ_CONCURRENCY)
+        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
         self.host = cfg.host.rstrip("/")
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._metric = Counter(
-            "lessor_api_requests", "Requests to the API server by verb and kind",
-            ["verb", "kind"], registry=registry,
+            "lessor_api_requests", "Requests to the API server by verb, kind and HTTP code (connection: no "
+            "answer, timeout: no answer in time); a watch counts once, when it opens",
+            ["verb", "kind", "code"], registry=registry,
         ) if registry is not None else None
+        self._latency = Histogram(
+            "lessor_api_request_duration_seconds", "Time from sending a request to the API server to its "
+            "answer, by verb and kind (watches excluded)", ["verb", "kind"], buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        ) if registry is not None else None
+        self._watch_failures = Counter(
+            "lessor_watch_failures", "Watches (and their lists) that failed, by kind and HTTP code "
+            "(connection: no answer, timeout: no answer in time)", ["kind", "code"], registry=registry,
+        ) if registry is not None else None
+        self.reachability = Reachability()
         self._discovered: dict[tuple[str, str], Resource] = {}
 
     @classmethod
@@ -104,7 +177,7 @@ class Gateway:
         return cls(await load_configuration(kubeconfig), registry=registry)
 
     async def close(self) -> None:
-        await self._rest.close()
+        await self._http.close()
 
     async def __aenter__(self) -> Gateway:
         return self
@@ -114,10 +187,19 @@ class Gateway:
 
     # --- the one place HTTP happens -------------------------------------------------
 
+    def watch_failed(self, kind: str, code: str) -> None:
+        if self._watch_failures is not None:
+            self._watch_failures.labels(kind, code).inc()
+
     def count(self, verb: str, kind: str) -> None:
         self.requests[(verb, kind)] += 1
+
+    def _observe(self, verb: str, kind: str, code: str, began: float | None) -> None:
+        """The answer's code and, for requests that are not watches, the latency since `began`."""
         if self._metric is not None:
-            self._metric.labels(verb, kind).inc()
+            self._metric.labels(verb, kind, code).inc()
+        if self._latency is not None and began is not None:
+            self._latency.labels(verb, kind).observe(time.monotonic() - began)
 
     async def headers(self, content_type: str = "json", accept: str = "application/json") -> dict[str, str]:
         headers = {"Accept": accept, "Content-Type": _CONTENT_TYPES[content_type]}
@@ -142,15 +224,29 @@ class Gateway:
         content_type: str = "json",
         accept: str = "application/json",
         timeout: float = 30.0,
+        gated: bool = False,
     ) -> dict[str, Any]:
-        """`accept` may ask for another view, e.g. the Table that `kubectl get` prints."""
+        """`accept` may ask for another view, e.g. the Table that `kubectl get` prints. `gated`: one
+        of lessor's own objects, so the request waits for a read or write slot (see READ_CONCURRENCY)."""
+        if gated:
+            async with self._reads if method == "GET" else self._writes:
+                return await self.request(verb, kind, method, path, params=params, body=body,
+                                          content_type=content_type, accept=accept, timeout=timeout)
         self.count(verb, kind)
         data = orjson.dumps(body) if body is not None else None
         with self._tracer.start_as_current_span(
             f"{verb} {kind}", kind=trace.SpanKind.CLIENT,
             attributes={"http.request.method": method, "url.path": path, "server.address": self.host},
         ) as span:
-            result = await self._send(method, path, params, data, content_type, accept, timeout)
+            began = time.monotonic()
+            try:
+                result = await self._send(method, path, params, data, content_type, accept, timeout)
+            except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                self._observe(verb, kind, failure_code(err), began)
+                self.reachability.failed(f"{method} {path}: {_describe(err)}")
+                raise
+            self._observe(verb, kind, str(result[0]), began)
+            self._answered(result[0], f"{method} {path}")
             span.set_attribute("http.response.status_code", result[0])
         if result[0] >= 300:
             raise ApiError(result[0], result[1], f"{method} {path}")
@@ -160,29 +256,46 @@ class Gateway:
         self, method: str, path: str, params: dict[str, Any] | None, data: bytes | None,
         content_type: str, accept: str, timeout: float,
     ) -> tuple[int, dict[str, Any] | None]:
+        """`timeout` bounds connecting and each wait for the answer, not the wait for a pooled
+        connection: a request queued behind a busy pool is not a failed request."""
         async with self._http.request(
             method, self.url(path, params), data=data, headers=await self.headers(content_type, accept),
-            timeout=aiohttp.ClientTimeout(total=timeout),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 10.0), sock_read=timeout),
+            proxy=self._proxy, server_hostname=self._server_hostname,
         ) as resp:
             return resp.status, _parse(await resp.read())
 
     async def stream(self, kind: str, path: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
         """Open a watch; the caller reads lines and closes the response."""
         self.count("watch", kind)
-        resp = await self._http.get(
-            self.url(path, params), headers=await self.headers(),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-        )
+        try:
+            resp = await self._http.get(
+                self.url(path, params), headers=await self.headers(),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                read_bufsize=WATCH_READ_BUFSIZE, proxy=self._proxy, server_hostname=self._server_hostname,
+            )
+        except (aiohttp.ClientError, OSError) as err:
+            self._observe("watch", kind, failure_code(err), None)
+            self.reachability.failed(f"WATCH {path}: {_describe(err)}")
+            raise
+        self._observe("watch", kind, str(resp.status), None)
+        self._answered(resp.status, f"WATCH {path}")
         if resp.status >= 300:
             body = _parse(await resp.read())
             resp.release()
             raise ApiError(resp.status, body, f"WATCH {path}")
         return resp
 
+    def _answered(self, status: int, request: str) -> None:
+        if status < 500:
+            self.reachability.answered()
+        else:
+            self.reachability.failed(f"{request}: HTTP {status}")
+
     # --- verbs ------------------------------------------------------------------------
 
     async def get(self, res: Resource, namespace: str | None, name: str, subresource: str | None = None) -> dict[str, Any]:
-        return await self.request("get", res.kind, "GET", res.path(namespace, name, subresource))
+        return await self.request("get", res.kind, "GET", res.path(namespace, name, subresource), gated=res.group == GROUP)
 
     async def list(
         self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None, page_size: int = 500
@@ -206,11 +319,13 @@ class Gateway:
                 return items, page["metadata"]["resourceVersion"]
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("create", res.kind, "POST", res.path(namespace), body=body)
+        return await self.request("create", res.kind, "POST", res.path(namespace), body=body,
+                                  gated=res.group == GROUP)
 
     async def replace(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any],
                       subresource: str | None = None) -> dict[str, Any]:
-        return await self.request("update", res.kind, "PUT", res.path(namespace, name, subresource), body=body)
+        return await self.request("update", res.kind, "PUT", res.path(namespace, name, subresource), body=body,
+                                  gated=res.group == GROUP)
 
     async def delete(
         self, res: Resource, namespace: str | None, name: str, *,
@@ -220,18 +335,19 @@ class Gateway:
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if preconditions:
             body["preconditions"] = preconditions
-        return await self.request("delete", res.kind, "DELETE", res.path(namespace, name), body=body)
+        return await self.request("delete", res.kind, "DELETE", res.path(namespace, name), body=body,
+                                  gated=res.group == GROUP)
 
     async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: dict[str, Any],
                           subresource: str | None = None) -> dict[str, Any]:
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
-                                  body=patch, content_type="merge")
+                                  body=patch, content_type="merge", gated=res.group == GROUP)
 
     async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: list[dict[str, Any]],
                          subresource: str | None = None) -> dict[str, Any]:
         """RFC 6902; a leading `test` op makes it a compare-and-set (the commit points)."""
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
-                                  body=ops, content_type="json-patch")
+                                  body=ops, content_type="json-patch", gated=res.group == GROUP)
 
     async def patch_status(self, res: Resource, namespace: str | None, name: str,
                            status: dict[str, Any]) -> dict[str, Any]:
@@ -243,7 +359,7 @@ class Gateway:
         return await self.request(
             "patch", res.kind, "PATCH", res.path(namespace, name, subresource),
             params={"fieldManager": FIELD_MANAGER, "force": "true" if force else None},
-            body=body, content_type="apply",
+            body=body, content_type="apply", gated=res.group == GROUP,
         )
 
     async def resolve(self, api_version: str, kind: str) -> Resource:
@@ -263,18 +379,13 @@ class Gateway:
         return self._discovered[(api_version, kind)]
 
 
-async def retry_on_conflict(
-    attempt: Callable[[], Awaitable[T]], *, attempts: int = 8, base_delay: float = 0.02, max_delay: float = 1.0
-) -> T:
-    """Re-run `attempt` (which must re-read what it writes) while the API server answers 409 Conflict."""
-    for i in range(attempts):
-        try:
-            return await attempt()
-        except ApiError as err:
-            if not err.conflict or i == attempts - 1:
-                raise
-            await asyncio.sleep(random.uniform(0, min(max_delay, base_delay * 2**i)))
-    raise AssertionError("unreachable")
+def failure_code(err: BaseException) -> str:
+    """The `code` label of a request the API server did not answer (as lessor_watch_failures_total's)."""
+    return "timeout" if isinstance(err, TimeoutError) else "connection"
+
+
+def _describe(err: BaseException) -> str:
+    return str(err) or type(err).__name__
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:

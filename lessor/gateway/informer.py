@@ -16,12 +16,27 @@ from typing import Any
 
 import orjson
 
-from lessor.gateway.client import ApiError, Gateway
+from lessor.gateway.client import ApiError, Gateway, failure_code
 from lessor.gateway.resources import Resource
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
+# An annotation kubectl writes (a copy of the whole object) that lessor never reads.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop, in place, what lessor never reads before the object is cached: `managedFields` (more than
+    half of a typical object) and kubectl's last-applied copy. lessor never PUTs a cached object back
+    (it patches and applies), so nothing is lost on the server."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and annotations.pop(LAST_APPLIED, None) is not None and not annotations:
+            del meta["annotations"]
+    return obj
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,7 @@ class Informer:
         self.relists = 0
         self.reconnects = 0
         self.expirations = 0
+        self.handler_failures = 0
 
     async def run(self) -> None:
         """Run until cancelled; transient errors are retried with backoff, never raised."""
@@ -81,11 +97,13 @@ class Informer:
                 failures = 0
             except _Expired:
                 self.expirations += 1
+                self.gateway.watch_failed(self.resource.kind, "410")
                 self.resource_version = None
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # network, 5xx, auth: keep the last state, back off, go on
                 failures += 1
+                self.gateway.watch_failed(self.resource.kind, _code(err))
                 delay = min(30.0, self.retry_delay * 2 ** min(failures, 5)) * random.uniform(0.5, 1.0)
                 log.warning("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
                 await asyncio.sleep(delay)
@@ -95,6 +113,7 @@ class Informer:
         self.relists += 1
         seen: set[Key] = set()
         for obj in items:
+            slim(obj)
             event_type = "ADDED"
             key = _key(obj)
             seen.add(key)
@@ -122,8 +141,10 @@ class Informer:
         try:
             async with asyncio.timeout(self.inactivity_timeout):
                 resp = await self.gateway.stream(self.resource.kind, self.resource.path(self.namespace), params)
-        except TimeoutError:
+        except TimeoutError:  # no answer at all: the API server is stopped or unreachable
             self.reconnects += 1
+            self.gateway.watch_failed(self.resource.kind, "timeout")
+            self.gateway.reachability.failed(f"watch {self.resource.plural}: no answer in {self.inactivity_timeout:g}s")
             return
         except ApiError as err:
             if err.gone:
@@ -146,6 +167,7 @@ class Informer:
             resp.close()
 
     async def _on_line(self, line: bytes) -> None:
+        self.gateway.reachability.answered()
         event = orjson.loads(line)
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
@@ -157,18 +179,35 @@ class Informer:
             return
         obj.setdefault("apiVersion", self.resource.api_version)
         obj.setdefault("kind", self.resource.kind)
-        await self._deliver(WatchEvent(kind, obj))
+        await self._deliver(WatchEvent(kind, slim(obj)))
         self.resource_version = obj["metadata"]["resourceVersion"]
 
     async def _deliver(self, event: WatchEvent) -> None:
+        """Store, then hand over. A handler that fails on one object is logged and the stream goes on:
+        an error that one object's content causes would fail again at every relist, and hold back
+        every object after it (a poison pill)."""
         key = _key(event.object)
         if event.type == "DELETED":
             self.store.pop(key, None)
         else:
             self.store[key] = event.object
-        result = self._handler(event)
-        if result is not None:
-            await result
+        try:
+            result = self._handler(event)
+            if result is not None:
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.handler_failures += 1
+            log.exception("informer %s: handling %s %s/%s failed; going on with the next event",
+                          self.resource.kind, event.type, *key)
+
+
+def _code(err: Exception) -> str:
+    """The label a failed watch is counted under."""
+    if isinstance(err, ApiError):
+        return str(err.status)
+    return failure_code(err)
 
 
 def _key(obj: dict[str, Any]) -> Key:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GROUP = "lessor.dev"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+from lessor.model import kinds
+from lessor.model.kinds import API_VERSION, GROUP, VERSION  # noqa: F401 (re-exported for the app)
 
 
 @dataclass(frozen=True)
@@ -33,30 +32,32 @@ class Resource:
         return base
 
 
-def _lessor(kind: str, plural: str) -> Resource:
-    return Resource(GROUP, VERSION, kind, plural)
+def _lessor(kind: kinds.Kind) -> Resource:
+    """The REST resource of one of lessor's kinds (identity and plural from `lessor.model.kinds`)."""
+    return Resource(GROUP, VERSION, kind.kind, kind.plural)
 
 
-EXPORTER = _lessor("Exporter", "exporters")
-CLIENT = _lessor("Client", "clients")
-POLICY = _lessor("ExporterAccessPolicy", "exporteraccesspolicies")
-LEASE = _lessor("Lease", "leases")
-PROVIDER = _lessor("ResourceProvider", "resourceproviders")
-POOL = _lessor("ResourcePool", "resourcepools")
-HANDLE = _lessor("ResourceHandle", "resourcehandles")
-CLAIM = _lessor("ResourceClaim", "resourceclaims")
+EXPORTER = _lessor(kinds.EXPORTER)
+CLIENT = _lessor(kinds.CLIENT)
+POLICY = _lessor(kinds.POLICY)
+LEASE = _lessor(kinds.LEASE)
+PROVIDER = _lessor(kinds.PROVIDER)
+POOL = _lessor(kinds.POOL)
+HANDLE = _lessor(kinds.HANDLE)
+CLAIM = _lessor(kinds.CLAIM)
 
 LESSOR_RESOURCES: tuple[Resource, ...] = (EXPORTER, CLIENT, POLICY, LEASE, PROVIDER, POOL, HANDLE, CLAIM)
 
 NAMESPACE = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 CONFIGMAP = Resource("", "v1", "ConfigMap", "configmaps")
 CRD = Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False)
+EVENT = Resource("events.k8s.io", "v1", "Event", "events")
 VALIDATING_WEBHOOK = Resource(
     "admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
     "validatingwebhookconfigurations", namespaced=False,
 )
 
-_KNOWN = {(r.api_version, r.kind): r for r in (*LESSOR_RESOURCES, NAMESPACE, CONFIGMAP, CRD, VALIDATING_WEBHOOK)}
+_KNOWN = {(r.api_version, r.kind): r for r in (*LESSOR_RESOURCES, NAMESPACE, CONFIGMAP, EVENT, CRD, VALIDATING_WEBHOOK)}
 
 
 def known(api_version: str, kind: str) -> Resource | None:

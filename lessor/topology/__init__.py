@@ -3,14 +3,13 @@ actors it concerns (DESIGN.md section 1; docs/topology.md)."""
 
 from lessor.topology.changes import Change, Created, Deleted, Updated
 from lessor.topology.fields import Edge
-from lessor.topology.graph import ADDED, DELETED, MODIFIED, Candidate, Topology
+from lessor.topology.graph import ADDED, DELETED, MODIFIED, Topology
 from lessor.topology.keys import ObjectKey, address, key_of
 
 __all__ = [
     "ADDED",
     "DELETED",
     "MODIFIED",
-    "Candidate",
     "Change",
     "Created",
     "Deleted",

@@ -4,7 +4,11 @@ Watch events come in as `Event`s, in the order each informer delivers them;
 each change is routed to the actors it concerns as an `Observed` snapshot.
 Until `Synced` (every informer has listed once) changes are recorded but not
 routed: a lease must not be judged against a half-listed cluster. At
-`Synced`, every object that has an actor is announced once.
+`Synced`, every object that has an actor is announced once, and then what
+changed while lessor was down is told to the actors that must act on it
+(`recovery.missed_while_down`): the start-up reconciliation. `Synced` comes
+again whenever this replica starts to act (a new leader), and so does the
+reconciliation.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from lessor.actors.queries import (
     WaitingLeases,
 )
 from lessor.mailbox import Actor
-from lessor.selectors import SelectorError, parse_selector
+from lessor.model.selectors import SelectorError, parse_selector
 from lessor.topology.fields import HANDLE_CLAIM, SPEC_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
+from lessor.topology.recovery import missed_while_down
 
 JSON = Mapping[str, Any]
 
@@ -45,8 +50,8 @@ class Synced:
 
 
 @dataclass
-class Graph:
-    """What outlives one incarnation of the topology actor: the graph (a cache of the watch,
+class TopologyState:
+    """What outlives one incarnation of the topology actor: the `Topology` (a cache of the watch,
     which the informers never re-send) and whether it is complete."""
 
     topology: Topology
@@ -54,30 +59,32 @@ class Graph:
 
 
 class TopologyActor(Actor):
-    __slots__ = ("graph", "topology")
+    __slots__ = ("state", "topology")
 
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.topology = graph.topology
+    def __init__(self, state: TopologyState) -> None:
+        self.state = state
+        self.topology = state.topology
 
     async def started(self) -> None:
         # A restart may have lost the routing of the event it was handling: announce everything.
-        if self.graph.synced:
+        if self.state.synced:
             self._announce_all()
+            self._tell_missed()
 
     async def receive(self, message: Any) -> Any:
         match message:
             case Event(type=event_type, object=obj):
                 change = self.topology.apply(event_type, dict(obj))
-                if change is not None and self.graph.synced:
+                if change is not None and self.state.synced:
                     targets = self.topology.route(change)
                     if change.key.kind == PROVIDER:  # which provider an unbound claim uses may change with it
                         targets |= self._unbound_claims()
                     for target in targets:
                         self._observe(target, change.key, change.new)
             case Synced():
-                self.graph.synced = True
+                self.state.synced = True
                 self._announce_all()
+                self._tell_missed()
             case GetObject(kind=kind, namespace=namespace, name=name):
                 return self.topology.get(ObjectKey(kind, namespace, name))
             case ListObjects(kind=kind, namespace=namespace):
@@ -106,6 +113,11 @@ class TopologyActor(Actor):
             obj = self.topology.get(key)
             if target is not None and obj is not None and not is_inert(key, obj):
                 self._observe(target, key, obj)
+
+    def _tell_missed(self) -> None:
+        """The start-up reconciliation: after the announcements, so each actor has started first."""
+        for missed in missed_while_down(self.topology):
+            self._observe(missed.target, missed.key, missed.obj)
 
     def _objects(self, kind: str, namespace: str) -> tuple[JSON, ...]:
         keys = sorted(self.topology.keys(kind, namespace))

@@ -42,6 +42,10 @@ class EdgeIndex:
             found |= by_field.get(field, set())
         return found
 
+    def targets(self, field: str) -> dict[ObjectKey, set[ObjectKey]]:
+        """Every object named through `field`, with who names it."""
+        return {target: set(by_field[field]) for target, by_field in self._incoming.items() if field in by_field}
+
     def incoming(self, target: ObjectKey) -> list[Edge]:
         by_field = self._incoming.get(target, {})
         return [Edge(source, field, target) for field, sources in by_field.items() for source in sources]

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lessor.selectors import Selector, SelectorError, parse_selector
+from lessor.model.selectors import Selector, SelectorError, parse_selector
 from lessor.topology.keys import (
     CLAIM,
     CLIENT,

@@ -12,15 +12,13 @@ and never changes them, and callers must not change them either.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from lessor.selectors import Selector
+from lessor.model.selectors import Selector
 from lessor.topology import dot, routing
 from lessor.topology.changes import JSON, Change, Created, Deleted, Updated
 from lessor.topology.edge_index import EdgeIndex
 from lessor.topology.fields import (
-    CLIENT_REF,
     HANDLE_LABEL,
     HANDLE_POOL,
     SPEC_REFERENCE,
@@ -39,15 +37,6 @@ from lessor.topology.selector_index import FieldSelectors, SelectorIndex
 from lessor.topology.store import ObjectStore
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """An exporter a lease could get, with the policies whose exporterSelector matches it."""
-
-    key: ObjectKey
-    exporter: JSON
-    policies: tuple[JSON, ...]
 
 
 class Topology:
@@ -161,26 +150,9 @@ class Topology:
         """The policies of `namespace` whose exporterSelector matches an exporter with `labels`."""
         return self._policy_exporter_selectors.owners_matching(namespace, labels)
 
-    def policies_for_client(self, namespace: str, labels: Mapping[str, str]) -> set[ObjectKey]:
-        """The policies of `namespace` with a clientSelector that matches a client with `labels`."""
-        return self._policy_client_selectors.owners_matching(namespace, labels)
-
     def leases_selecting(self, namespace: str, labels: Mapping[str, str]) -> set[ObjectKey]:
         """The live leases of `namespace` whose spec.selector matches an exporter with `labels`."""
         return self._lease_selectors.owners_matching(namespace, labels)
-
-    def candidates(self, namespace: str, selector: Selector) -> list[Candidate]:
-        """The exporters of `namespace` that `selector` matches, each with the policies that
-        cover it: what a lease needs to pick one. Sorted by name, policies too."""
-        found = []
-        for key in sorted(self.exporters(namespace, selector)):
-            exporter = self._store[key]
-            policies = sorted(self.policies_for_exporter(namespace, labels_of(exporter)))
-            found.append(Candidate(key, exporter, tuple(self._objects(policies))))
-        return found
-
-    def _objects(self, keys: list[ObjectKey]) -> list[JSON]:
-        return [obj for key in keys if (obj := self._store.get(key)) is not None]
 
     # -- reference queries -------------------------------------------------
 
@@ -189,8 +161,11 @@ class Topology:
         `lessor.topology.fields`), e.g. `referrers(client, CLIENT_REF)`: the live leases of a client."""
         return self._edges.sources(target, *fields)
 
-    def leases_of_client(self, client: ObjectKey) -> set[ObjectKey]:
-        return self.referrers(client, CLIENT_REF)
+    def dangling(self, field: str) -> dict[ObjectKey, set[ObjectKey]]:
+        """The objects named through `field` that the topology does not hold (deleted, or never
+        created), each with the objects that name it: what a restart finds changed while it was down."""
+        return {target: sources for target, sources in self._edges.targets(field).items()
+                if target not in self._store}
 
     def handles_of_pool(self, pool: ObjectKey) -> set[ObjectKey]:
         return self.referrers(pool, HANDLE_POOL)

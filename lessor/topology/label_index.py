@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
-from lessor.selectors import Operator, Requirement, Selector
+from lessor.model.selectors import Operator, Requirement, Selector
 from lessor.topology.keys import ObjectKey
 
 Labels = Mapping[str, str]

@@ -11,18 +11,20 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from lessor.actors.claim_spec import lifespan_errors
+from lessor.actors.claim_updates import plan_claim_update
+from lessor.actors.provider import Provider, provider_from
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
-from lessor.admission.checks.fields import field_path, spec, spec_changed
+from lessor.admission.checks.fields import name_problem, operator_field, spec, spec_changed
 from lessor.admission.checks.provided import (
-    Entry,
     checks_result,
-    entries,
     fetch_providers,
     providers_result,
+    resolve,
     templates_result,
 )
-from lessor.jsonpatch import diff, filter_operations
-from lessor.templates import format_timestamp, parse_duration, parse_timestamp
+from lessor.gateway.resources import HANDLE
+from lessor.templates import format_timestamp, offload, parse_duration, parse_timestamp
 
 
 class ClaimChecker:
@@ -39,33 +41,31 @@ class ClaimChecker:
         if not (resources_changed or lifespan_changed):
             return {}
         namespace = self._providers_namespace
-        resolved = entries(claim, await fetch_providers(claim, lookup, namespace), namespace)
+        providers = await fetch_providers(claim, lookup, namespace)
+        resolution = await resolve(claim, providers, namespace, claim=True)
         checks: dict[str, Check] = {}
         if resources_changed:
-            checks["claim-providers"] = partial(providers_result, resolved)
-            checks["claim-templates"] = partial(templates_result, resolved, claim)
-            checks["claim-checks"] = partial(checks_result, resolved, claim)
+            checks["claim-providers"] = partial(providers_result, resolution)
+            checks["claim-templates"] = partial(templates_result, resolution)
+            checks["claim-checks"] = partial(checks_result, resolution)
             old = request.get("oldObject")
-            if request["operation"] == "UPDATE" and ((old or {}).get("status") or {}).get("resourceHandle"):
-                checks["claim-update-filters"] = partial(_update_filters, old, resolved)
+            bound = ((old or {}).get("status") or {}).get("resourceHandle")
+            if request["operation"] == "UPDATE" and isinstance(bound, Mapping):
+                handle = await _handle(bound, lookup, namespace)
+                if handle is not None:  # gone: the claim binds anew, and nothing is updated
+                    checks["claim-update-filters"] = partial(_update_filters, old, claim, handle, providers)
         if lifespan_changed:
-            checks["claim-lifespan"] = partial(_lifespan, claim, resolved)
+            checks["claim-lifespan"] = partial(_lifespan, claim, resolution.resolved_providers)
         return checks
 
 
-async def _lifespan(claim: Mapping[str, Any], resolved: Sequence[Entry]) -> CheckResult:
-    """An end beyond the providers' maximum is not refused: the operator clamps it, so the user is told."""
+async def _lifespan(claim: Mapping[str, Any], providers: Sequence[Provider]) -> CheckResult:
+    """Times the operator refuses (`lifespan_errors`) are denied; an end beyond the providers' maximum is not:
+    the operator clamps it, so the user is told."""
+    if errors := lifespan_errors(claim):
+        return CheckResult.deny(*(Cause(error.message, error.field) for error in errors))
     lifespan = spec(claim).get("lifespan") or {}
-    causes: list[Cause] = []
-    times: dict[str, dt.datetime] = {}
-    for key in ("start", "end"):
-        if lifespan.get(key) is not None:
-            try:
-                times[key] = parse_timestamp(lifespan[key])
-            except (TypeError, ValueError) as err:
-                causes.append(Cause(str(err), f"spec.lifespan.{key}"))
-    if causes:
-        return CheckResult.deny(*causes)
+    times = {key: parse_timestamp(lifespan[key]) for key in ("start", "end") if lifespan.get(key) is not None}
     end = times.get("end")
     if end is None:
         return CheckResult.ok()
@@ -75,15 +75,15 @@ async def _lifespan(claim: Mapping[str, Any], resolved: Sequence[Entry]) -> Chec
     created = claim["metadata"].get("creationTimestamp")
     counted_from = {"maximum": parse_timestamp(created) if created else now, "relativeMaximum": now}
     limits = []
-    for entry in resolved:
-        provider_lifespan = spec(entry.provider).get("lifespan") or {}
+    for provider in providers:
+        provider_lifespan = spec(provider.definition).get("lifespan") or {}
         for key, start in counted_from.items():
             if raw := provider_lifespan.get(key):
                 try:
                     limit = start + parse_duration(raw)
                 except (TypeError, ValueError):
                     continue  # the CRD's pattern keeps these well-formed
-                limits.append((limit, f"{key} {raw} of ResourceProvider {entry.provider_name}"))
+                limits.append((limit, f"{key} {raw} of ResourceProvider {provider.name}"))
     if not limits:
         return CheckResult.ok()
     limit, reason = min(limits)
@@ -94,19 +94,24 @@ async def _lifespan(claim: Mapping[str, Any], resolved: Sequence[Entry]) -> Chec
     )
 
 
-async def _update_filters(old: Mapping[str, Any], resolved: Sequence[Entry]) -> CheckResult:
-    """Once bound, a template changes only where its provider's updateFilters allow."""
-    old_resources = spec(old).get("resources") or []
-    causes = []
-    for entry in resolved:
-        if entry.provider is None or entry.index >= len(old_resources):
-            continue
-        before = (old_resources[entry.index] or {}).get("template") or {}
-        _, refused = filter_operations(diff(before, entry.template), spec(entry.provider).get("updateFilters"))
-        causes += [
-            Cause(f"{operation['op']} is not allowed once the claim is bound: no updateFilters entry of "
-                  f"ResourceProvider {entry.provider_name} allows it",
-                  field_path(f"{entry.field}.template", operation["path"]))
-            for operation in refused
-        ]
+async def _handle(bound: Mapping[str, Any], lookup: Lookup, namespace: str) -> Mapping[str, Any] | None:
+    """The handle a bound claim's ``status.resourceHandle`` names (in the operator's namespace)."""
+    name, where = bound.get("name"), bound.get("namespace") or namespace
+    if not isinstance(name, str) or not isinstance(where, str) or name_problem(name) or name_problem(where):
+        return None
+    return await lookup.get(HANDLE.group, HANDLE.kind, where, name)
+
+
+async def _update_filters(old: Mapping[str, Any], new: Mapping[str, Any], handle: Mapping[str, Any],
+                          providers: Sequence[Mapping[str, Any]]) -> CheckResult:
+    """Once bound, a claim changes only what the claim actor would apply to its handle.
+
+    The rule is the operator's (`lessor.actors.claim_updates.plan_claim_update`):
+    the change between the old and new *defaulted* templates, judged by the
+    provider's ``updateFilters``, the identity rules and the handle's template.
+    Each operation it would refuse is denied at its field.
+    """
+    by_name = {provider_from(p).name: provider_from(p) for p in providers}
+    plan = await offload(plan_claim_update, old, new, handle, by_name, now=dt.datetime.now(dt.UTC))
+    causes = [Cause(error.message, operator_field(error.field)) for error in plan.errors]
     return CheckResult.deny(*causes) if causes else CheckResult.ok()

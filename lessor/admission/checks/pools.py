@@ -1,5 +1,9 @@
 """ResourcePool checks: the pool's providers exist and its templates are ones they accept.
 
+Judged as the operator judges a pool (`resolve_pool`): providers named, the
+schema only. A provider's ``validation.checks`` are written about claims
+(``resource_claim``), so a pool's template is not run through them.
+
 A pool with a bad template would fill itself with handles that fail, or
 never fill at all; its author should hear about it when applying it.
 """
@@ -8,23 +12,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
-from lessor.admission import AdmissionRequest, Check, Lookup
-from lessor.admission.checks.provided import checks_result, entries, fetch_providers, providers_result, templates_result
+from lessor.actors.lifespan import LifespanConfig
+from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
+from lessor.admission.checks.fields import spec
+from lessor.admission.checks.provided import fetch_providers, providers_result, resolve, templates_result
 
 
 class PoolChecker:
     name = "pool"
-    check_names = ("pool-providers", "pool-templates", "pool-checks")
+    check_names = ("pool-providers", "pool-templates", "pool-lifespan")
 
     def __init__(self, operator_namespace: str) -> None:
         self._providers_namespace = operator_namespace
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         pool, namespace = request["object"], self._providers_namespace
-        resolved = entries(pool, await fetch_providers(pool, lookup, namespace), namespace)
-        return {
-            "pool-providers": partial(providers_result, resolved),
-            "pool-templates": partial(templates_result, resolved, None),
-            "pool-checks": partial(checks_result, resolved, None),
+        resolution = await resolve(pool, await fetch_providers(pool, lookup, namespace), namespace, claim=False)
+        checks: dict[str, Check] = {
+            "pool-providers": partial(providers_result, resolution),
+            "pool-templates": partial(templates_result, resolution),
         }
+        if spec(pool).get("lifespan") is not None:
+            checks["pool-lifespan"] = partial(_lifespan, spec(pool)["lifespan"])
+        return checks
+
+
+async def _lifespan(lifespan: Any) -> CheckResult:
+    """The settings the operator would refuse (a duration beyond 100 years...), read by the operator's parser."""
+    _, errors = LifespanConfig.parse(lifespan, "spec.lifespan")
+    causes = [Cause(message, field) for field, message in (error.split(": ", 1) for error in errors)]
+    return CheckResult.deny(*causes) if causes else CheckResult.ok()

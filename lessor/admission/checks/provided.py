@@ -1,178 +1,139 @@
-"""Resource templates judged by their ResourceProvider, as pools and claims both have them.
+"""Resource templates judged by their ResourceProvider, as pools and claims both have them: the operator's rules.
 
-A resource entry names its provider, or leaves the choice to the providers'
-``match``. Its template is judged the way the operator will use it: the
-provider's ``default`` merged under it (rendered first when the provider
-is templated), then the provider's schema and checks.
+A claim's resources are resolved by the claim actor's own function
+(`lessor.actors.claim_spec.resolve_claim`: provider matching, the claim-only
+restrictions, the provider's ``default``, schema and checks), a pool's by
+`resolve_pool` (named providers, schema only). The checks only sort its
+errors under their names, so the webhook refuses exactly what the operator
+would mark ``Valid`` False, at the same fields.
+
+Two things are the webhook's own: a provider name no object can have is
+never looked up (and is named so), and a ``default`` that cannot be
+rendered at admission (it uses a variable set only later, such as the
+claim's uid) is a warning: the template is then not validated here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lessor.actors.claim_spec import ClaimSpec, ResourceError, resolve_claim, resolve_pool
+from lessor.actors.provider import Provider, provider_from
 from lessor.admission import Cause, CheckResult, Lookup
-from lessor.admission.checks.fields import field_path, spec
+from lessor.admission.checks.fields import name_problem, operator_field, spec
 from lessor.gateway.resources import PROVIDER
-from lessor.templates import (
-    InvalidSchemaError,
-    TemplateError,
-    check_variables,
-    render_object,
-    run_checks,
-    template_variables,
-    validate_schema,
-)
+from lessor.templates import offload
+
+_PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid")
+_TEMPLATES = ("Forbidden", "InvalidTemplate", "SchemaViolation")
+_CHECKS = ("CheckFailed",)
+_NOT_RENDERED = "ProviderTemplateError"
+# InvalidLifespan is claim-lifespan's (claims.py), UpdateRefused claim-update-filters'.
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One ``spec.resources[i]`` and the provider it resolved to (None: there is none)."""
+class Resolution:
+    """A claim's or pool's resources as the operator resolves them, its errors sorted by check."""
 
-    index: int
-    template: Mapping[str, Any]
-    provider: Mapping[str, Any] | None
-    named: bool
-    """Whether the entry names its provider, rather than leaving it to ``match``."""
-    problem: str = ""
-    """Why there is no provider, or what is doubtful about the one chosen."""
+    spec: ClaimSpec
+    providers: tuple[Cause, ...] = ()
+    templates: tuple[Cause, ...] = ()
+    checks: tuple[Cause, ...] = ()
+    not_rendered: tuple[str, ...] = ()
 
     @property
-    def field(self) -> str:
-        return f"spec.resources[{self.index}]"
-
-    @property
-    def provider_name(self) -> str:
-        return self.provider["metadata"]["name"] if self.provider else ""
+    def resolved_providers(self) -> list[Provider]:
+        """The provider of each resource that has exactly one."""
+        return [resource.provider for resource in self.spec.resources if resource.provider is not None]
 
 
 async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str) -> list[Mapping[str, Any]]:
     """The providers that ``obj``'s resource entries may use.
 
-    Named ones are read by name, which sees a provider created a moment
-    ago; only an entry left to ``match`` needs the list of all of them.
+    Named ones are looked up by name; only an entry left to ``match`` needs
+    the list of all of them. A name no object can have is not looked up.
     """
-    resources = [r for r in spec(obj).get("resources") or () if isinstance(r, Mapping)]
-    names = {(r.get("provider") or {}).get("name") for r in resources}
-    if None in names or "" in names:
+    names = [_named(r) for r in _resources(obj)]
+    if None in names:
         return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace))
-    found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in sorted(names)))
+    wanted = sorted({n for n in names if isinstance(n, str) and not name_problem(n)})
+    found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in wanted))
     return [provider for provider in found if provider is not None]
 
 
-def entries(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str) -> list[Entry]:
-    """Each resource entry of ``obj`` with its provider, from ``providers`` (the operator's namespace's)."""
-    by_name = {p["metadata"]["name"]: p for p in providers}
-    resolved = []
-    for index, resource in enumerate(spec(obj).get("resources") or ()):
-        if not isinstance(resource, Mapping):
-            continue
-        template = resource.get("template") or {}
-        if name := (resource.get("provider") or {}).get("name"):
-            provider = by_name.get(name)
-            problem = "" if provider else f"there is no ResourceProvider {name} in namespace {namespace}"
-            resolved.append(Entry(index, template, provider, True, problem))
-            continue
-        matching = sorted((p for p in providers if spec(p).get("match") and _matches(spec(p)["match"], template)),
-                          key=lambda p: p["metadata"]["name"])
-        if not matching:
-            problem = f"no ResourceProvider in namespace {namespace} matches the template; name one in provider.name"
-            resolved.append(Entry(index, template, None, False, problem))
-        elif len(matching) > 1:
-            names = ", ".join(p["metadata"]["name"] for p in matching)
-            problem = f"the template matches ResourceProviders {names}; judged by the first, name one in provider.name"
-            resolved.append(Entry(index, template, matching[0], False, problem))
-        else:
-            resolved.append(Entry(index, template, matching[0], False))
-    return resolved
+def _resources(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    resources = spec(obj).get("resources")
+    return [r for r in resources if isinstance(r, Mapping)] if isinstance(resources, list) else []
 
 
-def _matches(pattern: Any, value: Any) -> bool:
-    """Every field of the partial resource ``pattern`` is in ``value`` with the same value."""
-    if not isinstance(pattern, Mapping) or not isinstance(value, Mapping):
-        return bool(pattern == value)
-    return all(key in value and _matches(item, value[key]) for key, item in pattern.items())
+def _named(resource: Mapping[str, Any]) -> Any:
+    """The provider name the entry gives (of any type); None when it leaves the choice to ``match``."""
+    provider = resource.get("provider")
+    name = provider.get("name") if isinstance(provider, Mapping) else provider
+    return None if name is None or name == "" else name
 
 
-def defaulted(entry: Entry, claim: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The template with the provider's ``default`` merged under it; raises TemplateError.
-
-    ``claim`` is the claim being admitted, None for a pool's template.
-    """
-    assert entry.provider is not None
-    provider_spec = spec(entry.provider)
-    default = provider_spec.get("default") or {}
-    if (provider_spec.get("template") or {}).get("enable"):
-        variables = template_variables(resource_claim=claim, resource_index=entry.index,
-                                       resource_provider=entry.provider)
-        default = render_object(default, variables, "/spec/default")
-    return _merged(default, entry.template)
+async def resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, *,
+                  claim: bool) -> Resolution:
+    """Resolve ``obj`` (a claim, or a pool when not ``claim``) with the operator's function, in a render thread
+    under the template budget as the operator does: the event loop serving reviews only awaits."""
+    by_name = {str((p.get("metadata") or {}).get("name")): provider_from(p) for p in providers}
+    resolve_with = resolve_claim if claim else resolve_pool
+    resolved = await offload(resolve_with, obj, by_name, now=dt.datetime.now(dt.UTC))
+    resources = spec(obj).get("resources")
+    return _sorted(resolved, resources if isinstance(resources, list) else [], namespace)
 
 
-def _merged(under: Any, over: Any) -> Any:
-    if isinstance(under, Mapping) and isinstance(over, Mapping):
-        return {**under, **{key: _merged(under.get(key), value) for key, value in over.items()}}
-    return over
+def _sorted(resolved: ClaimSpec, resources: Sequence[Any], namespace: str) -> Resolution:
+    found: dict[str, list[Cause]] = {"providers": [], "templates": [], "checks": []}
+    not_rendered: list[str] = []
+    for error in resolved.all_errors:
+        if error.reason == _NOT_RENDERED:
+            field = f"spec.resources[{error.index}].template"
+            not_rendered.append(f"{field} not validated: {error.message} (a default that cannot be rendered at "
+                                "admission is the provider's to fix, not the claim's)")
+        elif error.reason in _PROVIDERS:
+            found["providers"].append(_provider_cause(error, resources, namespace))
+        elif error.reason in _TEMPLATES:
+            found["templates"].append(Cause(error.message, operator_field(error.field)))
+        elif error.reason in _CHECKS:
+            provider = resolved.resources[error.index].provider if error.index is not None else None
+            suffix = f" (ResourceProvider {provider.name})" if provider is not None else ""
+            found["checks"].append(Cause(error.message + suffix, operator_field(error.field)))
+    return Resolution(resolved, tuple(found["providers"]), tuple(found["templates"]), tuple(found["checks"]),
+                      tuple(not_rendered))
 
 
-async def providers_result(resolved: Sequence[Entry]) -> CheckResult:
-    causes = [
-        Cause(e.problem, f"{e.field}.provider.name" if e.named else f"{e.field}.provider")
-        for e in resolved
-        if e.provider is None
-    ]
-    warnings = tuple(f"{e.field}: {e.problem}" for e in resolved if e.provider is not None and e.problem)
-    return CheckResult.deny(*causes, warnings=warnings) if causes else CheckResult.ok(*warnings)
+def _provider_cause(error: ResourceError, resources: Sequence[Any], namespace: str) -> Cause:
+    """The operator's error; a name no object can have, or one missing, says which namespace was looked in."""
+    if error.reason == "ProviderNotFound" and error.index is not None and error.index < len(resources) \
+            and isinstance(resources[error.index], Mapping):
+        name = _named(resources[error.index])
+        if isinstance(name, str) and (problem := name_problem(name)):
+            return Cause(f"no ResourceProvider can be named so: {problem}", error.field)
+        if isinstance(name, str):
+            return Cause(f"there is no ResourceProvider {name} in namespace {namespace}", error.field)
+    return Cause(error.message, operator_field(error.field))
 
 
-async def templates_result(resolved: Sequence[Entry], claim: Mapping[str, Any] | None) -> CheckResult:
-    """Every violation of every provider's schema, each at its field.
-
-    A provider whose schema is itself broken makes this an internal error:
-    the provider must be fixed, and until then the user may skip the check.
-    """
-    causes: list[Cause] = []
-    warnings: list[str] = []
-    for entry in resolved:
-        schema = (spec(entry.provider).get("validation") or {}).get("openAPIV3Schema")
-        if not isinstance(schema, Mapping):
-            continue  # no provider (claim-providers says so), or nothing to validate against
-        try:
-            violations = validate_schema(defaulted(entry, claim), schema)
-        except TemplateError as err:
-            warnings.append(_not_rendered(entry, err))
-            continue
-        except InvalidSchemaError as err:
-            return CheckResult.error(Cause(f"ResourceProvider {entry.provider_name}: {err}", f"{entry.field}.provider"))
-        causes += [Cause(v.message, field_path(f"{entry.field}.template", v.path)) for v in violations]
-    return CheckResult.deny(*causes, warnings=tuple(warnings)) if causes else CheckResult.ok(*warnings)
+async def providers_result(resolution: Resolution) -> CheckResult:
+    """A provider named that does not exist (or is invalid), or a ``match`` that fits none or several."""
+    return _result(resolution.providers)
 
 
-async def checks_result(resolved: Sequence[Entry], claim: Mapping[str, Any] | None) -> CheckResult:
+async def templates_result(resolution: Resolution) -> CheckResult:
+    """Every schema violation, and for claims what a claim's template may not say, each at its field."""
+    return _result(resolution.templates, resolution.not_rendered)
+
+
+async def checks_result(resolution: Resolution) -> CheckResult:
     """The providers' ``validation.checks`` that fail, each named."""
-    causes: list[Cause] = []
-    warnings: list[str] = []
-    for entry in resolved:
-        checks = (spec(entry.provider).get("validation") or {}).get("checks")
-        if not checks:
-            continue
-        try:
-            template = defaulted(entry, claim)
-        except TemplateError as err:
-            warnings.append(_not_rendered(entry, err))
-            continue
-        variables = check_variables(template, resource_claim=claim, resource_index=entry.index,
-                                    resource_provider=entry.provider)
-        causes += [
-            Cause(f"{failure} (ResourceProvider {entry.provider_name})", f"{entry.field}.template")
-            for failure in run_checks(checks, variables)
-        ]
+    return _result(resolution.checks, resolution.not_rendered)
+
+
+def _result(causes: Sequence[Cause], warnings: Sequence[str] = ()) -> CheckResult:
     return CheckResult.deny(*causes, warnings=tuple(warnings)) if causes else CheckResult.ok(*warnings)
-
-
-def _not_rendered(entry: Entry, error: TemplateError) -> str:
-    """A default that cannot be rendered at admission is the provider's to fix, not the user's."""
-    return (f"{entry.field}.template not validated: the default of ResourceProvider {entry.provider_name} "
-            f"could not be rendered ({error})")

@@ -1,0 +1,303 @@
+"""The event recorder: `events.k8s.io/v1` Events written in the background, repeats aggregated,
+writes rate-limited per object (the `Recorder` of `lessor.actors.events`).
+
+The semantics are client-go's (tools/events and tools/record), reimplemented:
+
+- **Aggregation.** Events are identical when they regard the same object (by
+  uid) with the same type, reason, action and reporting controller; the note
+  is not part of it (the API server keeps an Event's note immutable, and the
+  object's condition shows the current message). An identical event within
+  `window` of the last one becomes `series.count` + `series.lastObservedTime`
+  of the Event already written, by a merge patch, instead of a new Event.
+  Repeats recorded while a write for the same Event is queued or in flight
+  share that write: a storm of N repeats costs one create and a few patches.
+- **Rate limit.** Each regarded object has a token bucket (`burst` writes,
+  refilled at `rate` per second; client-go's defaults are 25 and 1/300 s).
+  A new Event without a token is dropped; a series update without one waits
+  for the next token (its count keeps growing meanwhile, nothing is lost).
+- **Never in the way.** `record` does no I/O and never raises: it queues the
+  Event's key on a bounded queue that `run` drains with a few writers (so
+  that in a storm Events take a small share of the API server and catch up
+  afterwards); when the queue is full the event is dropped. Drops, failures and aggregated repeats are counted in
+  `/metrics` (`lessor_events_*`); failures are logged at debug level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from lessor.actors.api import Kind
+from lessor.gateway import ApiError, Gateway
+from lessor.gateway.resources import EVENT
+
+log = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER = "lessor.dev/operator"
+_MAX_NAME = 253
+_MAX_NOTE = 1024  # the API server refuses longer notes
+_MAX_FIELD = 128  # reason, action, reportingInstance
+_TRIM_SCAN = 64
+_NAME_TAIL = re.compile(r"[^a-z0-9]+$")
+
+ObjectKey = tuple[str, str, str, str]  # kind, namespace, name, uid
+EventKey = tuple[ObjectKey, str, str, str]  # regarding, type, reason, action
+
+
+class EventSink(Protocol):
+    """Where Events go: the API server (`GatewaySink`), or a list in a unit test."""
+
+    async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class GatewaySink:
+    """Writes through the gateway; `fence` (the leadership's) refuses a write when not leading."""
+
+    def __init__(self, gateway: Gateway, *, fence: Callable[[str], None] = lambda _: None) -> None:
+        self.gateway = gateway
+        self.fence = fence
+
+    async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.fence(f"create Event in {namespace}")
+        return await self.gateway.create(EVENT, namespace, body)
+
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.fence(f"patch Event {namespace}/{name}")
+        return await self.gateway.merge_patch(EVENT, namespace, name, patch)
+
+
+def micro_time(moment: datetime) -> str:
+    """metav1.MicroTime: RFC 3339 with microseconds, which `eventTime` and series times require."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+
+    def take(self, now: float, burst: int, rate: float) -> bool:
+        self.tokens = min(float(burst), self.tokens + (now - self.updated) * rate)
+        self.updated = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+@dataclass
+class _Series:
+    """One Event as written (or about to be), and the repeats it has seen."""
+
+    namespace: str
+    body: dict[str, Any]
+    observed: float  # monotonic time of the last occurrence
+    last_observed: datetime
+    count: int = 1
+    name: str | None = None  # once created
+    written: int = 0  # the count the API server has
+    queued: bool = False
+
+
+class EventRecorder:
+    """Implements `lessor.actors.events.Recorder`; `run()` must be running for anything to be written."""
+
+    def __init__(self, sink: EventSink, *, instance: str | None = None, registry: CollectorRegistry | None = None,
+                 window: float = 360.0, burst: int = 25, rate: float = 1 / 300, queue_size: int = 10_000,
+                 max_series: int = 10_000, workers: int = 2, retry_every: float = 1.0) -> None:
+        self.sink = sink
+        self.instance = (instance or socket.gethostname())[:_MAX_FIELD]
+        self.window, self.burst, self.rate = window, burst, rate
+        self.max_series, self.workers, self.retry_every = max_series, workers, retry_every
+        self.queue: asyncio.Queue[EventKey] = asyncio.Queue(maxsize=queue_size)
+        self.series: OrderedDict[EventKey, _Series] = OrderedDict()  # oldest occurrence first
+        self.buckets: OrderedDict[ObjectKey, _Bucket] = OrderedDict()  # least recently used first
+        self.waiting: set[EventKey] = set()  # series updates that wait for a token (or for room in the queue)
+        self._serial = itertools.count()
+        self._recorded = Counter("lessor_events_recorded", "Events recorded by actors, by type",
+                                 ["type"], registry=registry)
+        self._aggregated = Counter("lessor_events_aggregated", "Repeats folded into an existing Event's series",
+                                   registry=registry)
+        self._dropped = Counter("lessor_events_dropped", "Events not written, by why: queue_full or rate_limited",
+                                ["reason"], registry=registry)
+        Gauge("lessor_events_queued", "Event writes waiting for a writer", registry=registry) \
+            .set_function(self.queue.qsize)
+        self._failed = Counter("lessor_events_failed", "Event writes the API server refused or did not answer",
+                               ["verb"], registry=registry)
+
+    # --- recording: no I/O, never raises ------------------------------------------------
+
+    def record(self, kind: Kind, obj: Mapping[str, Any] | None, type: str, reason: str, note: str,
+               action: str) -> None:
+        try:
+            self._record(kind, obj, type, reason, note, action)
+        except Exception:
+            log.debug("recording an event failed", exc_info=True)
+
+    def _record(self, kind: Kind, obj: Mapping[str, Any] | None, type: str, reason: str, note: str,
+                action: str) -> None:
+        metadata = (obj or {}).get("metadata") or {}
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+        if not name or not namespace:
+            log.debug("no event for %s without a name and namespace: %s %s", kind.kind, reason, note)
+            return
+        self._recorded.labels(type).inc()
+        regarding: ObjectKey = (kind.kind, namespace, name, metadata.get("uid") or "")
+        key: EventKey = (regarding, type, reason[:_MAX_FIELD], action[:_MAX_FIELD])
+        now, wall = time.monotonic(), datetime.now(UTC)
+        series = self.series.get(key)
+        if series is not None and now - series.observed <= self.window:
+            series.count += 1
+            series.observed, series.last_observed = now, wall
+            self.series.move_to_end(key)
+            self._aggregated.inc()
+            if not series.queued and key not in self.waiting:
+                self._schedule(key, series, now)
+            return
+        if not self._bucket(regarding, now):
+            self._dropped.labels("rate_limited").inc()
+            return
+        body = self._event(kind, metadata, type, reason, note, action, wall)
+        self.series[key] = series = _Series(namespace, body, now, wall)
+        self.series.move_to_end(key)
+        self._enqueue(key, series)
+        self._trim()
+
+    def _schedule(self, key: EventKey, series: _Series, now: float) -> None:
+        """A series update: written when the object's bucket has a token, else retried by `run`."""
+        if self._bucket(key[0], now):
+            self.waiting.discard(key)
+            self._enqueue(key, series)
+        else:
+            self.waiting.add(key)
+
+    def _enqueue(self, key: EventKey, series: _Series) -> None:
+        try:
+            self.queue.put_nowait(key)
+            series.queued = True
+        except asyncio.QueueFull:
+            self._dropped.labels("queue_full").inc()
+            if series.name is None:
+                self.series.pop(key, None)  # never written: forget it, so a repeat may try again
+            else:
+                self.waiting.add(key)  # its count is kept; retried like a rate-limited update
+
+    def _bucket(self, regarding: ObjectKey, now: float) -> bool:
+        bucket = self.buckets.get(regarding)
+        if bucket is None:
+            bucket = self.buckets[regarding] = _Bucket(float(self.burst), now)
+        else:
+            self.buckets.move_to_end(regarding)
+        return bucket.take(now, self.burst, self.rate)
+
+    def _trim(self) -> None:
+        """Forget the oldest series and buckets beyond `max_series`. Looks at a few of the oldest series per
+        call, so a cache of queued series (which stay until written) never makes `record` slow. A forgotten
+        bucket starts full again: the limit errs on the side of writing."""
+        if len(self.series) > self.max_series:
+            doomed = [key for key, series in itertools.islice(self.series.items(), _TRIM_SCAN) if not series.queued]
+            for key in doomed[: len(self.series) - self.max_series]:
+                del self.series[key]
+                self.waiting.discard(key)
+        while len(self.buckets) > self.max_series:  # least recently used first, as client-go's LRU cache
+            self.buckets.popitem(last=False)
+
+    def _event(self, kind: Kind, metadata: Mapping[str, Any], type: str, reason: str, note: str, action: str,
+               wall: datetime) -> dict[str, Any]:
+        name, namespace = metadata["name"], metadata["namespace"]
+        regarding = {"apiVersion": kind.api_version, "kind": kind.kind, "namespace": namespace, "name": name}
+        for key in ("uid", "resourceVersion"):
+            if metadata.get(key):
+                regarding[key] = metadata[key]
+        if len(note.encode()) > _MAX_NOTE:  # the limit is in bytes
+            note = note.encode()[: _MAX_NOTE - 3].decode(errors="ignore") + "…"
+        suffix = f".{time.time_ns() + next(self._serial):x}"
+        base = _NAME_TAIL.sub("", name[: _MAX_NAME - len(suffix)]) or "event"
+        return {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": base + suffix, "namespace": namespace},
+            "eventTime": micro_time(wall),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.instance,
+            "action": action[:_MAX_FIELD], "reason": reason[:_MAX_FIELD], "type": type, "note": note,
+            "regarding": regarding,
+        }
+
+    # --- writing ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Write what is queued, until cancelled; retry rate-limited series updates every `retry_every`."""
+        async with asyncio.TaskGroup() as tasks:
+            for i in range(self.workers):
+                tasks.create_task(self._worker(), name=f"events writer {i}")
+            tasks.create_task(self._retry_waiting(), name="events retry")
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                series = self.series.get(key)
+                if series is not None:
+                    series.queued = False
+                    await self._write(key, series)
+            except Exception:
+                log.debug("writing an event failed", exc_info=True)
+            finally:
+                self.queue.task_done()
+
+    async def _retry_waiting(self) -> None:
+        while True:
+            await asyncio.sleep(self.retry_every)
+            now = time.monotonic()
+            for key in list(self.waiting):
+                series = self.series.get(key)
+                if series is None:
+                    self.waiting.discard(key)
+                elif not series.queued:
+                    self._schedule(key, series, now)
+
+    async def _write(self, key: EventKey, series: _Series) -> None:
+        count = series.count
+        if series.name is None:
+            body = dict(series.body)
+            if count > 1:
+                body["series"] = {"count": count, "lastObservedTime": micro_time(series.last_observed)}
+            try:
+                created = await self.sink.create(series.namespace, body)
+            except Exception as error:  # refused, unreachable, timed out: never retried blindly
+                self._failed.labels("create").inc()
+                log.debug("creating event %s failed: %s", body["metadata"]["name"], error)
+                self.series.pop(key, None)
+                return
+            series.name = (created.get("metadata") or {}).get("name") or body["metadata"]["name"]
+            series.written = count
+            return
+        if count <= series.written:
+            return
+        patch = {"series": {"count": count, "lastObservedTime": micro_time(series.last_observed)}}
+        try:
+            await self.sink.patch(series.namespace, series.name, patch)
+        except Exception as error:  # refused, unreachable, timed out: never retried blindly
+            self._failed.labels("patch").inc()
+            log.debug("updating event %s failed: %s", series.name, error)
+            if isinstance(error, ApiError) and error.not_found:
+                self.series.pop(key, None)  # expired (event TTL) or deleted: the next repeat starts anew
+            return
+        series.written = count
+
+    async def drain(self) -> None:
+        """Wait until everything queued so far is written (tests, benchmarks, shutdown)."""
+        await self.queue.join()

@@ -1,0 +1,366 @@
+"""Leader election on a `coordination.k8s.io/v1` Lease, with client-go's semantics.
+
+Every replica runs the informers, the topology and the webhook; only the
+leader runs the object actors and writes. The rules (client-go's
+`leaderelection`):
+
+- A candidate takes the Lease when it is free (no holder: released) or when
+  its record has not changed for `leaseDurationSeconds`, measured on the
+  candidate's own clock from when it last saw the record change (so clocks
+  need not agree, only tick at the same rate). Each write carries the
+  resourceVersion it read: of two candidates, one wins.
+- The leader renews every `retry_period`. It is the leader only until
+  `renew_deadline` after the start of its last successful renewal: from then
+  on `fence()` refuses every write, whether or not the renewing task got to
+  run (fencing by time). `renew_deadline < lease_duration`, so the old
+  leader has stopped writing before anyone else may take over.
+- On SIGTERM renewals stop but the fence stays as time set it, so the actors
+  being stopped may finish their writes; `release()` (after they stopped)
+  closes the fence, then clears the holder and
+  sets `leaseDurationSeconds: 1`, as client-go's ReleaseOnCancel does, so a
+  follower takes over at once. Followers also watch the Lease, so they try
+  the moment it is released rather than at their next retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from lessor.actors.api import ApiFailure
+from lessor.gateway import ApiError, Gateway, Resource
+
+log = logging.getLogger(__name__)
+
+COORDINATION_LEASE = Resource("coordination.k8s.io", "v1", "Lease", "leases")
+LEASE_NAME = "lessor-leader"
+COUNTED_AS = "Lease.coordination.k8s.io"
+"""How the gateway counts these requests: apart from lessor's own Leases."""
+JITTER = 1.2
+"""client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
+
+
+class NotLeader(ApiFailure):
+    """A write refused because this replica is not (or may no longer trust that it is) the leader."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"not the leader: {what} refused", reason="NotLeader", status=503)
+
+
+@dataclass(frozen=True)
+class ElectionSettings:
+    """controller-runtime's names and defaults."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    name: str = LEASE_NAME
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration > self.renew_deadline:
+            raise ValueError(f"--leader-elect-lease-duration ({self.lease_duration:g}s) must be longer than "
+                             f"--leader-elect-renew-deadline ({self.renew_deadline:g}s)")
+        if not self.renew_deadline > JITTER * self.retry_period:
+            raise ValueError(f"--leader-elect-renew-deadline ({self.renew_deadline:g}s) must be longer than "
+                             f"{JITTER:g} × --leader-elect-retry-period ({self.retry_period:g}s)")
+        if self.lease_duration < 1:
+            raise ValueError("--leader-elect-lease-duration must be at least 1s")
+
+
+def holder_identity() -> str:
+    """`hostname_uuid`: the pod name, and unique per process (a restarted pod is a new candidate)."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+class Leadership(Protocol):
+    """What the operator needs of an election."""
+
+    identity: str
+
+    def leading(self) -> bool: ...
+
+    def fence(self, what: str) -> None:
+        """Raise `NotLeader` unless this replica may write now."""
+
+    async def run(self) -> None: ...
+
+    async def wait_leading(self) -> int: ...
+
+    async def wait_lost(self, term: int) -> None: ...
+
+    def stood_down(self) -> None: ...
+
+    async def release(self) -> None: ...
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.leader = Gauge("lessor_leader", "1 while this replica is the leader, else 0", registry=registry)
+        self.transitions = Counter("lessor_leader_transitions", "Times this replica became or stopped being "
+                                   "the leader", ["to"], registry=registry)
+
+
+class Unelected:
+    """`--no-leader-elect`: the only replica, always the leader."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.identity = holder_identity()
+        metrics = _Metrics(registry)
+        metrics.leader.set(1)
+        metrics.transitions.labels("leader").inc()
+
+    def leading(self) -> bool:
+        return True
+
+    def fence(self, what: str) -> None:
+        return None
+
+    async def run(self) -> None:
+        return None
+
+    async def wait_leading(self) -> int:
+        return 1
+
+    async def wait_lost(self, term: int) -> None:
+        await asyncio.Event().wait()
+
+    def stood_down(self) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+
+class LeaderElector:
+    """One candidate; `run()` campaigns, leads and campaigns again until cancelled."""
+
+    def __init__(self, gateway: Gateway, namespace: str, settings: ElectionSettings, *,
+                 identity: str | None = None, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.gateway = gateway
+        self.namespace = namespace
+        self.settings = settings
+        self.identity = identity or holder_identity()
+        self._clock = clock
+        self._metrics = _Metrics(registry)
+        self._metrics.leader.set(0)
+        self._valid_until = float("-inf")  # the fence: leading only before this instant (monotonic)
+        self._lease: dict[str, Any] | None = None  # the Lease as last read or written
+        self._observed: dict[str, Any] | None = None  # its spec, and when it last changed on our clock
+        self._observed_at = float("-inf")
+        self._expires_at = float("inf")  # when the other holder's lease runs out, as we observed it
+        self._term = 0  # terms of leadership begun, and ended
+        self._ended = 0
+        self._step = asyncio.Event()  # set (and replaced) at each beginning or end of a term
+        self._work_stopped = asyncio.Event()
+        self._release_due = False
+        self._changed = asyncio.Event()  # the watch saw the Lease change: try now
+
+    # --- what the operator asks ----------------------------------------------------------
+
+    def leading(self) -> bool:
+        return self._clock() < self._valid_until
+
+    def fence(self, what: str) -> None:
+        if not self.leading():
+            raise NotLeader(what)
+
+    async def wait_leading(self) -> int:
+        """Wait for a term of leadership; return its number."""
+        while self._term == self._ended:
+            await self._step.wait()
+        return self._term
+
+    async def wait_lost(self, term: int) -> None:
+        """Wait until `term` ended (the fence is closed by then)."""
+        while self._ended < term:
+            await self._step.wait()
+
+    def stood_down(self) -> None:
+        """The operator stopped the ended term's actors: campaign again."""
+        self._work_stopped.set()
+
+    async def run(self) -> None:
+        watch = asyncio.create_task(self._watch(), name="leader election watch")
+        try:
+            while True:
+                self._work_stopped.clear()
+                await self._campaign()
+                await self._lead()
+                await self._work_stopped.wait()
+        finally:
+            watch.cancel()
+            # Renewals stop, but the fence stays as time set it: the actors being stopped may finish
+            # their writes, which no other replica can contest before our lease runs out. `release`
+            # closes it before handing over.
+            self._release_due = self.leading()
+
+    async def release(self) -> None:
+        """Close the fence and hand the Lease over at once; call after `run` ended and every actor stopped.
+
+        The write carries the resourceVersion of our last renewal: if another
+        replica took the Lease meanwhile, it fails and changes nothing.
+        """
+        self._step_down()
+        due, lease, self._release_due = self._release_due, self._lease, False
+        if not due or lease is None:
+            return
+        now = _micro_time()
+        body = {**lease, "spec": {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1,
+                                  "acquireTime": now, "renewTime": now}}
+        try:
+            async with asyncio.timeout(self.settings.retry_period):
+                await self._write("update", "PUT", body)
+            log.info("released leadership (%s)", self.identity)
+        except Exception as err:  # the Lease then expires as usual
+            log.warning("could not release the leader Lease: %s", err)
+
+    # --- the loops -------------------------------------------------------------------------
+
+    async def _campaign(self) -> None:
+        log.info("candidate %s for Lease %s/%s", self.identity, self.namespace, self.settings.name)
+        while not await self._attempt():
+            self._changed.clear()
+            # Try again at the retry period, or the moment the holder's lease runs out if that is sooner.
+            delay = min(self.settings.retry_period * random.uniform(1.0, JITTER),
+                        max(0.0, self._expires_at - self._clock()) + 0.01)
+            try:
+                async with asyncio.timeout(delay):
+                    await self._changed.wait()
+            except TimeoutError:
+                pass
+        log.info("became the leader (%s)", self.identity)
+        self._term += 1
+        self._metrics.leader.set(1)
+        self._metrics.transitions.labels("leader").inc()
+        self._notify()
+
+    async def _lead(self) -> None:
+        """Renew every retry_period; return once the fence closed."""
+        while self.leading():
+            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._valid_until - self._clock())))
+            while (remaining := self._valid_until - self._clock()) > 0:
+                if await self._attempt(timeout=remaining):
+                    break
+                await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._valid_until - self._clock())))
+        log.warning("lost leadership (%s): could not renew within %gs", self.identity, self.settings.renew_deadline)
+        self._step_down()
+
+    def _step_down(self) -> None:
+        self._valid_until = float("-inf")
+        if self._ended < self._term:
+            self._ended = self._term
+            self._metrics.leader.set(0)
+            self._metrics.transitions.labels("follower").inc()
+            self._notify()
+
+    def _notify(self) -> None:
+        self._step.set()
+        self._step = asyncio.Event()
+
+    async def _attempt(self, timeout: float | None = None) -> bool:
+        """client-go's tryAcquireOrRenew; any failure is a `False`."""
+        started = self._clock()
+        self._expires_at = float("inf")
+        try:
+            async with asyncio.timeout(timeout if timeout is not None else self.settings.renew_deadline):
+                return await self._acquire_or_renew(started)
+        except TimeoutError:
+            log.warning("leader election: the API server did not answer in time")
+        except ApiError as err:
+            if err.status != 409:
+                log.warning("leader election: %s", err)
+        except Exception as err:  # network
+            log.warning("leader election: %s", err)
+        return False
+
+    async def _acquire_or_renew(self, started: float) -> bool:
+        now = _micro_time()
+        spec: dict[str, Any] = {"holderIdentity": self.identity,
+                                "leaseDurationSeconds": max(1, round(self.settings.lease_duration)),
+                                "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
+        try:
+            lease = await self.gateway.request("get", COUNTED_AS, "GET", self._path(self.settings.name))
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            body = {"apiVersion": COORDINATION_LEASE.api_version, "kind": "Lease",
+                    "metadata": {"name": self.settings.name, "namespace": self.namespace}, "spec": spec}
+            self._won(await self._write("create", "POST", body), started)
+            return True
+        old = lease.get("spec") or {}
+        if old != self._observed:
+            self._observed, self._observed_at = old, self._clock()
+        self._lease = lease
+        holder = old.get("holderIdentity") or ""
+        self._expires_at = self._observed_at + float(old.get("leaseDurationSeconds") or 0)
+        if holder and holder != self.identity and self._clock() < self._expires_at:
+            return False  # someone else holds it and renewed within its lease duration
+        if holder == self.identity:
+            spec["acquireTime"] = old.get("acquireTime") or now
+            spec["leaseTransitions"] = old.get("leaseTransitions") or 0
+        else:
+            spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
+        self._won(await self._write("update", "PUT", {**lease, "spec": spec}), started)
+        return True
+
+    def _won(self, lease: dict[str, Any], started: float) -> None:
+        self._lease = lease
+        self._observed, self._observed_at = lease.get("spec") or {}, self._clock()
+        self._valid_until = started + self.settings.renew_deadline
+
+    async def _write(self, verb: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace, with the resourceVersion read (optimistic concurrency)."""
+        path = self._path(self.settings.name if method == "PUT" else None)
+        return await self.gateway.request(verb, COUNTED_AS, method, path, body=body)
+
+    async def _watch(self) -> None:
+        """Wake the campaign when the Lease changes (released), instead of at the next retry."""
+        params = {"watch": "true", "fieldSelector": f"metadata.name={self.settings.name}", "timeoutSeconds": 300}
+        while True:
+            try:
+                rv = ((self._lease or {}).get("metadata") or {}).get("resourceVersion")
+                resp = await self.gateway.stream(COUNTED_AS, self._path(), {**params, "resourceVersion": rv})
+                try:
+                    while line := await resp.content.readline():
+                        if b'"BOOKMARK"' not in line:
+                            self._changed.set()
+                finally:
+                    resp.close()
+            except asyncio.CancelledError:
+                raise
+            except ApiError as err:
+                if err.status == 403:  # a Role without `watch`: candidates poll, every retry period
+                    log.warning("cannot watch the leader Lease (%s); candidates poll every %gs instead",
+                                err.message, self.settings.retry_period)
+                    return
+                log.debug("leader election watch: %s", err)
+            except Exception as err:
+                log.debug("leader election watch: %s", err)
+            await asyncio.sleep(self.settings.retry_period)
+
+    def _path(self, name: str | None = None) -> str:
+        return COORDINATION_LEASE.path(self.namespace, name)
+
+
+def _micro_time() -> str:
+    """A Kubernetes MicroTime."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def leadership(gateway: Gateway, namespace: str, settings: ElectionSettings | None,
+               registry: CollectorRegistry | None) -> Leadership:
+    """The election `settings` ask for; None: the only replica (`--no-leader-elect`)."""
+    if settings is None:
+        return Unelected(registry)
+    return LeaderElector(gateway, namespace, settings, registry=registry)

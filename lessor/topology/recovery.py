@@ -1,0 +1,86 @@
+"""What changed while no lessor was running: found once, when the informers have listed.
+
+An informer delivers a deletion only for an object it saw before; whatever
+was deleted (or ended) while lessor was down is never announced. It shows in
+the listed cluster as a live object that names an object which is gone, or a
+lease which has ended. `missed_while_down` finds each such reference and says
+which actor must hear of it, as the change it missed:
+
+- an Exporter whose `status.leaseRef` names a lease that is gone or ended:
+  the exporter is told, and frees itself for its waiters;
+- a live Lease whose `status.exporterRef` names an exporter that is gone:
+  the lease is told, and ends `Ready=False/Evicted`;
+- a ResourceHandle whose `spec.resourcePool` names a pool that is gone: the
+  pool's actor is woken, and deletes the pool's unbound handles (whose
+  actors delete their resources);
+- a created resource whose handle label names a handle that is gone: the
+  handle's actor is woken, and deletes the resources labelled with it.
+
+The other changes made while lessor was down need nothing from here: every
+live object is announced to its actor at `Synced`, and each actor's
+`started()` rebuilds its state from what is there (see "Changed while lessor
+was down" in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lessor.topology.changes import JSON
+from lessor.topology.fields import HANDLE_LABEL, HANDLE_POOL, STATUS_EXPORTER_REF, is_ended, is_inert
+from lessor.topology.keys import EXPORTER, LEASE, ObjectKey, address
+
+if TYPE_CHECKING:
+    from lessor.topology.graph import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """Tell the actor at `target` that `key` is now `obj` (None: gone), as a watch event would have."""
+
+    target: str
+    key: ObjectKey
+    obj: JSON | None
+
+
+def missed_while_down(topology: Topology) -> list[Missed]:
+    """Every change that lessor missed while it was down, in a stable order (see the module's list)."""
+    return [*_held_for_ended_leases(topology), *_leased_to_gone_exporters(topology),
+            *_gone_owners(topology, HANDLE_POOL), *_gone_owners(topology, HANDLE_LABEL)]
+
+
+def _held_for_ended_leases(topology: Topology) -> Iterator[Missed]:
+    for key in sorted(topology.keys(EXPORTER)):
+        lease = _lease_ref(topology.get(key))
+        if lease is None:
+            continue
+        lease_key = ObjectKey(LEASE, key.namespace, lease)
+        obj = topology.get(lease_key)
+        target = address(key)
+        if (obj is None or is_ended(obj)) and target is not None:
+            yield Missed(target, lease_key, obj)
+
+
+def _leased_to_gone_exporters(topology: Topology) -> Iterator[Missed]:
+    for exporter, leases in sorted(topology.dangling(STATUS_EXPORTER_REF).items()):
+        for lease in sorted(leases):
+            obj = topology.get(lease)
+            target = address(lease)
+            if obj is not None and not is_inert(lease, obj) and target is not None:
+                yield Missed(target, exporter, None)
+
+
+def _gone_owners(topology: Topology, field: str) -> Iterator[Missed]:
+    """Objects named through `field` that are gone: their own actors clean up after them."""
+    for owner in sorted(topology.dangling(field)):
+        target = address(owner)
+        if target is not None:
+            yield Missed(target, owner, None)
+
+
+def _lease_ref(obj: Mapping[str, Any] | None) -> str | None:
+    ref = ((obj or {}).get("status") or {}).get("leaseRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None

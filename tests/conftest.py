@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,6 +92,67 @@ Violations = Callable[[], Awaitable[list[str]]]
 
 
 @pytest.fixture
+def until(kube: Gateway) -> Callable[..., Awaitable[Mapping[str, Any]]]:
+    """`await until(resource, namespace, name, check, timeout=30)`: poll the object until `check(obj)`
+    holds and return it; fail with its last status otherwise (a missing object counts as not yet)."""
+    from tests.polling import until as poll
+
+    return lambda res, namespace, name, check, timeout=30: poll(kube, res, namespace, name, check, timeout)
+
+
+@pytest.fixture
+def chaos_seed() -> int:
+    """A fresh seed per run, printed (pytest shows it with a failure); LESSOR_CHAOS_SEED=N replays run N."""
+    given = os.environ.get("LESSOR_CHAOS_SEED")
+    seed = int(given) if given else random.SystemRandom().randrange(2**31)
+    print(f"chaos seed {seed} (LESSOR_CHAOS_SEED={seed} replays it)", flush=True)
+    return seed
+
+
+class Sampler:
+    """Checks invariants every `every` seconds while a storm runs (`async with`). A violation that one
+    sample shows and the next ones still show for longer than `grace` seconds fails the test; with
+    grace 0, one sample is enough. Grace is for what a write in flight may show for a moment."""
+
+    def __init__(self, violations: Violations, *, grace: float, every: float = 0.5, seed: int | None = None) -> None:
+        self.violations, self.grace, self.every, self.seed = violations, grace, every, seed
+        self.samples = 0
+        self.found: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Sampler:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        if self.found and exc[0] is None:
+            pytest.fail(f"invariants broken during the storm (chaos seed {self.seed}):\n" + "\n".join(self.found))
+        assert self.samples > 1, "the storm ended before the invariants were sampled twice"
+
+    async def _run(self) -> None:
+        since: dict[str, float] = {}
+        while True:
+            now = time.monotonic()
+            current = set(await self.violations())
+            self.samples += 1
+            since = {v: since.get(v, now) for v in current}
+            for violation, first in since.items():
+                if now - first >= self.grace and violation not in self.found:
+                    self.found.append(f"{violation} (seen for {now - first:.1f}s)")
+            await asyncio.sleep(self.every)
+
+
+@pytest.fixture
+def sampled(chaos_seed: int) -> Callable[..., Sampler]:
+    """`async with sampled(violations, grace=s):` samples `violations` during the block (see `Sampler`)."""
+    return lambda violations, *, grace: Sampler(violations, grace=grace, seed=chaos_seed)
+
+
+@pytest.fixture
 def settles() -> Callable[[Violations, float], Awaitable[None]]:
     """`await settles(violations, timeout)`: poll until the invariant checker finds nothing,
     else fail with what it still finds (the chaos tests' "afterwards")."""
@@ -103,45 +172,132 @@ def settles() -> Callable[[Violations, float], Awaitable[None]]:
     return wait
 
 
-@pytest.fixture
-def killed_operator(tmp_path: Path) -> Callable[..., Awaitable[int]]:
-    """`await killed_operator(cp, storm, then=checks)`: run `lessor run` against `cp` as its own
-    process, SIGKILL and restart it `kills` times while `storm` runs, then await `then()` with
-    the last operator still up. Returns how many kills happened."""
-    import asyncio
-    import signal
-    import subprocess
-    import sys
+# Short terms of leadership, so that the process started after a SIGKILL takes over within seconds.
+FAST_ELECTION = ("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
+                 "--leader-elect-retry-period", "300ms")
 
-    from lessor.controlplane.processes import free_port
+
+class OperatorProcess:
+    """`lessor run` against one control plane as its own process, which a test starts, SIGKILLs and starts
+    again (each start a new process, as a restarted pod, logging to `run-N/operator.log` in `directory`)."""
+
+    def __init__(self, kubeconfig: Path, directory: Path) -> None:
+        self.kubeconfig, self.directory = kubeconfig, directory
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        from lessor.bench.common import start_operator
+        from lessor.controlplane.processes import free_port
+
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self.starts += 1
+        folder = self.directory / f"run-{self.starts}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.process = start_operator(self.kubeconfig, folder, free_port(), free_port(), *FAST_ELECTION)
+
+    def kill(self) -> None:
+        """SIGKILL: no last words, as when a node dies."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def operator_process(tmp_path: Path) -> Iterator[Callable[[ControlPlane], OperatorProcess]]:
+    """`operator_process(cp)`: an `OperatorProcess` for `cp` (not started); stopped after the test."""
+    made: list[OperatorProcess] = []
+
+    def make(cp: ControlPlane) -> OperatorProcess:
+        made.append(OperatorProcess(cp.kubeconfig, tmp_path))
+        return made[-1]
+
+    yield make
+    for process in made:
+        process.stop()
+
+
+@pytest.fixture
+def killed_operator(operator_process: Callable[[ControlPlane], OperatorProcess]) -> Callable[..., Awaitable[int]]:
+    """`await killed_operator(cp, storm, then=checks)`: run `lessor run` against `cp` as its own
+    process, SIGKILL and restart it `kills` times while `storm` runs (`every` seconds, or at random
+    around that with `rng`), then await `then()` with the last operator still up. Returns how many
+    kills happened."""
+    import asyncio
 
     async def run(cp: ControlPlane, storm: Awaitable[None], *, then: Callable[[], Awaitable[None]],
-                  kills: int = 3, every: float = 2.5) -> int:
-        def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(cp.kubeconfig), "--no-webhook",
-                 "--bind-address", "127.0.0.1", "--health-port", str(free_port()),
-                 "--metrics-port", str(free_port())],
-                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "operator.log", "ab"))
-
-        proc = start()
+                  kills: int = 3, every: float = 2.5, rng: random.Random | None = None) -> int:
+        process = operator_process(cp)
+        process.start()
         done = 0
 
         async def killer() -> None:
-            nonlocal proc, done
+            nonlocal done
             for _ in range(kills):
-                await asyncio.sleep(every)
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
+                await asyncio.sleep(rng.uniform(0.5 * every, 1.5 * every) if rng else every)
+                process.kill()
                 done += 1
-                proc = start()
+                process.start()
 
         try:
             await asyncio.gather(storm, killer())
             await then()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+            process.stop()  # before the test's control plane goes
         return done
 
     return run
+
+
+@pytest.fixture(scope="session")
+def read_until() -> Callable[..., Awaitable[str]]:
+    """`await read_until(proc, "text", lines)`: read a `lessor` process's stderr into `lines` until a line
+    has `text`, as a user watches `lessor dev`; fails with the output so far if it exits or takes too long."""
+    import asyncio
+    import subprocess
+    import time
+
+    async def read(proc: subprocess.Popen[str], text: str, lines: list[str], timeout: float = 120) -> str:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in lines):
+            assert time.monotonic() < deadline, "".join(lines)
+            line = await asyncio.to_thread(proc.stderr.readline)
+            assert line or proc.poll() is None, "".join(lines)
+            lines.append(line)
+        return "".join(lines)
+
+    return read
+
+
+# --- the operator as a pod (tests/test_pod.py, tests/test_rbac.py) -----------------------------------
+
+OPERATOR_USER = "system:serviceaccount:lessor-system:lessor"
+
+
+@pytest.fixture(scope="session")
+async def operator_pod(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[object]:
+    """deploy/ applied to its own API server (audit log on, the operator's user recorded), and
+    deployment.yaml's container run in a pod sandbox as the ServiceAccount; see tests/pod_run.py."""
+    from lessor.controlplane.pod import PodSandbox
+
+    if reason := PodSandbox.available():
+        pytest.skip(f"no pod sandbox on this machine: {reason}")
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("pod_run", Path(__file__).with_name("pod_run.py"))
+    assert spec is not None and spec.loader is not None
+    module = sys.modules["pod_run"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    async with module.operator_pod(tmp_path_factory.mktemp("pod"), OPERATOR_USER) as pod:
+        yield pod

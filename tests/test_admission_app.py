@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
@@ -10,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CollectorRegistry
 
 from lessor.admission import (
     VALIDATE_PATH,
@@ -22,6 +24,8 @@ from lessor.admission import (
     Registry,
     make_app,
 )
+from lessor.admission.body import MAX_BODY, MAX_DEPTH
+from lessor.admission.metrics import WebhookMetrics
 
 
 class Objects:
@@ -118,7 +122,9 @@ def lease_review(spec: dict[str, Any], uid: str = "c8f5b4a2-0001") -> dict[str, 
 async def client() -> AsyncIterator[TestClient[Any, Any]]:
     registry = Registry()
     registry.register("lessor.dev", "Lease", LeaseChecker())
-    app = make_app(registry, Objects(POLICY), deadline=Deadline(webhook_timeout=0.2, margin=0.1))
+    # With metrics, which read every body, malformed ones too.
+    app = make_app(registry, Objects(POLICY), deadline=Deadline(webhook_timeout=0.2, margin=0.1),
+                   metrics=WebhookMetrics(CollectorRegistry()))
     async with TestClient(TestServer(app)) as test_client:
         yield test_client
 
@@ -171,20 +177,183 @@ async def test_a_hanging_lookup_is_answered_by_the_webhook_itself_before_its_tim
     assert "set-up of checker lease did not finish within 0.1 s" in status["message"]
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        b"{not json",
-        b"[]",
-        b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "u"}}',
-        b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
-    ],
-    ids=["not-json", "not-an-object", "wrong-version", "no-uid"],
-)
-async def test_a_body_that_is_not_an_admission_review_gets_400(
-    client: TestClient[Any, Any], body: bytes
+def reviewed(change: Any) -> bytes:
+    """A valid lease review, changed by ``change(review)`` (which edits it in place), as bytes."""
+    body = lease_review({"selector": {"matchLabels": {"board": "rpi4"}}})
+    change(body)
+    return json.dumps(body).encode()
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+MALFORMED = {
+    "not-json": (b"{not json", "the body is not JSON (Expecting property name"),
+    "not-utf8": (b'{"a": "\xff\xfe"}', "the body is not UTF-8"),
+    "empty": (b"", "the body is not JSON"),
+    "not-an-object": (b"[]", "the body is a JSON array, not an object"),
+    "a-number": (b"12", "the body is a JSON number, not an object"),
+    "wrong-version": (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "u"}}',
+                      "expected apiVersion admission.k8s.io/v1"),
+    "no-request": (reviewed(lambda r: r.pop("request")), "request is missing"),
+    "request-a-list": (reviewed(lambda r: r.update(request=[1])), "request must be an object, not array"),
+    "no-uid": (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
+               "request.uid is missing"),
+    "uid-a-number": (reviewed(lambda r: r["request"].update(uid=7)), "request.uid must be a non-empty string"),
+    "no-kind": (reviewed(lambda r: r["request"].pop("kind")), "request.kind must be an object, not missing"),
+    "kind-a-string": (reviewed(lambda r: r["request"].update(kind="Lease")), "request.kind must be an object"),
+    "kind-kind-a-list": (reviewed(lambda r: r["request"]["kind"].update(kind=["Lease"])),
+                         "request.kind.kind must be a string, not array"),
+    "no-operation": (reviewed(lambda r: r["request"].pop("operation")), "request.operation must be one of"),
+    "operation-unknown": (reviewed(lambda r: r["request"].update(operation="PATCH")), "not 'PATCH'"),
+    "namespace-a-number": (reviewed(lambda r: r["request"].update(namespace=3)),
+                           "request.namespace must be a string, not number"),
+    "no-object-on-create": (reviewed(lambda r: r["request"].update(object=None)),
+                            "request.object must be an object, not missing"),
+    "object-a-string": (reviewed(lambda r: r["request"].update(object="lease")),
+                        "request.object must be an object, not string"),
+    "update-without-old": (reviewed(lambda r: r["request"].update(operation="UPDATE")),
+                           "request.oldObject must be an object, not missing"),
+    "metadata-a-list": (reviewed(lambda r: r["request"]["object"].update(metadata=[])),
+                        "request.object.metadata must be an object, not array"),
+    "no-metadata": (reviewed(lambda r: r["request"]["object"].pop("metadata")),
+                    "request.object.metadata must be an object, not missing"),
+    "labels-a-string": (reviewed(lambda r: r["request"]["object"]["metadata"].update(labels="a=b")),
+                        "request.object.metadata.labels must be an object, not string"),
+    "annotation-a-number": (
+        reviewed(lambda r: r["request"]["object"]["metadata"].update(annotations={"preflight.lessor.dev/skip": 1})),
+        "request.object.metadata.annotations[preflight.lessor.dev/skip] must be a string, not number"),
+    "spec-a-list": (reviewed(lambda r: r["request"]["object"].update(spec=[])),
+                    "request.object.spec must be an object, not array"),
+    "deeper-than-the-stack": (b"[" * 100_000 + b"]" * 100_000, "the JSON nests too deep to decode"),
+}
+
+
+@pytest.mark.parametrize(("body", "says"), MALFORMED.values(), ids=MALFORMED.keys())
+async def test_a_body_that_is_not_an_admission_review_gets_400_saying_what_is_wrong(
+    client: TestClient[Any, Any], body: bytes, says: str
 ) -> None:
     resp = await client.post(VALIDATE_PATH, data=body, headers={"Content-Type": "application/json"})
 
     assert resp.status == 400
-    assert "not an AdmissionReview" in await resp.text()
+    text = await resp.text()
+    assert text.startswith("not an AdmissionReview: ")
+    assert says in text
+
+
+async def test_a_body_over_the_size_limit_gets_413_and_is_not_read(client: TestClient[Any, Any]) -> None:
+    huge = reviewed(lambda r: r["request"]["object"]["spec"].update(blob="x" * (MAX_BODY + 1)))
+
+    resp = await client.post(VALIDATE_PATH, data=huge, headers={"Content-Type": "application/json"})
+
+    assert resp.status == 413
+    assert f"larger than the limit of {MAX_BODY} bytes" in await resp.text()
+
+
+async def test_an_object_as_deep_as_the_limit_allows_is_checked(client: TestClient[Any, Any]) -> None:
+    deep = reviewed(lambda r: r["request"]["object"]["spec"].update(deep=nested(MAX_DEPTH - 3)))
+
+    answer = await post_raw(client, deep)
+
+    assert answer["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, 5_000], ids=["over-the-limit", "too-deep-to-decode"])
+async def test_an_object_nested_deeper_than_the_limit_is_denied_not_refused_as_a_request(
+    client: TestClient[Any, Any], depth: int
+) -> None:
+    """The API server lets templates nest without limit; its user must hear why, not 'failed calling webhook'."""
+    if depth == MAX_DEPTH:
+        deep = reviewed(lambda r: r["request"]["object"]["spec"].update(deep=nested(depth)))
+    else:  # written by hand: json.dumps cannot nest this deep either
+        deep = reviewed(lambda r: r["request"]["object"]["spec"].update(deep="HERE")).replace(
+            b'"HERE"', b"[" * depth + b"]" * depth)
+
+    response = (await post_raw(client, deep))["response"]
+
+    assert (response["uid"], response["allowed"], response["status"]["code"]) == ("c8f5b4a2-0001", False, 422)
+    (cause,) = response["status"]["details"]["causes"]
+    assert cause["reason"] == "nesting"
+    assert "nests deeper than 100 levels" in cause["message"]
+    if depth == MAX_DEPTH:  # decoded: where is known
+        assert cause["field"] == "spec.deep.a.a.a"
+        assert "(at spec.deep.a.a.a.a.a" in cause["message"]
+
+
+async def post_raw(client: TestClient[Any, Any], body: bytes) -> dict[str, Any]:
+    resp = await client.post(VALIDATE_PATH, data=body, headers={"Content-Type": "application/json"})
+    assert resp.status == 200, await resp.text()
+    answer: dict[str, Any] = await resp.json()
+    return answer
+
+
+class FakeInformer:
+    """What CacheLookup reads of an Informer: its resource, whether it has listed, its store."""
+
+    def __init__(self, synced: bool) -> None:
+        from lessor.gateway.resources import PROVIDER
+
+        self.resource = PROVIDER
+        self.synced = anyio.Event()
+        if synced:
+            self.synced.set()
+        self.store: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+class CountingFallback:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def get(self, group: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        self.calls.append(f"get {name}")
+        return None
+
+    async def list(self, group: str, kind: str, namespace: str) -> list[Mapping[str, Any]]:
+        self.calls.append("list")
+        return []
+
+
+async def test_the_cache_lookup_waits_briefly_for_an_object_created_just_before_and_falls_back_until_synced() -> None:
+    from lessor.admission.lookup import CacheLookup
+
+    provider = {"metadata": {"name": "env", "namespace": "ops"}}
+    synced, listing, fallback = FakeInformer(True), FakeInformer(False), CountingFallback()
+    lookup = CacheLookup([synced], fallback, grace=2.0, poll=0.01)  # type: ignore[list-item, arg-type]
+
+    async def arrives() -> None:
+        await anyio.sleep(0.1)
+        synced.store[("ops", "env")] = provider
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(arrives)
+        found = await lookup.get("lessor.dev", "ResourceProvider", "ops", "env")
+    listed = await lookup.list("lessor.dev", "ResourceProvider", "ops")
+    not_yet = CacheLookup([listing], fallback)  # type: ignore[list-item, arg-type]
+    await not_yet.get("lessor.dev", "ResourceProvider", "ops", "env")
+
+    assert found is provider
+    assert listed == [provider]
+    assert fallback.calls == ["get env"]  # only the informer that has not listed yet sends a request
+
+
+@pytest.mark.parametrize(("spec", "field", "message"), [
+    ({"selector": "board=rpi4"}, "spec.selector", "must be an object, not string"),
+    ({"selector": {"matchLabels": {"board": 4}}}, "spec.selector.matchLabels.board", "must be a string, not integer"),
+    ({"selector": {"matchExpressions": [{"key": "board", "operator": "In", "values": "rpi4"}]}},
+     "spec.selector.matchExpressions[0].values", "must be an array, not string"),
+    ({"clientRef": ["alice"]}, "spec.clientRef", "must be an object, not array"),
+    ({"release": "yes"}, "spec.release", "must be a boolean, not string"),
+], ids=["selector-a-string", "label-a-number", "values-a-string", "ref-a-list", "bool-a-string"])
+async def test_a_field_of_another_type_than_the_crd_gives_it_is_denied_by_name_before_any_check(
+    client: TestClient[Any, Any], spec: dict[str, Any], field: str, message: str
+) -> None:
+    """The API server never sends these (the CRD's schema comes first); anyone else may, and gets an answer."""
+    answer = await post(client, lease_review(spec))
+
+    status = answer["response"]["status"]
+    assert (status["code"], status["details"]["causes"]) == (422, [{"reason": "shape", "field": field,
+                                                                    "message": message}])

@@ -120,3 +120,24 @@ def test_a_handle_for_several_providers_takes_the_minimum_of_each_setting() -> N
 def test_a_handles_lifespan_spec_has_the_settings_and_the_end_but_not_unclaimed() -> None:
     settings = config(default="1d", maximum="7d", unclaimed="1h")
     assert handle_lifespan_spec(settings, NOW) == {"default": "1d", "maximum": "7d", "end": "2024-03-03T09:00:00Z"}
+
+
+def test_a_lifespan_beyond_100_years_is_named_and_the_longest_allowed_cannot_overflow() -> None:
+    parsed, errors = LifespanConfig.parse({"default": "99999999d", "maximum": "36501d", "relativeMaximum": "36500d",
+                                           "unclaimed": "876000h"}, "spec.lifespan")
+    assert errors == ("spec.lifespan.default: duration '99999999d' is out of range: at most 100 years (36500d, 876000h)",
+                      "spec.lifespan.maximum: duration '36501d' is out of range: at most 100 years (36500d, 876000h)")
+    latest = datetime(8999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)  # the latest time lessor accepts
+    lifespan = claim_lifespan(config(default="36500d", maximum="36500d", relativeMaximum="36500d"),
+                              created=latest, start=latest, requested_end=None, now=latest)
+    assert lifespan.end == latest + 36500 * DAY
+    assert unclaimed_end(parsed, created=latest) == latest + 36500 * DAY
+
+
+def test_a_claims_lifespan_end_outside_1970_to_9000_is_named() -> None:
+    claim = {"metadata": {"creationTimestamp": "2024-03-01T09:00:00Z"},
+             "spec": {"lifespan": {"end": "0001-01-01T00:00:00Z"}}}
+    lifespan, error = claim_lifespan_of(config(maximum="7d"), claim, start=NOW, now=NOW)
+    assert lifespan is None
+    assert error == ("spec.lifespan.end: timestamp '0001-01-01T00:00:00Z' is out of range: times are from "
+                     "1970-01-01T00:00:00Z to before 9000-01-01T00:00:00Z")

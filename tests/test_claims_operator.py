@@ -19,6 +19,7 @@ import pytest
 
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, NAMESPACE, POOL, PROVIDER
+from tests.polling import get, gone, until
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -125,36 +126,6 @@ def has(type_: str, reason: str, status: str = "True") -> Callable[[Mapping[str,
 
 def ready(obj: Mapping[str, Any]) -> bool:
     return condition(obj, "Ready") == ("True", "Ready")
-
-
-async def until(kube: Gateway, res: Resource, ns: str, name: str, check: Callable[[Mapping[str, Any]], bool],
-                timeout: float = 20) -> Mapping[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: Mapping[str, Any] | None = None
-    while time.monotonic() < deadline:
-        obj = await get(kube, res, ns, name)
-        if obj is not None and check(obj):
-            return obj
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{res.kind} {ns}/{name} never got there; last status: {(obj or {}).get('status')}")
-
-
-async def gone(kube: Gateway, res: Resource, ns: str, name: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await get(kube, res, ns, name) is None:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{res.kind} {ns}/{name} still exists")
-
-
-async def get(kube: Gateway, res: Resource, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        return await kube.get(res, ns, name)
-    except Exception as error:
-        if getattr(error, "not_found", False):
-            return None
-        raise
 
 
 def counted(key: str, count: int) -> Callable[[Mapping[str, Any]], bool]:
@@ -341,7 +312,11 @@ async def test_ready_follows_the_state_of_the_created_resource(
     gadget = await lab.provider("gadget", override={"apiVersion": "test.lessor.dev/v1", "kind": "Widget"},
                                 readinessCheck="status is defined and status.phase == 'Running'")
     await claim(kube, namespace, "w", resource(gadget, {"spec": {"colour": "red"}}))
-    got = await until(kube, CLAIM, namespace, "w", has("Ready", "ResourcesNotReady", "False"))
+    # Not ready before the Widget exists too (its CRD's storage may still be starting): wait until the
+    # claim reports the created Widget itself, not "not created yet".
+    got = await until(kube, CLAIM, namespace, "w", lambda c: has("Ready", "ResourcesNotReady", "False")(c)
+                      and "reference" in ((c.get("status") or {}).get("resources") or [{}])[0]
+                      and "not created yet" not in message(c, "Ready"))
     ref = reference(got)
     assert (ref["apiVersion"], ref["kind"], ref["namespace"]) == ("test.lessor.dev/v1", "Widget", OPS)
     assert "spec.resources[0] (" in message(got, "Ready") and "readinessCheck is false" in message(got, "Ready")

@@ -53,7 +53,10 @@ def test_the_view_is_cached_per_version_and_ignores_status() -> None:
         ({"updateFilters": [{"allowedOps": ["add"]}]}, "spec.updateFilters[0].pathMatch: is required"),
         ({"updateFilters": [{"pathMatch": "["}]}, "spec.updateFilters[0].pathMatch: invalid regular expression"),
         ({"validation": {"openAPIV3Schema": {"type": "banana"}}},
-         "spec.validation.openAPIV3Schema: invalid openAPIV3Schema"),
+         "spec.validation.openAPIV3Schema.type: 'banana' is not valid"),
+        ({"validation": {"openAPIV3Schema": {"properties": {"x": {"type": "string", "pattern": "(?=a)"}}}}},
+         "spec.validation.openAPIV3Schema.properties.x.pattern: invalid regular expression '(?=a)' (RE2 syntax)"),
+        ({"matchIgnore": ["/spec/(\\w+)\\1"]}, "spec.matchIgnore[0]: invalid regular expression"),
         ({"validation": {"checks": [{"name": "x", "check": "spec.a <"}]}},
          "spec.validation.checks[0].check: syntax error"),
         ({"validation": {"checks": [{"name": "x", "check": " "}]}},
@@ -103,6 +106,14 @@ def test_match_is_a_partial_resource_that_the_template_must_contain() -> None:
     assert not p.matches({"apiVersion": "v1", "kind": "ConfigMap", "data": {"tier": True}})
     assert not p.matches({"apiVersion": "v1", "kind": "ConfigMap"})
     assert not provider_from(provider()).matches({"apiVersion": "v1", "kind": "ConfigMap"})  # no match: never chosen
+
+
+def test_a_list_in_match_fits_only_the_same_list() -> None:
+    """Objects in `match` are partial; lists are not: `[{"a": 1}]` fits neither a longer list nor richer items."""
+    p = provider_from(provider(match={"apiVersion": "v1", "kind": "ConfigMap", "data": {"tags": [{"a": 1}]}}))
+    assert p.matches({"apiVersion": "v1", "kind": "ConfigMap", "data": {"tags": [{"a": 1.0}], "more": 2}})
+    assert not p.matches({"apiVersion": "v1", "kind": "ConfigMap", "data": {"tags": [{"a": 1}, {"b": 2}]}})
+    assert not p.matches({"apiVersion": "v1", "kind": "ConfigMap", "data": {"tags": [{"a": 1, "b": 2}]}})
 
 
 def test_defaults_go_under_the_template_and_the_override_over_it() -> None:

@@ -96,6 +96,25 @@ def test_a_claim_needs_resources() -> None:
     assert errors(spec) == ["spec.resources: at least one resource is needed"]
 
 
+def test_a_claims_lifespan_outside_1970_to_9000_is_invalid_naming_the_field() -> None:
+    body = claim(env({"data": {"size": "small"}}))
+    body["spec"]["lifespan"] = {"start": "2024-03-01T12:00:00Z", "end": "0001-01-01T00:00:00Z"}
+    spec = resolve_claim(body, providers(), now=NOW)
+    assert errors(spec) == ["spec.lifespan.end: timestamp '0001-01-01T00:00:00Z' is out of range: times are "
+                            "from 1970-01-01T00:00:00Z to before 9000-01-01T00:00:00Z"]
+    assert valid_condition(spec.all_errors, now=NOW)["reason"] == "InvalidLifespan"
+    body["spec"]["lifespan"]["end"] = "2024-03-02T12:00:00Z"
+    assert resolve_claim(body, providers(), now=NOW).valid
+
+
+def test_a_provider_lifespan_beyond_100_years_makes_it_invalid_naming_the_setting() -> None:
+    broken = named("century", override={"apiVersion": "v1", "kind": "ConfigMap"}, lifespan={"maximum": "36501d"})
+    spec = resolve_claim(claim(env({}, provider="century")), providers(broken), now=NOW)
+    assert errors(spec) == ["spec.resources[0].provider.name: ResourceProvider century is invalid: "
+                            "spec.lifespan.maximum: duration '36501d' is out of range: at most 100 years "
+                            "(36500d, 876000h)"]
+
+
 # --------------------------------------------------------- defaults, schema, checks
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from lessor.actors.claim_spec import resolve_claim, status_resources, valid_condition
 from lessor.actors.claim_updates import plan_claim_update, plan_update
 from lessor.actors.provider import Provider, provider_from
-from lessor.jsonpatch import apply
+from lessor.model.jsonpatch import apply
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 SCHEMA = {"type": "object", "properties": {

@@ -6,18 +6,20 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
-from lessor.gateway import Gateway
-from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES
+from lessor.gateway import ApiError, Gateway
+from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES, VALIDATING_WEBHOOK as WEBHOOKS
 
 COMMANDS = ["controlplane", "install", "run", "dev", "topology", "bench", "bench apiserver", "bench leases"]
 
@@ -93,34 +95,69 @@ async def test_run_serves_health_readiness_and_metrics(kube: Gateway, controlpla
         await _poll(f"http://127.0.0.1:{health}/healthz", 200)
         assert "caches synced" in await _poll(f"http://127.0.0.1:{health}/readyz", 200)
         body = await _poll(f"http://127.0.0.1:{metrics}/metrics", 200)
-        assert 'lessor_api_requests_total{kind="Lease",verb="list"}' in body
+        assert 'lessor_api_requests_total{code="200",kind="Lease",verb="list"}' in body
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode in (0, 143), out  # 143: stopped by SIGTERM, cleanly
 
 
-async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: ControlPlane, tmp_path: Path) -> None:
-    """The README's first command, end to end (on its own control plane)."""
-    kubeconfig = tmp_path / "dev.kubeconfig"
+async def test_sigterm_removes_the_development_webhook_registration(
+    kube: Gateway, controlplane: ControlPlane, tmp_path: Path
+) -> None:
+    health = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lessor", "dev", "--kubeconfig-out", str(kubeconfig), "--dir", str(tmp_path / "dev"),
-         "--health-port", str(free_port()), "--metrics-port", str(free_port())],
+        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(controlplane.kubeconfig), "--no-leader-elect",
+         "--health-port", str(health), "--metrics-port", str(free_port()), "--bind-address", "127.0.0.1",
+         "--webhook-port", str(free_port())],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        await _poll(f"http://127.0.0.1:{health}/readyz", 200)
+        assert (await kube.get(WEBHOOKS, None, "lessor-preflight"))["metadata"]["name"] == "lessor-preflight"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 143, out
+    with pytest.raises(ApiError) as gone:
+        await kube.get(WEBHOOKS, None, "lessor-preflight")
+    assert gone.value.not_found, out
+
+
+async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
+    controlplane: ControlPlane, tmp_path: Path, read_until: Callable[..., Awaitable[str]]
+) -> None:
+    """The README's first command, end to end (on its own control plane): it takes over a stale
+    lock, refuses a second `lessor dev` in the same folder, serves the webhook on --webhook-port,
+    and says what it cleaned up on Ctrl-C."""
+    kubeconfig, folder, webhook_port = tmp_path / "dev.kubeconfig", tmp_path / "dev", free_port()
+    folder.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (folder / "lessor.pid").write_text(f"pid={dead.pid}\ncommand=lessor dev\nsince=yesterday\n")  # SIGKILLed
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lessor", "dev", "--kubeconfig-out", str(kubeconfig), "--dir", str(folder),
+         "--health-port", str(free_port()), "--metrics-port", str(free_port()), "--webhook-port", str(webhook_port)],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     lines: list[str] = []
     try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 120
-        while not any("Ctrl-C stops everything" in line for line in lines):
-            assert time.monotonic() < deadline, "".join(lines)
-            line = await asyncio.to_thread(proc.stderr.readline)
-            assert line or proc.poll() is None, "".join(lines)
-            lines.append(line)
-        output = "".join(lines)
+        output = await read_until(proc, "Ctrl-C stops everything", lines)
         assert f"export KUBECONFIG={kubeconfig}" in output
         assert "was refused" not in output, output
-        async with await Gateway.connect(str(kubeconfig)) as gw:
+        assert f"stale lock {folder / 'lessor.pid'} (pid {dead.pid}" in output, output
+        assert f"admission webhook on https://127.0.0.1:{webhook_port}" in output, output
+
+        second = await asyncio.to_thread(
+            lessor, "dev", "--dir", str(folder), "--kubeconfig-out", str(tmp_path / "second.kubeconfig"),
+            cwd=tmp_path)
+        assert second.returncode == 1, second.stderr
+        assert f"lessor dev is already running in {folder} (pid {proc.pid}" in second.stderr, second.stderr
+        assert "Traceback" not in second.stderr and not (tmp_path / "second.kubeconfig").exists()
+
+        async with await Gateway.connect(str(kubeconfig)) as gw:  # the first is untouched by the second
+            hook = await gw.get(WEBHOOKS, None, "lessor-preflight")
+            assert f":{webhook_port}/" in hook["webhooks"][0]["clientConfig"]["url"]
             exporters, _ = await gw.list(EXPORTER, "lab")
             assert len(exporters) >= 2
             deadline = time.monotonic() + 30
@@ -143,7 +180,24 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(controlplane: Contro
     finally:
         proc.send_signal(signal.SIGINT)
         rest = await asyncio.to_thread(proc.communicate, timeout=60)
-    assert proc.returncode == 0, "".join(lines) + (rest[1] or "")
+    said = "".join(lines) + (rest[1] or "")
+    assert proc.returncode == 0, said
+    for cleanup in ("interrupted: cleaning up", "stopped the operator", "stopped the control plane",
+                    f"removed the lock {folder / 'lessor.pid'}"):
+        assert cleanup in rest[1], said
+    assert not (folder / "lessor.pid").exists()
+
+
+def test_dev_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = lessor("dev", "--dir", str(tmp_path / "dev"), "--webhook-port", str(port), cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert f"port {port} on 127.0.0.1 is in use" in out.stderr and "--webhook-port N or --no-webhook" in out.stderr
+    assert "control plane" not in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "dev" / "lessor.pid").exists() and not (tmp_path / "lessor-dev.kubeconfig").exists()
 
 
 async def test_topology_prints_the_clusters_graph_as_dot(

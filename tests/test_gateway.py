@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from lessor.gateway import ApiError, Gateway, Informer, WatchEvent
-from lessor.gateway.client import retry_on_conflict
 from lessor.gateway.resources import CONFIGMAP, EXPORTER
 
 
@@ -173,19 +172,21 @@ async def test_json_patch_test_op_is_a_compare_and_set(kube: Gateway, namespace:
     assert (await kube.get(CONFIGMAP, namespace, "cas"))["data"]["v"] == "mine"
 
 
-async def test_conflicting_writers_all_land_with_retry(kube: Gateway, namespace: str) -> None:
+async def test_a_stale_write_is_a_conflict_and_a_fresh_one_lands(kube: Gateway, namespace: str) -> None:
+    """What every commit point relies on: a write carrying a resourceVersion fails with 409 once another
+    write landed since that read, and succeeds after reading again."""
     await kube.create(CONFIGMAP, namespace, configmap(namespace, "counter", n="0"))
-
-    async def increment() -> None:
-        async def attempt() -> None:
-            cm = await kube.get(CONFIGMAP, namespace, "counter")
-            cm["data"]["n"] = str(int(cm["data"]["n"]) + 1)
-            await kube.replace(CONFIGMAP, namespace, "counter", cm)  # carries resourceVersion: 409 on a race
-
-        await retry_on_conflict(attempt, attempts=50)
-
-    await asyncio.gather(*(increment() for _ in range(10)))
-    assert (await kube.get(CONFIGMAP, namespace, "counter"))["data"]["n"] == "10"
+    first, second = [await kube.get(CONFIGMAP, namespace, "counter") for _ in range(2)]
+    first["data"]["n"] = "1"
+    await kube.replace(CONFIGMAP, namespace, "counter", first)
+    second["data"]["n"] = "1"
+    with pytest.raises(ApiError) as err:
+        await kube.replace(CONFIGMAP, namespace, "counter", second)
+    assert err.value.conflict
+    fresh = await kube.get(CONFIGMAP, namespace, "counter")
+    fresh["data"]["n"] = str(int(fresh["data"]["n"]) + 1)
+    await kube.replace(CONFIGMAP, namespace, "counter", fresh)
+    assert (await kube.get(CONFIGMAP, namespace, "counter"))["data"]["n"] == "2"
 
 
 async def test_status_patch_and_counting_by_verb_and_kind(kube: Gateway, namespace: str) -> None:
@@ -224,3 +225,28 @@ async def test_api_calls_are_client_spans(kubeconfig: Any, namespace: str) -> No
     assert create.name == "create ConfigMap" and create.kind is SpanKind.CLIENT
     assert create.attributes["http.request.method"] == "POST"
     assert get.attributes["http.response.status_code"] == 404
+
+
+async def test_a_handler_that_fails_on_one_object_does_not_hold_back_the_others(
+    kube: Gateway, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One object whose content makes the handler raise used to make the informer relist, fail again, forever."""
+    rec = Recorder()
+
+    async def fussy(event: WatchEvent) -> None:
+        if event.object.get("data", {}).get("v") == "poison":
+            raise ValueError("cannot handle this one")
+        await rec(event)
+
+    informer = Informer(kube, CONFIGMAP, fussy, namespace=namespace, retry_delay=0.01)
+    await kube.create(CONFIGMAP, namespace, configmap(namespace, "before", v="poison"))
+    async with running(informer):
+        await kube.create(CONFIGMAP, namespace, configmap(namespace, "pill", v="poison"))
+        await kube.create(CONFIGMAP, namespace, configmap(namespace, "after", v="1"))
+        await kube.merge_patch(CONFIGMAP, namespace, "after", {"data": {"v": "2"}})
+        await rec.wait_for(lambda evs: ("MODIFIED", "2") in rec.of("after"))
+
+    assert rec.of("after") == [("ADDED", "1"), ("MODIFIED", "2")]
+    assert (informer.relists, informer.handler_failures) == (1, 2)
+    assert {"before", "pill", "after"} <= {name for _, name in informer.store}
+    assert "handling ADDED" in caplog.text and "cannot handle this one" in caplog.text

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lessor.jsonpatch import JsonPatchError, apply, diff, filter_operations, matches_ignoring
+from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operations, matches_ignoring
 
 # Keys with '/' and '~' exercise pointer escaping; few distinct keys make overlaps likely.
 keys = st.sampled_from(["a", "b", "c", "a/b", "m~n", "~1", "", "0"])
@@ -171,7 +171,7 @@ def test_no_update_filters_means_no_updates() -> None:
 @pytest.mark.parametrize(
     ("update_filter", "message"),
     [
-        ({"pathMatch": "/spec/(unclosed"}, "invalid updateFilters pathMatch regular expression '/spec/\\(unclosed'"),
+        ({"pathMatch": "/spec/(unclosed"}, "updateFilters pathMatch: invalid regular expression '/spec/\\(unclosed' \\(RE2 syntax\\)"),
         ({"allowedOps": ["add"]}, "no pathMatch"),
         ({"pathMatch": "/spec/a", "allowedOps": ["move"]}, "allowedOps \\['move'\\]"),
     ],
@@ -206,5 +206,5 @@ def test_match_ignore_patterns_see_escaped_pointers() -> None:
 
 
 def test_a_malformed_match_ignore_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="invalid matchIgnore regular expression"):
+    with pytest.raises(ValueError, match="matchIgnore: invalid regular expression"):
         matches_ignoring({"a": 1}, {"a": 2}, ["("])

@@ -1,4 +1,4 @@
-"""Policy resolution (actors/policy.py): every rule of the leasing issue and every corner case of the seed.
+"""Policy resolution (actors/lease_resolution.py, access_policy.py, exporter_state.py): every rule of the leasing issue and every corner case of the seed.
 
 The seed (an analysis of an existing lease controller) lists what it gets
 wrong; the tests named `test_seed_*` are those rows, answered the lessor way.
@@ -16,20 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lessor.actors.lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
-from lessor.actors.policy import (
-    OPEN_ACCESS,
-    Candidate,
-    ExporterView,
-    Holder,
-    Plan,
-    PolicySet,
-    State,
-    approvals,
-    compile_policies,
-    exporter_online,
-    exporter_ready,
-    resolve,
-)
+from lessor.actors.access_policy import OPEN_ACCESS, PolicySet, approvals, compile_policies
+from lessor.actors.exporter_state import ExporterView, Holder, exporter_online, exporter_ready
+from lessor.actors.lease_resolution import Candidate, Plan, State, resolve
 from lessor.templates.timestamps import format_timestamp
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -373,14 +362,14 @@ def test_rule_7_free_before_leased_non_spot_before_spot_higher_priority_then_nam
     ]
     result = plan(boards(), exporters, rules)
     assert names(result) == ["h-free", "l-free-a", "l-free-b", "s-free", "h-busy"]
-    assert [c.free for c in result.candidates] == [True, True, True, True, False]
+    assert [c.state for c in result.candidates] == [State.FREE] * 4 + [State.HELD]
     assert result.takeable == result.candidates[:4]
 
 
 def test_a_lease_that_already_holds_the_exporter_sees_it_free() -> None:
     result = plan(boards(), [exporter("e1", holder=Holder("l1"), ready=False)])
     (candidate,) = result.candidates
-    assert candidate.state is State.FREE and candidate.holder == Holder("l1") and candidate.evicts is None
+    assert candidate.state is State.FREE and candidate.holder == Holder("l1") and candidate.takeable
 
 
 # --- rule 9: spot access -------------------------------------------------------------------------------
@@ -402,7 +391,9 @@ def test_rule_9_a_non_spot_lease_without_a_free_exporter_evicts_the_lowest_prior
     ]
     result = plan(boards(), exporters, policies(policy("p", RPI4, rule(0, QA))))
     assert names(result) == ["e3", "e4", "e1", "e2"]
-    assert [c.evicts for c in result.candidates] == ["spot-low", "spot-mid", "spot-high", None]
+    assert [(c.state, c.holder and c.holder.lease) for c in result.candidates] == [
+        (State.EVICTABLE, "spot-low"), (State.EVICTABLE, "spot-mid"), (State.EVICTABLE, "spot-high"),
+        (State.HELD, "regular")]
     assert [c.state for c in result.takeable] == [State.EVICTABLE] * 3
     assert result.pending.reason is Reason.NOT_AVAILABLE
 
@@ -416,7 +407,7 @@ def test_rule_9_a_spot_lease_evicts_no_one() -> None:
     rules = policies(policy("p", RPI4, rule(99, DEV, spot=True)))
     result = plan(boards(), [exporter("e1", holder=Holder("other-spot", 1, True))], rules, client=DEV)
     (candidate,) = result.candidates
-    assert candidate.state is State.HELD and candidate.evicts is None
+    assert candidate.state is State.HELD and not candidate.takeable
     assert not result.takeable
 
 
@@ -487,7 +478,7 @@ def test_seed_spot_eviction_is_reachable() -> None:
     assert dev.takeable[0].spot is True  # spot-only is granted, not Unsatisfiable
     held = exporter("e1", holder=Holder("bob-lease", dev.takeable[0].priority, dev.takeable[0].spot))
     qa = plan(boards(), [held], rules)
-    assert qa.takeable[0].evicts == "bob-lease"
+    assert qa.takeable[0].state is State.EVICTABLE and qa.takeable[0].holder == held.holder
 
 
 def test_seed_a_policy_with_an_empty_from_list_admits_no_one_and_says_so() -> None:
@@ -633,7 +624,7 @@ def _rule_order(a: Candidate, b: Candidate) -> int:
 def _brute_force_best(request: LeaseRequest, exporter_view: ExporterView, objects: list[dict],
                       client: Mapping[str, str]) -> tuple[bool, int] | None:
     """The best (spot, priority) by reading the raw policies directly; None when nothing approves."""
-    from lessor.selectors import parse_selector
+    from lessor.model.selectors import parse_selector
     best = None
     requested = request.requested_duration(NOW)
     for obj in objects:

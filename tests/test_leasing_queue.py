@@ -17,6 +17,16 @@ def waiter(name: str, priority: int = 0, age: int = 0, spot: bool = False) -> Wa
     return Waiter(name, priority, T0 + timedelta(seconds=age), spot)
 
 
+def serve_all(queue: WaitQueue) -> list[Waiter]:
+    """Hand the exporter out until nobody waits, as the exporter actor does: offer to `best()`,
+    and the accepted waiter is `remove`d."""
+    served = []
+    while (best := queue.best()) is not None:
+        assert queue.remove(best.name) == best
+        served.append(best)
+    return served
+
+
 def test_rule_8_highest_priority_then_oldest_then_name() -> None:
     queue = WaitQueue([
         waiter("young-high", 10, age=50),
@@ -27,9 +37,8 @@ def test_rule_8_highest_priority_then_oldest_then_name() -> None:
     ])
     assert [w.name for w in queue] == ["old-high", "young-high", "a-same", "b-same", "old-low"]
     assert queue.peek() == waiter("old-high", 10, age=10)
-    assert [queue.pop().name for _ in range(len(queue))] == ["old-high", "young-high", "a-same", "b-same",  # type: ignore[union-attr]
-                                                             "old-low"]
-    assert queue.pop() is None and queue.peek() is None and not queue
+    assert [w.name for w in serve_all(queue)] == ["old-high", "young-high", "a-same", "b-same", "old-low"]
+    assert queue.best() is None and queue.peek() is None and not queue
 
 
 def test_spot_is_carried_but_not_part_of_the_order() -> None:
@@ -42,7 +51,7 @@ def test_adding_a_name_again_replaces_it() -> None:
     queue.add(waiter("a", 3))
     assert len(queue) == 2
     assert [w.name for w in queue] == ["a", "b"]
-    assert queue.get("a") == waiter("a", 3)
+    assert list(queue) == [waiter("a", 3), waiter("b", 2)]
 
 
 def test_remove() -> None:
@@ -61,10 +70,11 @@ def test_best_with_a_filter() -> None:
     assert len(queue) == 3  # best leaves waiters in place
 
 
-def test_position() -> None:
+def test_a_waiter_that_withdraws_is_never_served() -> None:
     queue = WaitQueue([waiter("a", 9), waiter("b", 5), waiter("c", 1)])
-    assert [queue.position(name) for name in "abc"] == [0, 1, 2]
-    assert queue.position("zz") is None
+    assert queue.remove("zz") is None and "zz" not in queue
+    queue.remove("a")
+    assert [w.name for w in serve_all(queue)] == ["b", "c"]
 
 
 def test_naive_and_aware_times_compare_as_utc() -> None:
@@ -92,11 +102,7 @@ def test_property_arrival_order_does_not_change_who_wins(waiters: list[Waiter], 
     shuffled = list(waiters)
     random.shuffle(shuffled)  # type: ignore[attr-defined]
     expected = sorted(waiters, key=lambda w: (-w.priority, w.created, w.name))
-    popped = []
-    queue = WaitQueue(shuffled)
-    while queue:
-        popped.append(queue.pop())
-    assert popped == expected
+    assert serve_all(WaitQueue(shuffled)) == expected
 
 
 @given(_waiters, st.data())
@@ -107,5 +113,5 @@ def test_property_removing_keeps_the_rest_in_order(waiters: list[Waiter], data: 
         queue.remove(name)
     kept = sorted((w for w in waiters if w.name not in gone), key=lambda w: w.key)
     assert list(queue) == kept
-    assert [queue.position(w.name) for w in kept] == list(range(len(kept)))
     assert queue.peek() == (kept[0] if kept else None)
+    assert serve_all(queue) == kept

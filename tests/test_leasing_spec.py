@@ -290,3 +290,30 @@ def test_format_go_duration_writes_what_the_fields_accept(value: timedelta, text
 @given(st.integers(min_value=-10**12, max_value=10**12).map(lambda us: timedelta(microseconds=us)))
 def test_property_format_go_duration_round_trips(value: timedelta) -> None:
     assert parse_go_duration(format_go_duration(value), "f") == value
+
+
+# --- bounds: nothing a lease asks for can overflow an actor's arithmetic -------------------------------
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"duration": "99999999h"},
+     "spec.duration: duration '99999999h' is out of range: at most 100 years (36500d, 876000h)"),
+    ({"duration": "876000h0.000001s"}, "spec.duration: duration '876000h0.000001s' is out of range"),
+    ({"endTime": "0001-01-01T00:00:00Z", "duration": "1h"},
+     "spec.endTime: timestamp '0001-01-01T00:00:00Z' is out of range: times are from 1970-01-01T00:00:00Z"),
+    ({"beginTime": "9999-12-31T23:00:00Z", "duration": "2h"},
+     "spec.beginTime: timestamp '9999-12-31T23:00:00Z' is out of range"),
+    ({"duration": "9" * 100 + "h"}, "spec.duration: invalid duration '" + "9" * 64 + "...'"),
+])
+def test_out_of_range_times_and_durations_are_invalid_duration_naming_the_field(spec: dict, message: str) -> None:
+    verdict = refused(selector=BOARD, **spec)
+    assert (verdict.type, verdict.reason) == (ConditionType.INVALID, Reason.INVALID_DURATION)
+    assert verdict.message.startswith(message)
+
+
+def test_the_longest_lease_from_the_latest_time_still_has_an_end() -> None:
+    latest = datetime(8999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+    request = ok(selector=BOARD, beginTime=ts(latest), duration="876000h")
+    assert request.end_for(NOW) == latest + timedelta(hours=876000)
+    assert ok(selector=BOARD, duration="876000h").end_for(latest) == latest + timedelta(hours=876000)
+    assert ok(selector=BOARD, endTime="1970-01-01T00:00:00Z", duration="876000h").begin.year == 1870

@@ -68,7 +68,7 @@ async def test_killing_an_idle_actor_restarts_it_and_killing_nothing_says_so() -
         assert not system.kill("keeper/2")  # never spawned
 
 
-async def test_the_chaos_monkey_kills_only_the_kinds_it_is_given() -> None:
+async def test_the_chaos_monkey_kills_only_the_kinds_it_is_given(chaos_seed: int) -> None:
     starts: list[str] = []
     async with ActorSystem(registry=None) as system:
         for kind in ("lease", "exporter"):
@@ -76,7 +76,7 @@ async def test_the_chaos_monkey_kills_only_the_kinds_it_is_given() -> None:
         addresses = [f"{kind}/{i}" for kind in ("lease", "exporter") for i in range(3)]
         for address in addresses:
             await system.ask(address, Get())
-        async with ChaosMonkey(system, rate=2000, kinds={"lease"}, seed=1) as monkey:
+        async with ChaosMonkey(system, rate=2000, kinds={"lease"}, seed=chaos_seed) as monkey:
             while len(monkey.kills) < 10:
                 await asyncio.sleep(0.001)
         for address in addresses:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lessor.selectors import EVERYTHING, NOTHING, Operator, SelectorError, parse_selector
+from lessor.model.selectors import EVERYTHING, NOTHING, Operator, SelectorError, parse_selector
 
 BOARD = {"board": "rpi4", "site": "lab-a"}
 

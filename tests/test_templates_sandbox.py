@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from lessor.templates import TemplateError, check_expression, render_object, render_string, template_variables
+from lessor.templates import (
+    TemplateError,
+    check_expression,
+    check_variables,
+    render_object,
+    render_string,
+    run_checks,
+    template_variables,
+)
 
 CLAIM = {"metadata": {"name": "c", "labels": {"team": "blue"}}, "spec": {"list": [1, 2]}}
 
@@ -117,9 +125,9 @@ def test_one_render_cannot_affect_the_next(variables: dict[str, Any]) -> None:
     [
         ("range(10**10)|list", "Range too big"),
         ("range(10**6)", "Range too big"),
-        ("'a' * 10**9", "sequence longer than"),
-        ("[0] * 10**9", "sequence longer than"),
-        ("10**9 * 'ab'", "sequence longer than"),
+        ("'a' * 10**9", "longer than the template size limit"),
+        ("[0] * 10**9", "longer than the template size limit"),
+        ("10**9 * 'ab'", "longer than the template size limit"),
         ("2 ** (10**10)", "integer larger than"),
         ("9 ** (9 ** 9)", "integer larger than"),
     ],
@@ -151,3 +159,79 @@ def test_ordinary_use_of_the_same_objects_still_works(variables: dict[str, Any])
     )
     assert render_string(source, variables) == 'blue-2,1-c/x-abab-1024-3-{"a": 1}'
     assert variables["resource_claim"] == CLAIM
+
+
+# --- the budget: memory bombs are refused before they allocate, and time is limited from outside -----------
+
+SIZE_LIMIT = "longer than the template size limit \\(1,000,000 characters or items\\)"
+DOUBLED = "{% set ns = namespace(l=['x' * 1000]) %}{% for i in range(30) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+
+
+@pytest.mark.parametrize("source", [
+    "{{ '{:>999999999}'.format(1) }}",
+    "{{ '{:{}}'.format(1, 999999999) }}",
+    "{{ '{0:.999999999f}'.format(1.5) }}",
+    "{{ '{x:>999999999}'.format_map({'x': 1}) }}",
+    "{{ 'x'.ljust(999999999) }}",
+    "{{ 'x'.rjust(999999999) }}",
+    "{{ 'x'.center(999999999) }}",
+    "{{ 'x'.zfill(999999999) }}",
+    "{{ ('\\t' * 1000).expandtabs(999999) }}",
+    "{{ ('a' * 1000).replace('a', 'b' * 100000) }}",
+    "{{ ('ab' * 1000).translate({97: 'x' * 1000000}) }}",
+    "{{ '%999999999d' % 1 }}",
+    "{{ '%*d' % (999999999, 1) }}",
+    "{{ 'x' * 999999999 }}",
+    "{{ ('x' * 600000) + ('x' * 600000) }}",
+    "{{ 'a' | center(999999999) }}",
+    "{{ 'a' | indent(999999999) }}",
+    "{{ ('a' * 1000) | replace('a', 'b' * 100000) }}",
+    "{{ '%999999999d' | format(1) }}",
+    "{{ [1] | batch(999999999, 'x') | list }}",
+    "{{ range(100000) | map('string') | join('x' * 100) }}",
+    "{{ ','.join(range(100000) | map('string') | map('center', 20)) }}",
+    "{{ (['x' * 1000000] * 2) | sum(start='') }}",
+    "{% set ns = namespace(s='x' * 1000) %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ 1 }}",
+    "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
+    "{% macro m() %}{{ 'x' * 999999 }}{% endmacro %}{{ m() ~ m() }}",
+    # shared references: tiny in memory, huge once written out as text or JSON
+    "{{ ['x' * 600000] * 2 }}",
+    "{{ ('{0}' * 100) .format('x' * 100000) }}",
+    "{{ '%s%s' % ('x' * 600000, 'x' * 600000) }}",
+    "{{ ('%(a)s' * 1000) % {'a': 'x' * 100000} }}",
+    DOUBLED + "{{ ns.l }}",
+    DOUBLED + "{{ ns.l | tojson }}",
+    DOUBLED + "{{ ns.l | string | length }}",
+    DOUBLED + "{{ 'a' ~ ns.l }}",
+    DOUBLED + "{{ [ns.l] | join(',') }}",
+    DOUBLED + "x{{ '{}'.format(ns.l) }}",
+])
+def test_memory_bombs_are_a_template_error_naming_the_limit(source: str, variables: dict[str, Any]) -> None:
+    with pytest.raises(TemplateError, match=SIZE_LIMIT) as caught:
+        render_string(source, variables, "/spec/override/data/x")
+    assert caught.value.path == "/spec/override/data/x"
+
+
+def test_the_limits_leave_ordinary_formatting_alone(variables: dict[str, Any]) -> None:
+    source = ("{{ '%s-%05d' % ('a', 3) }} {{ '{:>5}|{:.2f}'.format(1, 2.5) }} {{ 'x'.ljust(3, '.') }}"
+              " {{ 'a b' | replace(' ', '_') }} {{ ['a', 'b'] | join('-') }} {{ 'ab' | center(4) }}|")
+    assert render_string(source, variables) == "a-00003     1|2.50 x.. a_b a-b  ab |"
+    assert len(render_string("{{ 'x' * 1000000 }}", variables)) == 1_000_000
+
+
+def test_a_template_that_runs_too_long_is_stopped_from_outside(variables: dict[str, Any]) -> None:
+    # An empty loop body calls nothing the sandbox could check: only the watchdog can stop it.
+    source = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    with pytest.raises(TemplateError, match="ran out of time \\(the template time limit is 2 s\\)") as caught:
+        render_string(source, variables, "/spec/override/data/loop")
+    assert caught.value.path == "/spec/override/data/loop"
+    assert render_string("{{ 1 + 1 }}", variables) == 2  # the next template has a budget of its own
+
+
+def test_a_check_that_runs_too_long_is_a_named_check_failure(variables: dict[str, Any]) -> None:
+    # 10**10 comparisons: minutes of CPU without the budget.
+    quadratic = "range(100000) | select('in', range(100000, 200000) | list) | list | length == 0"
+    failures = run_checks([{"name": "quadratic", "check": quadratic}, {"name": "quick", "check": "1 < 2"}],
+                          check_variables({}))
+    assert [(f.name, f.error) for f in failures] == [
+        ("quadratic", "the template ran out of time (the template time limit is 2 s)")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lessor.templates import InvalidSchemaError, SchemaViolation, validate_schema
@@ -112,3 +114,58 @@ def test_openapi_dependencies_and_tuple_items() -> None:
 def test_a_broken_schema_is_the_providers_error() -> None:
     with pytest.raises(InvalidSchemaError, match=r"invalid openAPIV3Schema at /properties/size/type"):
         validate_schema({}, {"properties": {"size": {"type": "integr"}}})
+
+
+# --- user regexes run in RE2: linear time, and the dialect the API server uses for CRD patterns -----------
+
+REDOS = {"type": "object", "properties": {"data": {
+    "type": "object",
+    "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}},
+    "patternProperties": {"^(b+)+$": {"type": "integer"}},
+    "additionalProperties": False,
+}}}
+
+
+def test_a_catastrophic_pattern_answers_at_once() -> None:
+    # Python's backtracking `re` would take longer than the universe's age on these.
+    hostile = {"data": {"x": "a" * 100_000 + "!", "b" * 100_000 + "!": "not checked by the pattern"}}
+
+    violations = validate_schema(hostile, REDOS)
+
+    assert [v.path for v in violations] == ["/data", "/data/x"]
+    assert "does not match any of the regexes: '^(b+)+$'" in violations[0].message
+    assert validate_schema({"data": {"x": "aaa", "bbb": 1}}, REDOS) == []
+    assert [v.path for v in validate_schema({"data": {"bbb": "one"}}, REDOS)] == ["/data/bbb"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"properties": {"data": {"properties": {"x": {"pattern": "(?=a)b"}}}}},
+         ".properties.data.properties.x.pattern"),
+        ({"patternProperties": {"(a)\\1": {}}}, '.patternProperties["(a)\\\\1"]'),
+        ({"items": {"pattern": "a{1001}"}}, ".items.pattern"),
+        ({"allOf": [{"properties": {"a.b": {"pattern": "(?<!x)"}}}]}, '.allOf[0].properties["a.b"].pattern'),
+    ],
+)
+def test_a_pattern_re2_cannot_compile_names_its_place(schema: dict, where: str) -> None:
+    with pytest.raises(InvalidSchemaError) as caught:
+        validate_schema({}, schema)
+
+    assert caught.value.where == where
+    assert caught.value.reason.startswith("invalid regular expression")
+    assert "(RE2 syntax)" in caught.value.reason
+
+
+def test_re2_syntax_that_python_lacks_is_accepted() -> None:
+    schema = {"properties": {"name": {"type": "string", "pattern": "^\\pL+\\z"}}}
+    assert validate_schema({"name": "abc"}, schema) == []
+    assert [v.path for v in validate_schema({"name": "ab1"}, schema)] == ["/name"]
+
+
+@pytest.mark.parametrize(("ref", "says"), [("#/definitions/nowhere", "$ref cannot be resolved"),
+                                           ("#", "$ref refers to itself without end")], ids=["nowhere", "itself"])
+def test_a_ref_that_cannot_be_followed_is_the_schemas_error_not_a_crash(ref: str, says: str) -> None:
+    """Found by the fuzz suite: such a schema crashed the provider informer's handler, and the webhook."""
+    with pytest.raises(InvalidSchemaError, match=re.escape(says)):
+        validate_schema({"data": {}}, {"type": "object", "$ref": ref})

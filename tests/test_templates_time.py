@@ -17,6 +17,7 @@ from lessor.templates import (
     render_string,
     template_variables,
 )
+from lessor.templates.durations import MAX_DURATION
 
 NOW = datetime(2024, 2, 29, 23, 59, 59, 987654, tzinfo=timezone.utc)
 VARIABLES = template_variables(clock=lambda: NOW)
@@ -75,9 +76,36 @@ def test_durations_print_compactly(value: timedelta, text: str) -> None:
     assert format_duration(value) == text
 
 
-@given(st.timedeltas(min_value=timedelta(days=-10**6), max_value=timedelta(days=10**6)))
+@given(st.timedeltas(min_value=-MAX_DURATION, max_value=MAX_DURATION))
 def test_a_printed_duration_parses_back(value: timedelta) -> None:
     assert parse_duration(format_duration(value)) == value
+
+
+@pytest.mark.parametrize("text", ["99999999h", "99999999d", "36500d1s", "-876001h", "9" * 30 + "ns", "1" * 5000 + "h"])
+def test_a_duration_beyond_100_years_is_refused_by_name(text: str) -> None:
+    with pytest.raises(ValueError, match=r"out of range: at most 100 years|invalid duration"):
+        parse_duration(text)
+    assert parse_duration("36500d") == parse_duration("876000h") == MAX_DURATION
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9000-01-01T00:00:00Z",
+                                  "9999-12-31T23:59:59Z", "0001-01-01T00:30:00+01:00"])
+def test_a_time_outside_1970_to_9000_is_refused_by_name(text: str) -> None:
+    with pytest.raises(ValueError, match="out of range: times are from 1970-01-01T00:00:00Z to before 9000"):
+        parse_timestamp(text)
+    assert parse_timestamp("8999-12-31T23:59:59Z") + MAX_DURATION > parse_timestamp("1970-01-01T00:00:00Z") - MAX_DURATION
+
+
+@pytest.mark.parametrize("source", [
+    '{{ timestamp("8999-12-31T00:00:00Z").add("2d") }}',
+    '{{ timestamp("1970-01-01T00:00:00Z") - "1s" }}',
+    '{{ timestamp("1970-01-01T00:00:00Z").add("99999999d") }}',
+    "{% set ns = namespace(t=timestamp.utcnow) %}{% for i in range(200) %}"
+    "{% set ns.t = ns.t.add('36500d') %}{% endfor %}{{ ns.t }}",
+])
+def test_template_time_arithmetic_out_of_range_is_a_template_error(source: str) -> None:
+    with pytest.raises(TemplateError, match="out of range"):
+        render(source)
 
 
 def test_seed_forms_render_as_documented() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lessor.selectors import parse_selector
+from lessor.model.selectors import parse_selector
 from lessor.topology import ADDED, DELETED, MODIFIED, Created, Deleted, ObjectKey, Topology, Updated, key_of
 
 

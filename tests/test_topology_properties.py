@@ -6,13 +6,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lessor.selectors import NOTHING, Selector, SelectorError, parse_selector
+from lessor.model.selectors import NOTHING, Selector, SelectorError, parse_selector
 from lessor.topology import ADDED, DELETED, MODIFIED, Change, Created, Deleted, Edge, ObjectKey, Topology, Updated
 
 NAMESPACES = ("n1", "n2")
 NAMES = ("a", "b")
 KINDS = ("Exporter", "Client", "Lease", "ExporterAccessPolicy")
-ACTORS = {"Exporter": "exporter", "Lease": "lease"}
+ACTORS = {"Exporter": "exporter", "Lease": "lease", "Client": "client", "ExporterAccessPolicy": "policy"}
 ENDED = "lessor.dev/lease-ended"
 
 label_keys = st.sampled_from(("k1", "k2", "k3"))
@@ -226,6 +226,7 @@ def check_queries(topology: Topology, model: Model, selectors: list[dict], label
     edges = brute_edges(model)
     for key in all_keys:
         assert set(topology.edges_from(key)) == {e for e in edges if e.source == key}, key
+        # Into a client: the policies whose clientSelector matches it (the client-selector index).
         assert set(topology.edges_to(key)) == {e for e in edges if e.target == key}, key
     assert topology.keys() == set(model)
     probes = label_probes + [labels(o) for o in model.values()]
@@ -242,9 +243,6 @@ def check_queries(topology: Topology, model: Model, selectors: list[dict], label
             }
             assert topology.policies_for_exporter(ns, probe) == {
                 p for p, po in policies.items() if compiled(po["spec"]["exporterSelector"]).matches(probe)
-            }
-            assert topology.policies_for_client(ns, probe) == {
-                p for p, po in policies.items() if any(s.matches(probe) for _, s in client_selectors(po))
             }
 
 

@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 
-from lessor.selectors import parse_selector
+from lessor.model.selectors import parse_selector
 from lessor.topology import ADDED, MODIFIED, Edge, ObjectKey, Topology
+from lessor.topology.fields import CLIENT_REF
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -89,26 +90,32 @@ def test_label_queries_exist_only_for_selected_kinds(lab: Topology) -> None:
         lab.select("Lease", "lab", sel())
 
 
-def test_candidates_pair_each_exporter_with_the_policies_covering_it(lab: Topology) -> None:
+def test_each_exporter_a_selector_matches_with_the_policies_covering_it(lab: Topology) -> None:
     found = [
-        (c.key.name, [p["metadata"]["name"] for p in c.policies]) for c in lab.candidates("lab", sel(board="rpi4"))
+        (exporter.name, sorted(p.name for p in lab.policies_for_exporter("lab", lab.get(exporter)["metadata"]["labels"])))
+        for exporter in sorted(lab.exporters("lab", sel(board="rpi4")))
     ]
     assert found == [("rpi4-1", ["rpi-for-kernel", "site-a-for-all"]), ("rpi4-2", ["rpi-for-kernel"])]
 
 
-def test_policies_for_a_client(lab: Topology) -> None:
-    assert lab.policies_for_client("lab", {"team": "kernel"}) == {
+def policies_selecting(topology: Topology, client: ObjectKey) -> set[ObjectKey]:
+    return {edge.source for edge in topology.edges_to(client) if edge.source.kind == "ExporterAccessPolicy"}
+
+
+def test_the_policies_whose_client_selector_matches_a_client(lab: Topology) -> None:
+    assert policies_selecting(lab, key("Client", "alice")) == {
         key("ExporterAccessPolicy", "rpi-for-kernel"),
         key("ExporterAccessPolicy", "site-a-for-all"),
     }
-    assert lab.policies_for_client("lab", {"team": "qa"}) == {key("ExporterAccessPolicy", "site-a-for-all")}
-    assert lab.policies_for_client("lab2", {"team": "qa"}) == set()
+    assert policies_selecting(lab, key("Client", "bob")) == {key("ExporterAccessPolicy", "site-a-for-all")}
+    lab.apply(ADDED, obj("Client", "carol", "lab2", labels={"team": "qa"}))
+    assert policies_selecting(lab, key("Client", "carol", "lab2")) == set()
 
 
 def test_leases_selecting_and_naming(lab: Topology) -> None:
     assert lab.leases_selecting("lab", {"board": "rpi4"}) == {key("Lease", "l1")}
     assert lab.leases_selecting("lab", {"board": "imx8"}) == set()
-    assert lab.leases_of_client(key("Client", "alice")) == {key("Lease", "l1")}
+    assert lab.referrers(key("Client", "alice"), CLIENT_REF) == {key("Lease", "l1")}
 
 
 def test_edges_of_a_lease_and_into_an_exporter(lab: Topology) -> None:
@@ -138,7 +145,7 @@ def test_an_ended_lease_keeps_its_object_but_loses_its_edges(lab: Topology) -> N
     assert lab.get(key("Lease", "l1")) is ended
     assert lab.edges_from(key("Lease", "l1")) == []
     assert lab.leases_selecting("lab", {"board": "rpi4"}) == set()
-    assert lab.leases_of_client(key("Client", "alice")) == set()
+    assert lab.referrers(key("Client", "alice"), CLIENT_REF) == set()
 
 
 def test_pool_handles_claims_and_created_resources() -> None:
@@ -190,3 +197,31 @@ def test_dot_draws_objects_edges_and_missing_targets(lab: Topology) -> None:
     )
     assert '"Client/lab/ghost" [label="Client/ghost", style=dashed];' in text
     assert 'label="lab2";' in text
+
+
+def test_what_changed_while_down_is_told_to_the_actors_that_must_act(lab: Topology) -> None:
+    from lessor.topology.recovery import Missed, missed_while_down
+
+    assert missed_while_down(lab) == []  # everything named exists: nothing was missed
+    ended = obj("Lease", "old", status={"ended": True, "exporterRef": {"name": "rpi4-1"}})
+    lab.apply(ADDED, ended)
+    lab.apply(MODIFIED, obj("Exporter", "rpi4-1", labels={"board": "rpi4", "site": "a"},
+                            status={"leaseRef": {"name": "old"}}))
+    lab.apply(MODIFIED, obj("Exporter", "rpi4-2", labels={"board": "rpi4", "site": "b"},
+                            status={"leaseRef": {"name": "gone"}}))
+    lab.apply(ADDED, obj("Lease", "l3", spec={"clientRef": {"name": "bob"}}, status={"exporterRef": {"name": "x"}}))
+    lab.apply(ADDED, obj("Lease", "l4", status={"ended": True, "exporterRef": {"name": "y"}}))  # history: left alone
+    lab.apply(ADDED, obj("ResourceHandle", "guid-a", OPS, spec={"resourcePool": {"name": "p-gone"}}))
+    lab.apply(ADDED, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "cm", "namespace": OPS, "labels": {"lessor.dev/resource-handle-name": "guid-gone"}}})
+    lab.apply(ADDED, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "cm2", "namespace": OPS, "labels": {"lessor.dev/resource-handle-name": "guid-a"}}})
+    assert missed_while_down(lab) == [
+        Missed("exporter/lab/rpi4-1", key("Lease", "old"), ended),
+        Missed("exporter/lab/rpi4-2", key("Lease", "gone"), None),
+        Missed("lease/lab/l3", key("Exporter", "x"), None),
+        Missed("pool/lessor-system/p-gone", key("ResourcePool", "p-gone", OPS), None),
+        Missed("handle/lessor-system/guid-gone", key("ResourceHandle", "guid-gone", OPS), None),
+    ]
+    pool, handle = key("ResourcePool", "p-gone", OPS), key("ResourceHandle", "guid-a", OPS)
+    assert lab.dangling("spec.resourcePool") == {pool: {handle}}

@@ -149,8 +149,10 @@ def test_client_change_reaches_its_live_leases_only() -> None:
         lease("l3", client="alice", ended=True),
         lease("l4", client="alice", ns="lab2"),
     )
-    assert routed(topology, MODIFIED, obj("Client", "alice", labels={"team": "b"})) == {"lease/lab/l1"}
-    assert routed(topology, DELETED, obj("Client", "alice")) == {"lease/lab/l1"}
+    # ... and its own actor, which writes its Valid condition
+    assert routed(topology, MODIFIED, obj("Client", "alice", labels={"team": "b"})) == {"lease/lab/l1",
+                                                                                       "client/lab/alice"}
+    assert routed(topology, DELETED, obj("Client", "alice")) == {"lease/lab/l1", "client/lab/alice"}
 
 
 def test_policy_change_reaches_live_leases_whose_client_matched_before_or_after() -> None:
@@ -169,14 +171,14 @@ def test_policy_change_reaches_live_leases_whose_client_matched_before_or_after(
         policy("p1", labels(board="rpi4"), labels(team="a")),
     )
     updated = policy("p1", labels(board="rpi4"), labels(team="b"))
-    assert routed(topology, MODIFIED, updated) == {"lease/lab/of-alice", "lease/lab/of-bob"}
-    assert routed(topology, DELETED, updated) == {"lease/lab/of-bob"}
+    assert routed(topology, MODIFIED, updated) == {"lease/lab/of-alice", "lease/lab/of-bob", "policy/lab/p1"}
+    assert routed(topology, DELETED, updated) == {"lease/lab/of-bob", "policy/lab/p1"}
 
 
-def test_policy_change_with_no_matching_client_reaches_no_one() -> None:
+def test_policy_change_with_no_matching_client_reaches_only_its_own_actor() -> None:
     topology = Topology(OPS)
     feed(topology, exporter("e1", board="rpi4"), lease("l1", labels(board="rpi4")))
-    assert routed(topology, ADDED, policy("p1", labels(board="rpi4"), labels(team="a"))) == set()
+    assert routed(topology, ADDED, policy("p1", labels(board="rpi4"), labels(team="a"))) == {"policy/lab/p1"}
 
 
 def handle(name: str, pool: str | None = None, claim: tuple[str, str] | None = None, **parts: Any) -> dict:
@@ -207,6 +209,7 @@ def test_provider_change_reaches_the_pools_and_handles_that_use_it() -> None:
         handle("guid-b", spec=provider_users("other")),
     )
     assert routed(topology, ADDED, obj("ResourceProvider", "base", OPS)) == {
+        "provider/lessor-system/base",
         "pool/lessor-system/p1",
         "handle/lessor-system/guid-a",
     }

@@ -25,7 +25,7 @@ from lessor.admission.registration import until_enforced
 from lessor.admission.server import WebhookSettings, webhook
 from lessor.controlplane import ControlPlane
 from lessor.gateway import ApiError, Gateway, Resource
-from lessor.gateway.resources import API_VERSION, CLAIM, CLIENT, LEASE, NAMESPACE, POLICY, POOL, PROVIDER
+from lessor.gateway.resources import API_VERSION, CLAIM, CLIENT, CONFIGMAP, LEASE, NAMESPACE, POLICY, POOL, PROVIDER
 
 SCOPE_LABEL = "test.lessor.dev/preflight"
 SLOW_LABEL = "test.lessor.dev/slow"
@@ -192,8 +192,8 @@ async def test_a_lease_that_selects_nothing_is_denied_at_spec_selector(kube: Gat
     for err in (missing, empty):
         assert err.status == 422
         assert causes(err) == {("lease-selector", "spec.selector")}
-    assert "lease-selector: spec.selector: the lease selects no exporter" in missing.message
-    assert "an empty selector would match every exporter" in empty.message
+    assert "lease-selector: spec.selector: missing: select exporters by label" in missing.message
+    assert "lease-selector: spec.selector: empty: it would match every exporter" in empty.message
 
 
 async def test_a_lease_pinned_to_an_exporter_needs_no_selector(kube: Gateway, lab: str) -> None:
@@ -216,7 +216,8 @@ async def test_a_malformed_selector_is_denied_naming_the_expression(kube: Gatewa
      "must be after spec.beginTime"),
     ({"beginTime": "2099-01-01T00:00:00Z", "endTime": "2099-01-01T02:00:00Z", "duration": "1h"}, "spec.duration",
      "1h does not match spec.endTime - spec.beginTime (2h)"),
-], ids=["zero", "negative", "end-before-begin", "three-that-disagree"])
+    ({"duration": "876001h"}, "spec.duration", "out of range: at most 100 years"),
+], ids=["zero", "negative", "end-before-begin", "three-that-disagree", "beyond-100-years"])
 async def test_inconsistent_or_non_positive_times_are_denied(
     kube: Gateway, lab: str, times: dict[str, str], field: str, message: str
 ) -> None:
@@ -258,8 +259,8 @@ async def test_a_lease_longer_than_every_policy_admitting_the_client_allows_is_d
     err = await denial(kube, LEASE, lab, lease(selector=RPI4, duration="4h"))
 
     assert causes(err) == {("lease-max-duration", "spec.duration")}
-    assert ("4h is too long: the longest the policies let client alice lease is 2h "
-            "(ExporterAccessPolicy all-boards, policies[0])") in err.message
+    assert ("the lease asks for 4h (spec.duration), longer than the policies that admit client alice allow: "
+            "the longest allowed is 2h (ExporterAccessPolicy all-boards, policies[0])") in err.message
 
 
 async def test_an_end_time_too_far_away_is_measured_against_the_policies(kube: Gateway, lab: str) -> None:
@@ -269,7 +270,7 @@ async def test_an_end_time_too_far_away_is_measured_against_the_policies(kube: G
                                                endTime="2099-01-01T03:00:00Z"))
 
     assert causes(err) == {("lease-max-duration", "spec.endTime")}
-    assert "spec.endTime asks for 3h, too long" in err.message
+    assert "spec.endTime: the lease asks for 3h (spec.beginTime 2099-01-01T00:00:00Z to spec.endTime" in err.message
 
 
 async def test_a_lease_without_duration_or_end_asks_for_unbounded_time(kube: Gateway, lab: str) -> None:
@@ -278,7 +279,7 @@ async def test_a_lease_without_duration_or_end_asks_for_unbounded_time(kube: Gat
     err = await denial(kube, LEASE, lab, lease(selector=RPI4))
 
     assert causes(err) == {("lease-max-duration", "spec.duration")}
-    assert "asks for unbounded time" in err.message
+    assert "the lease asks for unbounded time (no spec.duration and no spec.endTime)" in err.message
 
 
 async def test_limits_do_not_apply_to_a_client_that_a_policy_admits_without_one(kube: Gateway, lab: str) -> None:
@@ -361,11 +362,29 @@ async def test_a_provider_that_would_fail_later_is_denied_now_with_every_cause(
     assert causes(err) == {
         ("provider-templates", "spec.override.metadata.name"),
         ("provider-checks", "spec.validation.checks[0].check"),
-        ("provider-schema", "spec.validation.openAPIV3Schema"),
+        ("provider-schema", "spec.validation.openAPIV3Schema.type"),
         ("provider-regexes", "spec.matchIgnore[0]"),
         ("provider-regexes", "spec.updateFilters[0].pathMatch"),
     }
     assert "syntax error on line 1" in err.message
+
+
+async def test_a_provider_must_fix_its_kind_somewhere_and_a_schema_alone_may(
+    kube: Gateway, operator_namespace: str, preflight: None
+) -> None:
+    """The operator's rule (lessor.actors.validation.provider_errors), denied here: no kind anywhere is refused;
+    a schema allowing one apiVersion and one kind fixes it, with override setting only the namespace."""
+    err = await denial(kube, PROVIDER, operator_namespace, manifest("ResourceProvider", "kindless", {
+        "override": {"metadata": {"namespace": operator_namespace}}}))
+    assert causes(err) == {("provider-spec", "spec.override")}
+    assert "sets no apiVersion and kind" in err.message
+
+    pinned = {"override": {"metadata": {"namespace": operator_namespace}},
+              "validation": {"openAPIV3Schema": {"type": "object", "properties": {
+                  "apiVersion": {"type": "string", "enum": ["v1"]},
+                  "kind": {"type": "string", "enum": ["ConfigMap"]}}}}}
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "pinned", pinned))
+    await kube.delete(PROVIDER, operator_namespace, "pinned")
 
 
 async def test_a_pool_needs_an_existing_provider_and_templates_it_accepts(
@@ -385,6 +404,17 @@ async def test_a_pool_needs_an_existing_provider_and_templates_it_accepts(
     await kube.delete(POOL, operator_namespace, "envs")
 
 
+async def test_a_pool_lifespan_beyond_100_years_is_denied_at_its_setting(
+    kube: Gateway, operator_namespace: str, env_provider: str
+) -> None:
+    err = await denial(kube, POOL, operator_namespace, manifest("ResourcePool", "century", {
+        "resources": [environment()], "lifespan": {"maximum": "36501d", "default": "1d"},
+    }))
+
+    assert causes(err) == {("pool-lifespan", "spec.lifespan.maximum")}
+    assert "duration '36501d' is out of range: at most 100 years (36500d, 876000h)" in err.message
+
+
 async def test_a_claim_template_is_denied_with_every_schema_violation_at_its_field(
     kube: Gateway, lab: str, env_provider: str
 ) -> None:
@@ -400,6 +430,24 @@ async def test_a_claim_template_is_denied_with_every_schema_violation_at_its_fie
     assert "'huge' is not one of ['small', 'medium', 'large']" in err.message
 
 
+async def test_a_catastrophic_pattern_is_a_prompt_denial_at_its_field_not_a_timeout(
+    kube: Gateway, lab: str, operator_namespace: str, preflight: None
+) -> None:
+    # Backtracking `re` would spend hours on this value; the review would time out as a 500.
+    redos = {**ENVIRONMENT_PROVIDER, "validation": {"openAPIV3Schema": {"type": "object", "properties": {
+        "data": {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}}}}}
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "redos", redos))
+    try:
+        err = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "redos", {
+            "resources": [environment(provider="redos", x="a" * 40 + "!")]}))
+    finally:
+        await kube.delete(PROVIDER, operator_namespace, "redos")
+
+    assert err.status == 422
+    assert causes(err) == {("claim-templates", "spec.resources[0].template.data.x")}
+    assert "does not match '^(a+)+$'" in err.message
+
+
 async def test_a_claim_is_judged_with_the_providers_default_and_checks(
     kube: Gateway, lab: str, env_provider: str
 ) -> None:
@@ -409,6 +457,20 @@ async def test_a_claim_is_judged_with_the_providers_default_and_checks(
 
     assert causes(err) == {("claim-checks", "spec.resources[0].template")}
     assert "check 'a large environment needs a reason' failed" in err.message
+
+
+@pytest.mark.parametrize("name", ["{%", "{{ resource_claim.metadata.name }}", "Env", "env/../x", "e" * 254])
+async def test_a_provider_name_no_object_can_have_is_denied_at_its_field_not_an_internal_error(
+    kube: Gateway, lab: str, env_provider: str, name: str
+) -> None:
+    err = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "claim", {
+        "resources": [environment("small", provider=name), environment("small")],
+    }))
+
+    assert err.status == 422
+    assert causes(err) == {("claim-providers", "spec.resources[0].provider.name")}
+    assert "no ResourceProvider can be named so" in err.message
+    assert "could not finish" not in err.message
 
 
 async def test_a_claim_without_provider_name_is_judged_by_the_provider_that_matches(
@@ -462,8 +524,58 @@ async def _updates_of_a_bound_claim(kube: Gateway, lab: str) -> None:
     resized = await kube.merge_patch(CLAIM, lab, "claim", {"spec": {"resources": [environment("medium")]}})
 
     assert causes(caught.value) == {("claim-update-filters", "spec.resources[0].template.data.reason")}
-    assert "add is not allowed once the claim is bound" in caught.value.message
+    assert "add is not allowed by ResourceProvider env's updateFilters" in caught.value.message
     assert resized["spec"]["resources"][0]["template"]["data"] == {"size": "medium"}
+
+
+STATE_PROVIDER = {
+    "default": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"state": "started"}},
+    "override": {"metadata": {"namespace": "lessor-system"}},
+    "updateFilters": [{"pathMatch": "/data/state", "allowedOps": ["replace"]}],
+}
+
+
+async def test_a_bound_claim_is_judged_on_its_defaulted_template_as_the_operator_judges_it(
+    kube: Gateway, lab: str, operator_namespace: str, operator: object
+) -> None:
+    """The provider's default sets `data.state: started`; its updateFilters allow `replace` at `/data/state`.
+
+    The claim never wrote `state`, so in the raw templates `stopped` is an
+    *add*, which the filters do not allow: the webhook used to deny it ("add is
+    not allowed once the claim is bound") although the operator, which diffs
+    the defaulted templates, sees a `replace` and applies it. The webhook now
+    calls the operator's `plan_claim_update`: the change is admitted and
+    reaches the resource, and a change the operator would refuse is denied at
+    its field.
+    """
+    for namespace in ("lessor-system", operator_namespace):  # the operator's providers, and the webhook's
+        await kube.apply(PROVIDER, namespace, "state", manifest("ResourceProvider", "state", STATE_PROVIDER))
+    try:
+        await kube.create(CLAIM, lab, manifest("ResourceClaim", "vm", {"resources": [
+            {"provider": {"name": "state"}, "template": {"data": {"owner": "alice"}}}]}))
+        deadline = time.monotonic() + 30
+        while not ((bound := await kube.get(CLAIM, lab, "vm")).get("status") or {}).get("resources", [{}])[0] \
+                .get("reference"):
+            assert time.monotonic() < deadline, f"the operator did not bind the claim: {bound.get('status')}"
+            await asyncio.sleep(0.2)
+        configmap = bound["status"]["resources"][0]["reference"]["name"]
+
+        await kube.merge_patch(CLAIM, lab, "vm", {"spec": {"resources": [
+            {"provider": {"name": "state"}, "template": {"data": {"owner": "alice", "state": "stopped"}}}]}})
+        with pytest.raises(ApiError) as caught:
+            await kube.merge_patch(CLAIM, lab, "vm", {"spec": {"resources": [
+                {"provider": {"name": "state"}, "template": {"data": {"owner": "bob", "state": "stopped"}}}]}})
+
+        assert causes(caught.value) == {("claim-update-filters", "spec.resources[0].template.data.owner")}
+        assert "replace is not allowed by ResourceProvider state's updateFilters" in caught.value.message
+        while (await kube.get(CONFIGMAP, "lessor-system", configmap))["data"].get("state") != "stopped":
+            assert time.monotonic() < deadline + 30, "the allowed change did not reach the resource"
+            await asyncio.sleep(0.2)
+        assert (await kube.get(CONFIGMAP, "lessor-system", configmap))["data"] == {"state": "stopped", "owner": "alice"}
+    finally:
+        await kube.delete(CLAIM, lab, "vm")
+        for namespace in ("lessor-system", operator_namespace):
+            await kube.delete(PROVIDER, namespace, "state")
 
 
 # --- the framework, end to end ----------------------------------------------------------

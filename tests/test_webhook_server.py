@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import logging
 import os
@@ -26,7 +27,7 @@ from lessor.admission.server import CertificateFiles, WebhookSettings, developme
 from lessor.controlplane.pki import CertificateAuthority
 from lessor.controlplane.processes import free_port
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway
-from lessor.gateway.resources import API_VERSION, LEASE, NAMESPACE, VALIDATING_WEBHOOK
+from lessor.gateway.resources import API_VERSION, CLAIM, LEASE, NAMESPACE, PROVIDER, VALIDATING_WEBHOOK
 from lessor.operator import Operator, OperatorConfig
 
 
@@ -163,3 +164,59 @@ def test_a_cert_dir_without_a_key_pair_fails_at_start_up(tmp_path: Path) -> None
     with pytest.raises(FileNotFoundError):
         CertificateFiles(tmp_path)
 
+
+
+async def test_the_operators_webhook_judges_from_its_informer_cache_without_a_request_per_provider(
+    kube: Gateway, kubeconfig: Path, scoped: tuple[str, dict[str, Any]]
+) -> None:
+    """A claim naming 200 providers once cost 200 GETs; the operator's webhook reads its informers instead,
+    and asks the API only to confirm the one it does not find."""
+    lab, selector = scoped
+    providers = f"{lab}-providers"
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": providers}})
+    names = [f"env-{i:03d}" for i in range(200)]
+    registry = CollectorRegistry()
+    config = OperatorConfig(operator_namespace=providers, bind_address="127.0.0.1", health_port=free_port(),
+                            metrics_port=free_port(),
+                            webhook=WebhookSettings(port=0, registration=f"lessor-preflight-{lab}",
+                                                    namespace_selector=selector))
+    async with await Gateway.connect(str(kubeconfig), registry=registry) as gateway:
+        operator = Operator(config, gateway, registry)
+        running = asyncio.create_task(operator.run())
+        try:
+            create = asyncio.Semaphore(16)
+
+            async def provider(name: str) -> None:
+                async with create:
+                    await kube.create(PROVIDER, providers, {
+                        "apiVersion": API_VERSION, "kind": "ResourceProvider", "metadata": {"name": name},
+                        "spec": {"match": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"env": name}}}})
+
+            await asyncio.gather(*(provider(name) for name in names))
+            (cache,) = [i for i in operator.informers if i.resource.kind == PROVIDER.kind]
+            async with asyncio.timeout(30):
+                while sum(key[0] == providers for key in cache.store) < len(names) or not operator.ready()[0]:
+                    await asyncio.sleep(0.05)
+            await until_enforced(kube, LEASE, lab, selectorless_lease())
+            before = collections.Counter(gateway.requests)
+
+            entries = [{"name": f"r{i}", "provider": {"name": name},
+                        "template": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"env": name}}}
+                       for i, name in enumerate([*names, "env-missing"])]
+            with pytest.raises(ApiError) as denied:
+                await kube.request("create", CLAIM.kind, "POST", CLAIM.path(lab), params={"dryRun": "All"}, body={
+                    "apiVersion": API_VERSION, "kind": "ResourceClaim", "metadata": {"name": "wide"},
+                    "spec": {"resources": entries}})
+            made = collections.Counter(gateway.requests) - before
+        finally:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            await kube.delete(NAMESPACE, None, providers)
+
+    assert [(c["reason"], c.get("field")) for c in denied.value.causes] == [
+        ("claim-providers", "spec.resources[200].provider.name")]  # the 200 that exist were found
+    assert f"there is no ResourceProvider env-missing in namespace {providers}" in denied.value.message
+    # The 200 found cost no request; the one missing is confirmed by one GET before it is denied (the
+    # watch may trail a create just made, and a denial must be certain).
+    assert (made[("get", PROVIDER.kind)], made[("list", PROVIDER.kind)]) == (1, 0), made

@@ -1,0 +1,47 @@
+"""Waiting on the real API server, for the tests: read an object, poll it until a check holds, wait
+until it is gone. One copy, which the `until` fixture (conftest.py) and the test modules share."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from lessor.gateway import ApiError, Gateway, Resource
+
+Check = Callable[[Mapping[str, Any]], bool]
+
+
+async def get(kube: Gateway, res: Resource, ns: str, name: str) -> dict[str, Any] | None:
+    """The object, or None when it does not exist."""
+    try:
+        return await kube.get(res, ns, name)
+    except ApiError as error:
+        if error.not_found:
+            return None
+        raise
+
+
+async def until(kube: Gateway, res: Resource, ns: str, name: str, check: Check,
+                timeout: float = 30) -> Mapping[str, Any]:
+    """Poll the object until `check(obj)` holds and return it (a missing object counts as not yet);
+    fail with its last status otherwise."""
+    deadline = time.monotonic() + timeout
+    obj: Mapping[str, Any] | None = None
+    while time.monotonic() < deadline:
+        obj = await get(kube, res, ns, name)
+        if obj is not None and check(obj):
+            return obj
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{res.kind} {ns}/{name} never got there; last status: {(obj or {}).get('status')}")
+
+
+async def gone(kube: Gateway, res: Resource, ns: str, name: str, timeout: float = 30) -> None:
+    """Wait until the object no longer exists."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await get(kube, res, ns, name) is None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{res.kind} {ns}/{name} still exists")

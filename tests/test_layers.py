@@ -1,0 +1,72 @@
+"""The layers point one way (docs/architecture.md, "Layers"): each package of the installed lessor imports only
+the layers below it. Read from the source with `ast`, so an import that a test never executes counts too."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+_HTTP_AND_KUBERNETES = ("aiohttp", "kubernetes", "kubernetes_asyncio")
+
+# package → the lessor packages it may import (besides itself); every other `lessor…` import is a breach.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "lessor.mailbox": (),
+    "lessor.templates": (),
+    "lessor.model": ("lessor.templates",),
+    "lessor.actors": ("lessor.mailbox", "lessor.model", "lessor.templates"),
+}
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file of `module`, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = module.split(".")
+                base = parts if is_package else parts[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return found
+
+
+def breaches(package: str) -> list[str]:
+    root = Path(importlib.import_module(package).__file__).parent  # the installed package, as users get it
+    allowed = (package, *ALLOWED[package])
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join([package, *path.relative_to(root).with_suffix("").parts])
+        module = module.removesuffix(".__init__")
+        for line, name in imports_of(path, module):
+            top = name.partition(".")[0]
+            wrong_layer = top == "lessor" and not any(_within(name, ok) for ok in allowed)
+            if wrong_layer or top in _HTTP_AND_KUBERNETES:
+                found.append(f"{path.relative_to(root.parent)}:{line} imports {name}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_the_layers_below(package: str) -> None:
+    assert breaches(package) == []
+
+
+def test_the_checker_sees_a_breach(tmp_path: Path) -> None:
+    """The walk resolves relative imports: `from ..gateway import x` inside lessor.actors is lessor.gateway."""
+    source = tmp_path / "lease.py"
+    source.write_text("from ..gateway import client\nfrom .api import Api\nimport aiohttp\n", encoding="utf-8")
+    assert imports_of(source, "lessor.actors.lease") == [
+        (1, "lessor.gateway"), (2, "lessor.actors.api"), (3, "aiohttp")]

@@ -1,0 +1,292 @@
+"""Leader election against the real API server: one leader, fencing by time, hand-over on release;
+and the probes telling the truth (a blocked event loop, a stopped API server, failed watches)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from lessor.actors.api import CLIENT
+from lessor.api_adapter import GatewayApi
+from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.controlplane.processes import free_port
+from lessor.gateway import ApiError, Gateway, Informer, Resource
+from lessor.gateway.resources import LEASE, NAMESPACE
+from lessor.install import install
+from lessor.leader import COORDINATION_LEASE, ElectionSettings, LeaderElector, NotLeader
+from lessor.operator import Operator, OperatorConfig
+from tests.test_cli import _get, _poll
+
+OPS = "lessor-system"
+
+
+def _settings(**overrides: Any) -> ElectionSettings:
+    values: dict[str, Any] = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.3,
+                              "name": f"t-{uuid.uuid4().hex[:8]}"}
+    return ElectionSettings(**{**values, **overrides})
+
+
+async def _holder(kube: Gateway, name: str) -> dict[str, Any]:
+    return dict((await kube.get(COORDINATION_LEASE, OPS, name))["spec"])
+
+
+@contextlib.asynccontextmanager
+async def _running(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(elector.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway) -> None:
+    # A lease duration far longer than the wait below: only the release can explain the hand-over.
+    settings = _settings(lease_duration=120.0, renew_deadline=3.0)
+    first, second = (LeaderElector(kube, OPS, settings, identity=who) for who in ("first", "second"))
+    async with _running(first) as leading:
+        await asyncio.wait_for(first.wait_leading(), 10)
+        async with _running(second):
+            await asyncio.sleep(4 * settings.retry_period + settings.renew_deadline)
+            assert first.leading() and not second.leading()
+            assert (await _holder(kube, settings.name))["holderIdentity"] == "first"
+
+            leading.cancel()  # SIGTERM: stop renewing; the actors stop; release closes the fence and hands over
+            with contextlib.suppress(asyncio.CancelledError):
+                await leading
+            await first.release()
+            assert not first.leading()
+            await asyncio.wait_for(second.wait_leading(), 30)
+            spec = await _holder(kube, settings.name)
+            assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("second", 1)
+
+
+async def test_a_leader_that_cannot_renew_stops_writing_before_another_takes_over(
+    kube: Gateway, kubeconfig: Path, namespace: str
+) -> None:
+    settings = _settings()
+    async with await Gateway.connect(str(kubeconfig)) as partitioned:
+        first = LeaderElector(partitioned, OPS, settings, identity="first")
+        second = LeaderElector(kube, OPS, settings, identity="second")
+        api = GatewayApi(partitioned, fence=first.fence)
+        samples: list[tuple[float, bool, bool]] = []
+
+        async def sample() -> None:
+            while True:
+                samples.append((time.monotonic(), first.leading(), second.leading()))
+                await asyncio.sleep(0.005)
+
+        async def unreachable(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(3600)
+
+        async with _running(first):
+            await asyncio.wait_for(first.wait_leading(), 10)
+            async with _running(second):
+                sampler = asyncio.create_task(sample())
+                await api.create(CLIENT, namespace, {"apiVersion": CLIENT.api_version, "kind": "Client",
+                                                     "metadata": {"name": "before"}})
+                partitioned.request = unreachable  # type: ignore[method-assign]  # the first leader is cut off
+                await asyncio.wait_for(second.wait_leading(), 30)
+                await asyncio.sleep(0.1)
+                sampler.cancel()
+
+    assert not any(a and b for _, a, b in samples), "two leaders at one moment"
+    last_first = max(t for t, a, _ in samples if a)
+    first_second = min(t for t, _, b in samples if b)
+    assert last_first < first_second
+    with pytest.raises(NotLeader):
+        await api.create(CLIENT, namespace, {"apiVersion": CLIENT.api_version, "kind": "Client",
+                                             "metadata": {"name": "after"}})
+    with pytest.raises(ApiError) as gone:
+        await kube.get(Resource("lessor.dev", "v1alpha1", "Client", "clients"), namespace, "after")
+    assert gone.value.not_found
+
+
+def test_settings_refuse_a_renew_deadline_that_does_not_fence() -> None:
+    with pytest.raises(ValueError, match="lease-duration"):
+        ElectionSettings(lease_duration=10, renew_deadline=10)
+    with pytest.raises(ValueError, match="retry-period"):
+        ElectionSettings(renew_deadline=2, retry_period=2)
+
+
+# --- the probes ----------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _operator(kubeconfig: Path, **config: Any) -> AsyncIterator[tuple[Operator, CollectorRegistry]]:
+    """An in-process operator with a connection and metrics of its own, as `lessor run` has;
+    `_stop(op)` stops it early, as SIGTERM does."""
+    registry = CollectorRegistry()
+    async with await Gateway.connect(str(kubeconfig), registry=registry) as gateway:
+        op = Operator(OperatorConfig(operator_namespace=OPS, bind_address="127.0.0.1", health_port=free_port(),
+                                     metrics_port=free_port(), **config), gateway, registry)
+        _RUNNING[id(op)] = asyncio.create_task(op.run())
+        try:
+            yield op, registry
+        finally:
+            await _stop(op)
+
+
+_RUNNING: dict[int, asyncio.Task[None]] = {}
+
+
+async def _stop(op: Operator) -> None:
+    task = _RUNNING.pop(id(op), None)
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _held_elsewhere(kube: Gateway) -> ElectionSettings:
+    """Election settings whose Lease another holder keeps for an hour: the operator under test only
+    follows, so it never writes to the shared control plane."""
+    settings = _settings()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    await kube.create(COORDINATION_LEASE, OPS, {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": settings.name},
+        "spec": {"holderIdentity": "somebody-else", "leaseDurationSeconds": 3600, "renewTime": now}})
+    return settings
+
+
+async def test_healthz_fails_while_the_event_loop_is_blocked(kube: Gateway, kubeconfig: Path) -> None:
+    settings = await _held_elsewhere(kube)
+    async with _operator(kubeconfig, leader_election=settings, max_loop_lag=0.5) as (op, registry):
+        url = f"http://127.0.0.1:{op.config.health_port}"
+        assert await _poll(f"{url}/healthz", 200) == "ok\n"
+        assert "(follower)" in await _poll(f"{url}/readyz", 200)
+
+        def probe_soon() -> tuple[int, str]:
+            time.sleep(0.3)  # the kubelet's probe arrives while the loop is blocked
+            return _get(f"{url}/healthz")
+
+        asked = asyncio.get_running_loop().run_in_executor(None, probe_soon)
+        time.sleep(1.5)  # what a catastrophic regex does to the loop
+        status, body = await asked
+        assert status == 503 and "event loop lag" in body, body
+        assert await _poll(f"{url}/healthz", 200) == "ok\n"
+        assert (registry.get_sample_value("lessor_event_loop_lag_seconds_bucket", {"le": "+Inf"}) or 0) > 0
+        assert (registry.get_sample_value("lessor_event_loop_lag_seconds_bucket", {"le": "0.5"}) or 0) < \
+            (registry.get_sample_value("lessor_event_loop_lag_seconds_bucket", {"le": "2.5"}) or 0)
+        assert registry.get_sample_value("lessor_leader") == 0
+
+
+async def test_failed_watches_are_counted_by_http_code(kube: Gateway, kubeconfig: Path) -> None:
+    registry = CollectorRegistry()
+    async with await Gateway.connect(str(kubeconfig), registry=registry) as gateway:
+        missing = Resource("lessor.dev", "v1alpha1", "Missing", "missings")
+        informer = Informer(gateway, missing, lambda _: None, retry_delay=0.05)
+        task = asyncio.create_task(informer.run())
+        try:
+            async with asyncio.timeout(10):
+                while not registry.get_sample_value("lessor_watch_failures_total",
+                                                    {"kind": "Missing", "code": "404"}):
+                    await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def test_readyz_fails_while_the_api_server_is_stopped_and_recovers(tmp_path: Path) -> None:
+    """SIGSTOP, as a frozen API server or a partition looks: connections stay open, nothing answers."""
+    async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
+        apiserver = next(c.process for c in cp._children if c.name == "kube-apiserver")
+        assert apiserver is not None
+        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+            await install(kube, OPS, progress=lambda _: None)
+            async with _operator(cp.kubeconfig, api_unreachable_timeout=2.0,
+                                 watch_inactivity_timeout=1.0) as (op, registry):
+                url = f"http://127.0.0.1:{op.config.health_port}/readyz"
+                assert "caches synced (leader)" in await _poll(url, 200)
+                apiserver.send_signal(signal.SIGSTOP)
+                try:
+                    body = await _poll(url, 503, timeout=30)
+                    assert "the API server has not answered for" in body, body
+                    async with asyncio.timeout(30):  # the watches time out, and are counted
+                        while not registry.get_sample_value("lessor_watch_failures_total",
+                                                            {"kind": "Exporter", "code": "timeout"}):
+                            await asyncio.sleep(0.1)
+                finally:
+                    apiserver.send_signal(signal.SIGCONT)
+                assert "caches synced" in await _poll(url, 200, timeout=60)
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_run_elects_by_default_and_refuses_settings_that_do_not_fence(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from lessor.cli import build_parser
+
+    args = build_parser().parse_args(["run"])
+    assert (args.leader_elect, args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+            args.leader_elect_retry_period) == (True, 15.0, 10.0, 2.0)
+    assert build_parser().parse_args(["run", "--no-leader-elect"]).leader_elect is False
+    out = subprocess.run([sys.executable, "-m", "lessor", "run", "--kubeconfig", str(tmp_path / "k"),
+                          "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "5s"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "must be longer than --leader-elect-renew-deadline" in out.stderr, out.stderr
+    help_text = subprocess.run([sys.executable, "-m", "lessor", "bench", "failover", "--help"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60)
+    assert help_text.returncode == 0 and "--kills" in help_text.stdout
+
+
+# --- replicas in one process: who acts, and what a takeover costs ------------------------------------
+
+WRITES = ("create", "update", "patch", "delete")
+
+
+def _writes(gateway: Gateway) -> int:
+    """Requests that change something, apart from the election's own."""
+    return sum(n for (verb, kind), n in gateway.requests.items()
+               if verb in WRITES and kind != "Lease.coordination.k8s.io")
+
+
+async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:
+    from tests.test_leasing_chaos import API, _cond
+
+    await kube.create(LEASE, ns, {"apiVersion": API, "kind": "Lease", "metadata": {"name": name}, "spec": {
+        "clientRef": {"name": "qa"}, "selector": {"matchLabels": {"board": "rpi"}}}})
+    async with asyncio.timeout(30):
+        while _cond(await kube.get(LEASE, ns, name), "Ready") != ("True", "Ready"):
+            await asyncio.sleep(0.1)
+
+
+async def test_a_follower_only_watches_and_takes_over_without_a_relist(tmp_path: Path) -> None:
+    from tests.test_leasing_chaos import _lab
+
+    settings = _settings(lease_duration=30.0, renew_deadline=3.0)  # only a release explains a quick takeover
+    async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp, \
+            await Gateway.connect(str(cp.kubeconfig)) as kube:
+        await install(kube, OPS, progress=lambda _: None)
+        ns = f"lab-{uuid.uuid4().hex[:6]}"
+        await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        await _lab(kube, ns)
+        async with _operator(cp.kubeconfig, leader_election=settings) as (first, _):
+            await asyncio.wait_for(first.leadership.wait_leading(), 30)
+            async with _operator(cp.kubeconfig, leader_election=settings) as (second, registry):
+                await _poll(f"http://127.0.0.1:{second.config.health_port}/readyz", 200)
+                await _ready_lease(kube, ns, "granted-by-first")
+                assert second.system is not None and second.system.live() == ["topology"]
+                assert _writes(second.gateway) == 0 and registry.get_sample_value("lessor_leader") == 0
+                relists = sum(i.relists for i in second.informers)
+
+                await _stop(first)  # as SIGTERM does: actors stop, then the Lease is released
+                await asyncio.wait_for(second.leadership.wait_leading(), 20)
+                await _ready_lease(kube, ns, "granted-by-second")
+                assert _writes(second.gateway) > 0 and registry.get_sample_value("lessor_leader") == 1
+                assert sum(i.relists for i in second.informers) == relists

@@ -1,0 +1,141 @@
+"""lessor never takes what it did not create: against the real API server, with the in-process operator.
+
+A provider that names its resource after the claim lets a claim name a
+resource that already exists. lessor creates only free names and applies
+to, or deletes, only resources that carry its handle labels naming that
+handle; anything else is `Ready=False`, reason `ResourceConflict`, on the
+claim, and the resource is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from lessor.gateway import Gateway, Resource
+from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, PROVIDER
+from tests.polling import get, gone
+
+pytestmark = pytest.mark.usefixtures("operator")
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+HANDLE_LABEL = "lessor.dev/resource-handle-name"
+Until = Callable[..., Awaitable[Mapping[str, Any]]]  # the `until` fixture
+
+
+def ready_condition(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == "Ready"), {})
+
+
+def reason(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    found = ready_condition(obj)
+    return (found["status"], found["reason"]) if found else None
+
+
+def conflicting(obj: Mapping[str, Any]) -> bool:
+    return reason(obj) == ("False", "ResourceConflict")
+
+
+def ready(obj: Mapping[str, Any]) -> bool:
+    return reason(obj) == ("True", "Ready")
+
+
+@pytest.fixture
+async def other_namespace(kube: Gateway) -> AsyncIterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    await kube.delete(NAMESPACE, None, name)
+
+
+@pytest.fixture
+async def named_after_claim(kube: Gateway, namespace: str) -> AsyncIterator[str]:
+    """A provider whose ConfigMaps, in the test's namespace, are named after their claim (the hostile repro)."""
+    name = f"by-claim-name-{uuid.uuid4().hex[:6]}"
+    await kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": name},
+                                      "spec": {"template": {"enable": True}, "resourceRequiresClaim": True,
+                                               "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                                                   "namespace": namespace,
+                                                   "name": "{{ resource_claim.metadata.name }}"}}}})
+    yield name
+    await kube.delete(PROVIDER, OPS, name)
+
+
+async def claim(kube: Gateway, ns: str, name: str, provider: str, data: Mapping[str, str]) -> None:
+    await kube.create(CLAIM, ns, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+                                  "spec": {"resources": [{"provider": {"name": provider},
+                                                          "template": {"data": dict(data)}}]}})
+
+
+async def delete_claim(kube: Gateway, ns: str, name: str) -> None:
+    """Delete the claim and wait until its handle (which deletes what it made first) is gone too."""
+    handle = ((await kube.get(CLAIM, ns, name)).get("status") or {}).get("resourceHandle") or {}
+    await kube.delete(CLAIM, ns, name)
+    await gone(kube, CLAIM, ns, name)
+    if handle.get("name"):
+        await gone(kube, HANDLE, OPS, handle["name"])
+
+
+async def test_a_claim_named_after_an_existing_configmap_neither_merges_into_it_nor_deletes_it(
+        kube: Gateway, namespace: str, named_after_claim: str, until: Until) -> None:
+    before = await kube.create(CONFIGMAP, namespace, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                      "metadata": {"name": "victim"}, "data": {"owner": "someone"}})
+    await claim(kube, namespace, "victim", named_after_claim, {"x": "pwned"})
+    got = await until(CLAIM, namespace, "victim", conflicting)
+    text = ready_condition(got)["message"]
+    assert f"ConfigMap {namespace}/victim already exists and was not created by lessor" in text, text
+
+    after = await kube.get(CONFIGMAP, namespace, "victim")
+    assert after["data"] == {"owner": "someone"}  # nothing merged
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]  # nothing written at all
+    assert "state" not in got["status"]["resources"][0]  # its content is not shown on the claim either
+
+    await delete_claim(kube, namespace, "victim")
+    still = await kube.get(CONFIGMAP, namespace, "victim")
+    assert still["metadata"]["uid"] == before["metadata"]["uid"] and still["data"] == {"owner": "someone"}
+
+
+async def test_two_claims_never_share_a_resource(
+        kube: Gateway, namespace: str, other_namespace: str, named_after_claim: str, until: Until) -> None:
+    # Both at once: one create wins the name; the other finds it labelled for another handle.
+    await asyncio.gather(claim(kube, namespace, "shared", named_after_claim, {"from": "a"}),
+                         claim(kube, other_namespace, "shared", named_after_claim, {"from": "b"}))
+    settled = lambda obj: ready(obj) or conflicting(obj)  # noqa: E731
+    claims = {ns: await until(CLAIM, ns, "shared", settled) for ns in (namespace, other_namespace)}
+    winners = [ns for ns, obj in claims.items() if ready(obj)]
+    assert len(winners) == 1, {ns: reason(obj) for ns, obj in claims.items()}
+    winner, loser = winners[0], next(ns for ns in claims if ns != winners[0])
+    winner_handle = claims[winner]["status"]["resourceHandle"]["name"]
+
+    loser_text = ready_condition(claims[loser])["message"]
+    assert (f"ConfigMap {namespace}/shared already exists and belongs to ResourceHandle {OPS}/{winner_handle} "
+            f"(ResourceClaim {winner}/shared)") in loser_text, loser_text
+    cm = await kube.get(CONFIGMAP, namespace, "shared")
+    assert cm["metadata"]["labels"][HANDLE_LABEL] == winner_handle
+    assert cm["data"] == {"from": "a" if winner == namespace else "b"}
+
+    # The loser goes and takes nothing with it; the winner stays Ready on its own ConfigMap.
+    await delete_claim(kube, loser, "shared")
+    cm_after = await kube.get(CONFIGMAP, namespace, "shared")
+    assert cm_after["metadata"]["uid"] == cm["metadata"]["uid"] and cm_after["data"] == cm["data"]
+    assert ready(await kube.get(CLAIM, winner, "shared"))
+
+    # The winner's deletion deletes what lessor made for it.
+    await delete_claim(kube, winner, "shared")
+    await gone(kube, CONFIGMAP, namespace, "shared")
+
+
+async def test_a_name_freed_by_its_owner_is_then_created_for_the_waiting_claim(
+        kube: Gateway, namespace: str, named_after_claim: str, until: Until) -> None:
+    await kube.create(CONFIGMAP, namespace, {"apiVersion": "v1", "kind": "ConfigMap",
+                                             "metadata": {"name": "later"}, "data": {"owner": "someone"}})
+    await claim(kube, namespace, "later", named_after_claim, {"mine": "yes"})
+    await until(CLAIM, namespace, "later", conflicting)
+    await kube.delete(CONFIGMAP, namespace, "later")
+    await until(CLAIM, namespace, "later", ready)
+    cm = await kube.get(CONFIGMAP, namespace, "later")
+    assert cm["data"] == {"mine": "yes"} and HANDLE_LABEL in cm["metadata"]["labels"]

@@ -1,0 +1,93 @@
+"""The operator run as deploy/ describes its pod, as the ServiceAccount, with in-cluster config.
+
+The run itself (tests/pod_run.py, fixture `operator_pod` in conftest.py) reads
+everything from deploy/: command and args, env, ports, probe paths, user,
+volumes, read-only root. The container runs in Linux namespaces on this
+machine (no container runtime here); see lessor/controlplane/pod.py for what
+that proves and what it cannot.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from lessor import manifests
+
+pytestmark = pytest.mark.apiserver
+
+
+def test_the_container_started_as_the_manifest_says(operator_pod: Any) -> None:
+    run = operator_pod
+    assert not run.failures, run.failures
+    # Ready and alive by the probes' own paths and ports, on the pod's address.
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert run.probes[run.container[probe]["httpGet"]["path"]] == 200, run.probes
+    # Every port the manifest declares is served on the pod's address.
+    assert run.listening and all(run.listening.values()), run.listening
+    # The env the kubelet resolves from fieldRefs names the pod object that the API server admitted
+    # in a namespace that enforces the restricted Pod Security level, which does refuse the same
+    # pod without its securityContexts.
+    assert "violates PodSecurity" in run.loose_pod_refusal, run.loose_pod_refusal
+    assert run.env["POD_NAME"] == run.pod["metadata"]["name"]
+    assert run.env["POD_NAMESPACE"] == run.pod["metadata"]["namespace"]
+    assert "--kubeconfig" not in run.container["command"] + run.container.get("args", [])
+
+
+def test_it_ran_as_the_security_context_says(operator_pod: Any) -> None:
+    """Non-root user and group, no capabilities, no privilege escalation, and a read-only root
+    filesystem, under which it still worked (the other tests)."""
+    run = operator_pod
+    context = {**run.pod["spec"].get("securityContext", {}), **run.container["securityContext"]}
+    assert run.process["uid"] == str(context["runAsUser"]) and run.process["gid"] == str(context["runAsGroup"])
+    assert int(run.process["CapEff"], 16) == 0 and run.process["NoNewPrivs"] == "1"
+    assert context["readOnlyRootFilesystem"] and "ro" in run.process["root"].split(","), run.process
+
+
+def test_it_authenticated_with_the_pod_bound_token_from_the_pod_network(operator_pod: Any) -> None:
+    """The operator's requests (the audit policy records its ServiceAccount's) carried the token
+    that TokenRequest bound to the pod, read from the in-cluster path, and came from the pod's IP."""
+    run = operator_pod
+    events = run.audit()
+    assert events, "the audit log recorded nothing for the operator's ServiceAccount"
+    bound = {e["user"].get("extra", {}).get("authentication.kubernetes.io/pod-name", [""])[0] for e in events}
+    assert bound == {run.pod["metadata"]["name"]}, bound
+    assert {ip for e in events for ip in e.get("sourceIPs", [])} == {run.pod_ip}
+    assert "KUBECONFIG" not in run.env
+
+
+def test_a_lease_and_a_claim_reach_ready(operator_pod: Any) -> None:
+    run = operator_pod
+    assert not run.refused_samples, run.refused_samples
+    not_ready = {k: v for k, v in run.conditions.items() if v != ("True", "Ready")}
+    assert run.conditions and not not_ready, f"not Ready: {not_ready}\n{run.log[-3000:]}"
+    assert run.released == ("False", "Released"), run.released
+    assert run.handle_deleted and run.claim_deleted, "the claim whose lifespan ended, or its handle, is still there"
+
+
+def test_the_webhook_registered_by_webhook_yaml_answers_through_the_service(operator_pod: Any) -> None:
+    """A lease with an empty selector is refused at the door, with the field named, by the webhook
+    of webhook.yaml, which the API server reached through the Service."""
+    text = resources.files("lessor.deploy").joinpath("webhook.yaml").read_text()
+    [configuration] = [d for d in manifests.load_documents([text]) if d["kind"] == "ValidatingWebhookConfiguration"]
+    name = configuration["webhooks"][0]["name"]
+    assert f'admission webhook "{name}" denied the request' in operator_pod.denial, operator_pod.denial
+    assert "spec.selector" in operator_pod.denial
+
+
+def test_no_request_was_forbidden(operator_pod: Any) -> None:
+    run = operator_pod
+    forbidden = [f"{e['verb']} {e['requestURI']}" for e in run.audit() if e.get("responseStatus", {}).get("code") == 403]
+    assert not forbidden, forbidden
+    assert not [line for line in run.log.splitlines() if re.search(r"403 Forbidden| is forbidden: User", line)]
+    assert run.metrics, "no /metrics scraped"
+    assert not re.search(r'^lessor_\w+\{[^}]*code="403"[^}]*\} [1-9]', run.metrics, re.M)
+
+
+def test_sigterm_stops_it_within_the_grace_period(operator_pod: Any) -> None:
+    """The kubelet sends SIGTERM and SIGKILLs after the grace period: it must not come to that.
+    `lessor run` exits 143 on SIGTERM, as a process ended by it does."""
+    assert operator_pod.exit_code == 143, f"exit code {operator_pod.exit_code}\n{operator_pod.log[-2000:]}"

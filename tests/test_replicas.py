@@ -1,0 +1,104 @@
+"""Replicas: two and three `lessor run` against one API server during a lease storm and a claim storm,
+the leader SIGKILLed every few seconds (a fresh seed each run, printed).
+
+Sampled all along: no exporter Ready for two leases, no handle bound to two claims, no claim with
+two handles. Afterwards everything settles to its right state (the storms' own invariants).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lessor.bench.failover import Replicas, double_bookings
+from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, HANDLE, LEASE, NAMESPACE
+from lessor.install import install
+from tests.test_claims_chaos import OPS, Storm
+from tests.test_claims_chaos import violations as claim_violations
+from tests.test_leasing_chaos import _lab as lease_lab
+from tests.test_leasing_chaos import _storm as lease_storm
+from tests.test_leasing_chaos import violations as lease_violations
+
+# Short terms, so that a SIGKILLed leader is replaced within seconds.
+ELECTION = ("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
+            "--leader-elect-retry-period", "300ms")
+STORM_SECONDS = 14
+KILLS = 4
+async def _double_binds(kube: Gateway, storm: Storm) -> list[str]:
+    """At one moment (one list each): a claim two handles name, a handle two claims name."""
+    handles = [h for h in (await kube.list(HANDLE, OPS))[0]
+               if any((r.get("provider") or {}).get("name") == storm.provider for r in h["spec"]["resources"])]
+    claims = (await kube.list(CLAIM, storm.ns))[0]
+    by_claim: dict[str, list[str]] = {}
+    for handle in handles:
+        if ref := (handle["spec"].get("resourceClaim") or {}).get("name"):
+            by_claim.setdefault(ref, []).append(handle["metadata"]["name"])
+    by_handle: dict[str, list[str]] = {}
+    for claim in claims:
+        if ref := ((claim.get("status") or {}).get("resourceHandle") or {}).get("name"):
+            by_handle.setdefault(ref, []).append(claim["metadata"]["name"])
+    return ([f"claim {c} is bound by handles {hs}" for c, hs in by_claim.items() if len(hs) > 1]
+            + [f"handle {h} is named by claims {cs}" for h, cs in by_handle.items() if len(cs) > 1])
+
+
+async def _sample(kube: Gateway, lease_ns: str, storm: Storm, found: list[str]) -> None:
+    while True:
+        found.extend(double_bookings((await kube.list(LEASE, lease_ns))[0]))
+        found.extend(await _double_binds(kube, storm))
+        await asyncio.sleep(0.2)
+
+
+async def _kill_leaders(replicas: Replicas, rng: random.Random, kills: list[float]) -> None:
+    """SIGKILL whoever leads every few seconds, and start a replacement (as a Deployment would)."""
+    for _ in range(KILLS):
+        leader = await replicas.leader(timeout=60)
+        await asyncio.sleep(rng.uniform(1.5, 3.0))
+        replicas.signal(leader, signal.SIGKILL)
+        await replicas.reap(leader)
+        kills.append(asyncio.get_running_loop().time())
+        replicas.start()
+
+
+@pytest.mark.parametrize("count", [2, 3])
+async def test_replicas_with_the_leader_sigkilled_during_a_lease_and_a_claim_storm(
+    count: int, tmp_path: Path, settles: Any
+) -> None:
+    seed = int(os.environ.get("LESSOR_CHAOS_SEED") or random.randrange(2**32))  # the variable replays a run
+    print(f"replicas chaos seed: {seed} (replay: LESSOR_CHAOS_SEED={seed})")
+    rng = random.Random(seed)
+    async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp, \
+            await Gateway.connect(str(cp.kubeconfig)) as kube:
+        await install(kube, OPS, progress=lambda _: None)
+        lease_ns, claim_ns = f"leases-{uuid.uuid4().hex[:6]}", f"claims-{uuid.uuid4().hex[:6]}"
+        for ns in (lease_ns, claim_ns):
+            await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        await lease_lab(kube, lease_ns)
+        storm = Storm(kube, claim_ns, random.Random(rng.random()))
+        await storm.lab()
+
+        replicas = Replicas(cp.kubeconfig, tmp_path, ELECTION)
+        for _ in range(count):
+            replicas.start()
+        found: list[str] = []
+        kills: list[float] = []
+        sampler = asyncio.create_task(_sample(kube, lease_ns, storm, found))
+        try:
+            await asyncio.gather(lease_storm(kube, lease_ns, STORM_SECONDS, random.Random(rng.random())),
+                                 storm.run(STORM_SECONDS), _kill_leaders(replicas, rng, kills))
+            await settles(lambda: lease_violations(kube, lease_ns), 45)
+            await settles(lambda: claim_violations(kube, storm), 60)
+        finally:
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
+            await replicas.stop()
+        assert len(kills) == KILLS
+        assert not found, f"seed {seed}: " + "; ".join(dict.fromkeys(found))

@@ -3,41 +3,49 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+DEV_ARGS ?=
 
-.PHONY: dev test install bench-apiserver bench-mailbox bench-topology bench-leases bench-claims bench-admission clean
+.PHONY: dev test install clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "make: creating $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 
 # Not editable on purpose: tests and `lessor dev` run the package as users install it.
-install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet '.[test]'
-	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall .
+# Stamps make `make install` (and so `make dev`, `make test`) reinstall only what changed:
+# the dependencies when pyproject.toml changed, the package when any packaged file did.
+PIP := $(BIN)/python -m pip --quiet --disable-pip-version-check
+PACKAGED := pyproject.toml $(shell find lessor mailbox model actors templates crds deploy -type f \
+	\( -name '*.py' -o -name '*.yaml' -o -name '*.json' \) -not -path '*/__pycache__/*' 2>/dev/null)
+
+install: $(VENV)/.installed
+
+$(VENV)/.deps: $(BIN)/python pyproject.toml
+	@echo "make: installing lessor's dependencies into $(VENV)"
+	@rm -rf build
+	@$(PIP) install '.[test]'
+	@touch $@
+
+$(VENV)/.installed: $(VENV)/.deps $(PACKAGED)
+	@echo "make: installing lessor into $(VENV) (sources changed)"
+	@rm -rf build  # setuptools keeps modules deleted since in build/lib and would package them again
+	@$(PIP) install --no-deps --force-reinstall .
+	@touch $@
 
 dev: install
-	$(BIN)/lessor dev
+	$(BIN)/lessor dev $(DEV_ARGS)
 
 test: install
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-bench-apiserver: install
-	$(BIN)/lessor bench apiserver
+# Every benchmark is `lessor bench NAME`, installed first; BENCH_ARGS_NAME adds its own arguments.
+BENCHMARKS := apiserver mailbox topology leases claims admission templates failover scale fuzz
+BENCH_ARGS_fuzz = --count $(or $(COUNT),200)
 
-bench-mailbox: install
-	$(BIN)/lessor bench mailbox
-
-bench-topology: install
-	$(BIN)/lessor bench topology
-
-bench-leases: install
-	$(BIN)/lessor bench leases
-
-bench-claims: install
-	$(BIN)/lessor bench claims
-
-bench-admission: install
-	$(BIN)/lessor bench admission
+.PHONY: $(addprefix bench-,$(BENCHMARKS))
+$(addprefix bench-,$(BENCHMARKS)): bench-%: install
+	@$(BIN)/lessor bench $* $(BENCH_ARGS_$*)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .lessor lessor-dev.kubeconfig

@@ -307,6 +307,14 @@ async def test_an_override_that_fails_to_render_is_a_condition_with_the_error(
 # --- rule 8: state and readiness of a real custom resource ----------------------------------------------
 
 
+async def handle_row(kube: Gateway, name: str) -> dict[str, Any]:
+    """A handle's row in `kubectl get rh -o wide`, as the API server's Table view renders it."""
+    got = await kube.request("list", HANDLE.kind, "GET", HANDLE.path(OPS),
+                             accept="application/json;as=Table;v=v1;g=meta.k8s.io")
+    columns = [c["name"] for c in got["columnDefinitions"]]
+    return next(dict(zip(columns, row["cells"], strict=True)) for row in got["rows"] if row["cells"][0] == name)
+
+
 async def test_ready_follows_the_state_of_the_created_resource(
         kube: Gateway, namespace: str, lab: Lab, widgets: Resource) -> None:
     gadget = await lab.provider("gadget", override={"apiVersion": "test.lessor.dev/v1", "kind": "Widget"},
@@ -320,8 +328,12 @@ async def test_ready_follows_the_state_of_the_created_resource(
     ref = reference(got)
     assert (ref["apiVersion"], ref["kind"], ref["namespace"]) == ("test.lessor.dev/v1", "Widget", OPS)
     assert "spec.resources[0] (" in message(got, "Ready") and "readinessCheck is false" in message(got, "Ready")
+    waiting_for = (await handle_row(kube, handle_of(got)))["Waiting For"]  # what `kubectl get rh` says
+    assert waiting_for and waiting_for == (await kube.get(HANDLE, OPS, handle_of(got)))["status"]["resources"][0]["name"]
     await kube.patch_status(widgets, OPS, ref["name"], {"phase": "Running", "detail": "up"})
     got = await until(kube, CLAIM, namespace, "w", ready)
+    handle = await until(kube, HANDLE, OPS, handle_of(got), lambda h: (h.get("status") or {}).get("ready") is True)
+    assert not (await handle_row(kube, handle["metadata"]["name"]))["Waiting For"]
     assert got["status"]["resources"][0]["state"]["status"] == {"phase": "Running", "detail": "up"}
     assert got["status"]["lifespan"]["firstReady"]
     await kube.patch_status(widgets, OPS, ref["name"], {"phase": "Degraded"})

@@ -168,14 +168,16 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
             # The sample leases show their conditions: the operator is really deciding.
             want = {"alice-rpi4": ("Ready", "True", "Ready"), "bob-invalid": ("Invalid", "True", "InvalidSelector"),
                     "alice-too-long": ("Unsatisfiable", "True", "DurationExceeded")}
+            deadline = time.monotonic() + 60  # a loaded CI machine: the first decisions may take a while
             while True:
                 leases = {x["metadata"]["name"]: x for x in (await gw.list(LEASE, "lab"))[0]}
-                seen = {name: next(((c["type"], c["status"], c["reason"])
-                                    for c in (leases.get(name, {}).get("status") or {}).get("conditions") or ()
+                conditions = {name: (leases.get(name, {}).get("status") or {}).get("conditions") or ()
+                              for name in want}
+                seen = {name: next(((c["type"], c["status"], c["reason"]) for c in conditions[name]
                                     if c["type"] == want[name][0]), None) for name in want}
                 if seen == want:
                     break
-                assert time.monotonic() < deadline, f"sample leases: {seen}"
+                assert time.monotonic() < deadline, f"sample leases: {seen}; all their conditions: {conditions}"
                 await asyncio.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGINT)

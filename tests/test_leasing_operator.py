@@ -174,6 +174,22 @@ async def test_duration_beyond_every_limit_names_the_longest_allowed(kube: Gatew
     assert "2h" in message
 
 
+async def test_a_policy_created_after_a_waiting_lease_ends_it_when_too_short(kube: Gateway, namespace: str) -> None:
+    """Objects reach lessor in any order (`lessor dev` applies policies then leases, but each kind has its own
+    watch): a lease waiting under no policy is judged again when a policy appears that refuses its duration."""
+    await exporter(kube, namespace, "e1", board="rpi")
+    await client(kube, namespace, "alice", team="qa")
+    await lease(kube, namespace, "short", selector={"board": "rpi"}, duration="1h")
+    await until(kube, namespace, "short", ready)
+    await lease(kube, namespace, "long", selector={"board": "rpi"}, duration="4h")
+    await until(kube, namespace, "long", has("Ready", "NotAvailable", "False"))
+    await policy(kube, namespace, "p", {"matchExpressions": [{"key": "board", "operator": "Exists"}]},
+                 rule(20, team="qa", max_duration="2h"))
+    got = await until(kube, namespace, "long", has("Unsatisfiable", "DurationExceeded"))
+    assert "2h" in next(c["message"] for c in got["status"]["conditions"] if c["type"] == "Unsatisfiable")
+    assert ready(await kube.get(LEASE, namespace, "short"))
+
+
 async def test_a_policy_without_limit_is_used_when_the_limited_one_is_too_short(kube: Gateway, namespace: str) -> None:
     await exporter(kube, namespace, "e1", board="rpi")
     await client(kube, namespace, "alice", team="qa")

@@ -135,7 +135,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-secure", action="store_true",
                    help="serve /metrics over HTTPS, only to bearer tokens that the API server authenticates "
                    "(TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview): 401 "
-                   "without a valid token, 403 without the right; deploy/monitoring/metrics-auth.yaml has the RBAC")
+                   "without a valid token, 403 without the right; deploy/rbac.yaml has the RBAC")
     p.add_argument("--metrics-cert-dir", type=Path, metavar="DIR",
                    help="with --metrics-secure: serve DIR/tls.crt and DIR/tls.key, reloaded when they change "
                    "(default: a self-signed certificate made at start-up)")

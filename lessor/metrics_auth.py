@@ -2,7 +2,7 @@
 
 A scraper sends `Authorization: Bearer <token>`. A TokenReview says whose token it is, and a
 SubjectAccessReview whether that user may `get` the non-resource URL `/metrics` (the ClusterRole
-`lessor-metrics-reader` of deploy/monitoring/metrics-auth.yaml grants it). No token, or one the
+`lessor-metrics-reader` of deploy/rbac.yaml grants it). No token, or one the
 API server does not accept: 401. A user without the right: 403. Answers are kept for a few seconds
 so that a scrape every 15 s costs the API server at most two requests; a failed review is not kept.
 """

@@ -95,6 +95,9 @@ class PodRun:
     handle_deleted: bool = False
     claim_deleted: bool = False
     metrics: str = ""
+    """/metrics as a scraper allowed to get it (rbac.yaml's lessor-metrics-reader) read it."""
+    metrics_status: dict[str, int] = field(default_factory=dict)
+    """who scraped /metrics (`allowed`, `unbound`, `anonymous`, `plain-http`) -> HTTP status (0: refused)."""
     exit_code: int | None = None
     failures: list[str] = field(default_factory=list)
 
@@ -322,11 +325,52 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
 
             if await _until(all_ready, 90, child):
                 await _ending(run, admin, child)
-            run.metrics = await _text(http, f"http://{pod_ip}:{container_port(container, 'metrics')}/metrics")
+            await _scrape(run, admin, http, f"{pod_ip}:{container_port(container, 'metrics')}")
         finally:
             beats.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beats
+
+
+async def _scrape(run: PodRun, admin: Gateway, http: aiohttp.ClientSession, address: str) -> None:
+    """/metrics as Prometheus reads it: a ServiceAccount bound to lessor-metrics-reader, over HTTPS
+    (the certificate is self-signed, as the ServiceMonitor's insecureSkipVerify says); and as others do."""
+    namespace = run.pod["metadata"]["namespace"]
+    allowed, unbound = await _account_token(admin, namespace, "prometheus"), await _account_token(
+        admin, namespace, "nobody")
+    await manifests.apply_all(admin, [{  # the ClusterRole came with rbac.yaml
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "prometheus-reads-lessor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "lessor-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}]}])
+    url = f"https://{address}/metrics"
+
+    async def scrape(who: str, token: str | None) -> bool:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+            async with http.get(url, headers=headers, ssl=False) as resp:
+                run.metrics_status[who] = resp.status
+                if resp.status == 200:
+                    run.metrics = await resp.text()
+                return resp.status == 200
+        return False
+
+    deadline = time.monotonic() + 15  # until the API server's authorizer has seen the new binding
+    while not await scrape("allowed", allowed) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    for who, token in (("unbound", unbound), ("anonymous", None)):
+        await scrape(who, token)
+    run.metrics_status["plain-http"] = await _get_status(http, f"http://{address}/metrics")
+
+
+async def _account_token(admin: Gateway, namespace: str, account: str) -> str:
+    await admin.request("create", "ServiceAccount", "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
+    answer = await admin.request("create", "TokenRequest", "POST",
+                                 f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+                                 body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                       "spec": {"expirationSeconds": 600}})
+    return str(answer["status"]["token"])
 
 
 async def _ending(run: PodRun, admin: Gateway, child: Any) -> None:
@@ -400,10 +444,3 @@ async def _get_status(http: aiohttp.ClientSession, url: str) -> int:
 
 async def _status(http: aiohttp.ClientSession, url: str, expected: int) -> bool:
     return await _get_status(http, url) == expected
-
-
-async def _text(http: aiohttp.ClientSession, url: str) -> str:
-    with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-        async with http.get(url) as resp:
-            return await resp.text()
-    return ""

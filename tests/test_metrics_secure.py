@@ -1,6 +1,6 @@
 """`lessor run --metrics-secure`: HTTPS, and /metrics only for a ServiceAccount token that the real API
 server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview,
-through the ClusterRole of deploy/monitoring/metrics-auth.yaml)."""
+through the ClusterRole of deploy/rbac.yaml)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
 
-MONITORING = Path(__file__).parent.parent / "deploy" / "monitoring"
+DEPLOY = Path(__file__).parent.parent / "deploy"
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, str]:
@@ -57,7 +57,7 @@ async def _may_get_metrics(kube: Gateway, user: str) -> bool:
 async def test_secure_metrics_need_a_token_allowed_to_get_metrics(
     kube: Gateway, controlplane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    docs = list(yaml.safe_load_all((MONITORING / "metrics-auth.yaml").read_text()))
+    docs = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
     reader = next(d for d in docs if d["metadata"]["name"] == "lessor-metrics-reader")
     roles = await kube.resolve("rbac.authorization.k8s.io/v1", "ClusterRole")
     bindings = await kube.resolve("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")

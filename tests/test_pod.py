@@ -83,7 +83,7 @@ def test_no_request_was_forbidden(operator_pod: Any) -> None:
     forbidden = [f"{e['verb']} {e['requestURI']}" for e in run.audit() if e.get("responseStatus", {}).get("code") == 403]
     assert not forbidden, forbidden
     assert not [line for line in run.log.splitlines() if re.search(r"403 Forbidden| is forbidden: User", line)]
-    assert run.metrics, "no /metrics scraped"
+    assert run.metrics, f"no /metrics scraped: {run.metrics_status}"
     assert not re.search(r'^lessor_\w+\{[^}]*code="403"[^}]*\} [1-9]', run.metrics, re.M)
 
 
@@ -91,3 +91,11 @@ def test_sigterm_stops_it_within_the_grace_period(operator_pod: Any) -> None:
     """The kubelet sends SIGTERM and SIGKILLs after the grace period: it must not come to that.
     `lessor run` exits 143 on SIGTERM, as a process ended by it does."""
     assert operator_pod.exit_code == 143, f"exit code {operator_pod.exit_code}\n{operator_pod.log[-2000:]}"
+
+
+def test_metrics_are_https_for_a_scraper_allowed_to_read_them(operator_pod: Any) -> None:
+    """As kubebuilder v4 scaffolds it: a token the API server vouches for, with `get` on /metrics
+    (deploy/rbac.yaml's lessor-metrics-reader bound to the scraper's ServiceAccount), over HTTPS."""
+    assert operator_pod.metrics_status == {"allowed": 200, "unbound": 403, "anonymous": 401, "plain-http": 0}, \
+        operator_pod.metrics_status
+    assert "lessor_leader" in operator_pod.metrics and "process_resident_memory_bytes" in operator_pod.metrics

@@ -77,8 +77,11 @@ def allowlist(*, timing: bool = True) -> dict[Grant, str]:
 def test_no_wildcards_and_every_rule_names_its_resources() -> None:
     for doc in rbac():
         for rule in doc.get("rules", []):
-            for field in ("apiGroups", "resources", "verbs"):
-                assert "*" not in rule[field], f"{doc['kind']} {doc['metadata']['name']}: {field} has '*'"
+            # A rule names resources of API groups, or (lessor-metrics-reader: get /metrics) non-resource URLs.
+            fields = ("nonResourceURLs", "verbs") if "nonResourceURLs" in rule else ("apiGroups", "resources", "verbs")
+            for field in fields:
+                assert rule[field] and "*" not in rule[field], \
+                    f"{doc['kind']} {doc['metadata']['name']}: {field} is empty or has '*'"
 
 
 def test_every_grant_was_used_or_is_allowlisted_with_a_reason(operator_pod: Any) -> None:

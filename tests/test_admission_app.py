@@ -38,7 +38,8 @@ class Objects:
         found = [o for o in await self.list(group, kind, namespace) if o["metadata"]["name"] == name]
         return found[0] if found else None
 
-    async def list(self, group: str, kind: str, namespace: str) -> list[Mapping[str, Any]]:
+    async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> list[Mapping[str, Any]]:
         return [
             o
             for o in self._objects
@@ -161,7 +162,8 @@ async def test_an_invalid_lease_is_denied_with_every_cause(client: TestClient[An
 
 async def test_a_hanging_lookup_is_answered_by_the_webhook_itself_before_its_timeout() -> None:
     class Hanging(Objects):
-        async def list(self, group: str, kind: str, namespace: str) -> list[Mapping[str, Any]]:
+        async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> list[Mapping[str, Any]]:
             await anyio.sleep_forever()
             raise AssertionError("unreachable")
 
@@ -312,7 +314,8 @@ class CountingFallback:
         self.calls.append(f"get {name}")
         return None
 
-    async def list(self, group: str, kind: str, namespace: str) -> list[Mapping[str, Any]]:
+    async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> list[Mapping[str, Any]]:
         self.calls.append("list")
         return []
 
@@ -338,6 +341,38 @@ async def test_the_cache_lookup_waits_briefly_for_an_object_created_just_before_
     assert found is provider
     assert listed == [provider]
     assert fallback.calls == ["get env"]  # only the informer that has not listed yet sends a request
+
+
+async def test_a_match_that_fits_no_cached_provider_is_confirmed_against_the_api_server_before_a_denial() -> None:
+    """The cache holds some providers but not one created a moment ago: a claim left to `match` is
+    judged against the API server's current list, not denied for the cache's lag."""
+    from lessor.admission.checks.claims import ClaimChecker
+    from lessor.admission.lookup import CacheLookup
+
+    def provider(name: str, kind: str) -> dict[str, Any]:
+        return {"apiVersion": "lessor.dev/v1alpha1", "kind": "ResourceProvider",
+                "metadata": {"name": name, "namespace": "ops"},
+                "spec": {"match": {"apiVersion": "v1", "kind": kind}, "template": {"enable": True}}}
+
+    class Etcd(CountingFallback):
+        async def list(self, group: str, kind: str, namespace: str, *,
+                       consistent: bool = False) -> list[Mapping[str, Any]]:
+            self.calls.append(f"list consistent={consistent}")
+            return [provider("secrets", "Secret"), provider("configmaps", "ConfigMap")]
+
+    informer, etcd = FakeInformer(True), Etcd()
+    informer.store[("ops", "secrets")] = provider("secrets", "Secret")  # "configmaps" not seen yet
+    claim = {"apiVersion": "lessor.dev/v1alpha1", "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "lab"},
+             "spec": {"resources": [{"template": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}}}]}}
+    lookup = CacheLookup([informer], etcd)  # type: ignore[list-item, arg-type]
+    checks = await ClaimChecker("ops").setup({"operation": "CREATE", "object": claim}, lookup)  # type: ignore[typeddict-item]
+
+    assert (await checks["claim-providers"]()).allowed, "denied for a provider the cache had not seen yet"
+    assert etcd.calls == ["list consistent=True"]
+    claim["spec"]["resources"][0]["template"]["kind"] = "Service"  # a real miss is still denied
+    checks = await ClaimChecker("ops").setup({"operation": "CREATE", "object": claim}, lookup)  # type: ignore[typeddict-item]
+    assert not (await checks["claim-providers"]()).allowed
 
 
 @pytest.mark.parametrize(("spec", "field", "message"), [

@@ -27,7 +27,8 @@ class NoLookup:
     async def get(self, group: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return None
 
-    async def list(self, group: str, kind: str, namespace: str) -> list[Mapping[str, Any]]:
+    async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> list[Mapping[str, Any]]:
         return []
 
 

@@ -50,7 +50,8 @@ class Objects:
     async def get(self, group: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.objects.get((kind, namespace, name))
 
-    async def list(self, group: str, kind: str, namespace: str) -> list[Mapping[str, Any]]:
+    async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> list[Mapping[str, Any]]:
         return [obj for (k, ns, _), obj in sorted(self.objects.items()) if (k, ns) == (kind, namespace)]
 
 

@@ -32,7 +32,11 @@ class Lookup(Protocol):
         """The object, or None when it does not exist."""
         ...
 
-    async def list(self, group: str, kind: str, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+    async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> Sequence[Mapping[str, Any]]:
+        """The namespace's objects; with ``consistent`` as etcd has them now (what confirms a denial
+        that a cache trailing by one event could cause)."""
+        ...
 
 
 class Checker(Protocol):

@@ -86,10 +86,11 @@ class CacheLookup:
             return await self._fallback.get(group, kind, namespace, name)
         return found
 
-    async def list(self, group: str, kind: str, namespace: str) -> Sequence[Mapping[str, Any]]:
+    async def list(self, group: str, kind: str, namespace: str, *,
+                   consistent: bool = False) -> Sequence[Mapping[str, Any]]:
         store = self._store(group, kind)
-        if store is None:
-            return await self._fallback.list(group, kind, namespace)
+        if store is None or consistent:
+            return await self._fallback.list(group, kind, namespace, consistent=consistent)
         cached = [obj for (ns, _), obj in list(store.items()) if ns == namespace]
         # Nothing cached may be a watch still behind the namespace's first objects (samples applied
         # together): ask the API rather than judge against nothing.

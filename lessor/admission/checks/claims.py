@@ -18,9 +18,8 @@ from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec, spec_changed
 from lessor.admission.checks.provided import (
     checks_result,
-    fetch_providers,
     providers_result,
-    resolve,
+    resolve_resources,
     templates_result,
 )
 from lessor.gateway.resources import HANDLE
@@ -41,8 +40,7 @@ class ClaimChecker:
         if not (resources_changed or lifespan_changed):
             return {}
         namespace = self._providers_namespace
-        providers = await fetch_providers(claim, lookup, namespace)
-        resolution = await resolve(claim, providers, namespace, claim=True)
+        resolution, providers = await resolve_resources(claim, lookup, namespace, claim=True)
         checks: dict[str, Check] = {}
         if resources_changed:
             checks["claim-providers"] = partial(providers_result, resolution)

@@ -17,7 +17,7 @@ from typing import Any
 from lessor.actors.lifespan import LifespanConfig
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import spec
-from lessor.admission.checks.provided import fetch_providers, providers_result, resolve, templates_result
+from lessor.admission.checks.provided import providers_result, resolve_resources, templates_result
 
 
 class PoolChecker:
@@ -29,7 +29,7 @@ class PoolChecker:
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         pool, namespace = request["object"], self._providers_namespace
-        resolution = await resolve(pool, await fetch_providers(pool, lookup, namespace), namespace, claim=False)
+        resolution, _ = await resolve_resources(pool, lookup, namespace, claim=False)
         checks: dict[str, Check] = {
             "pool-providers": partial(providers_result, resolution),
             "pool-templates": partial(templates_result, resolution),

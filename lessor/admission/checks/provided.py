@@ -51,15 +51,35 @@ class Resolution:
         return [resource.provider for resource in self.spec.resources if resource.provider is not None]
 
 
-async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str) -> list[Mapping[str, Any]]:
+async def resolve_resources(obj: Mapping[str, Any], lookup: Lookup, namespace: str, *,
+                            claim: bool) -> tuple[Resolution, list[Mapping[str, Any]]]:
+    """``obj``'s resources resolved against the providers they may use, and those providers.
+
+    An entry left to ``match`` is judged against the list of every provider, which a cache may
+    give one event late: a provider created a moment ago would be missing (or one deleted, still
+    there). Such a denial is confirmed against the API server's current list before it is given.
+    """
+    providers = await fetch_providers(obj, lookup, namespace)
+    resolution = await resolve(obj, providers, namespace, claim=claim)
+    matched = {i for i, r in enumerate(_resources(obj)) if _named(r) is None}
+    if any(error.index in matched and error.reason in ("ProviderNotFound", "ProviderAmbiguous")
+           for error in resolution.spec.all_errors):
+        providers = await fetch_providers(obj, lookup, namespace, consistent=True)
+        resolution = await resolve(obj, providers, namespace, claim=claim)
+    return resolution, providers
+
+
+async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str, *,
+                          consistent: bool = False) -> list[Mapping[str, Any]]:
     """The providers that ``obj``'s resource entries may use.
 
     Named ones are looked up by name; only an entry left to ``match`` needs
-    the list of all of them. A name no object can have is not looked up.
+    the list of all of them (``consistent``: as etcd has it now). A name no
+    object can have is not looked up.
     """
     names = [_named(r) for r in _resources(obj)]
     if None in names:
-        return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace))
+        return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent))
     wanted = sorted({n for n in names if isinstance(n, str) and not name_problem(n)})
     found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in wanted))
     return [provider for provider in found if provider is not None]

@@ -660,7 +660,7 @@ PAST_ONLY = {".metadata.creationTimestamp", ".status.lastSeen"}
 
 def _column_schema_path(json_path):
     """'.status.conditions[?(@.type=="X")].status' -> 'status.conditions[].status'."""
-    p = re.sub(r"\[\?\(@\.[a-zA-Z]+==\"[^\"]*\"\)\]", "[]", json_path)
+    p = re.sub(r"\[\?\(@\.[a-zA-Z]+==(\"[^\"]*\"|true|false)\)\]", "[]", json_path)
     p = p.replace("[*]", "[]")
     return p.lstrip(".")
 
@@ -965,6 +965,9 @@ def test_rbac_least_privilege(deploy):
     roles = [o for o in deploy["rbac.yaml"] if o["kind"] in ("ClusterRole", "Role")]
     for role in roles:
         for rule in role["rules"]:
+            if "nonResourceURLs" in rule:  # lessor-metrics-reader: get /metrics
+                assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, rule
+                continue
             assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], rule
             assert "secrets" not in rule["resources"]
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
@@ -997,7 +1000,12 @@ def test_rbac_least_privilege(deploy):
     provided = _one(deploy, "rbac.yaml", "ClusterRole", "lessor-provided-resources")
     assert provided["rules"][0]["resources"] == ["configmaps"]
     bound = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in deploy["rbac.yaml"] if b["kind"].endswith("Binding")}
-    assert bound == {("ClusterRole", "lessor"), ("ClusterRole", "lessor-provided-resources"), ("Role", "lessor-leader-election")}
+    assert bound == {("ClusterRole", "lessor"), ("ClusterRole", "lessor-provided-resources"), ("Role", "lessor-leader-election"),
+                     ("ClusterRole", "lessor-metrics-auth")}
+    auth = _one(deploy, "rbac.yaml", "ClusterRole", "lessor-metrics-auth")  # --metrics-secure asks the API server
+    assert auth["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
     for b in deploy["rbac.yaml"]:
         if b["kind"].endswith("Binding"):
             assert b["subjects"] == [{"kind": "ServiceAccount", "name": "lessor", "namespace": "lessor-system"}]
@@ -1012,7 +1020,7 @@ def test_deployment(deploy):
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     [c] = pod["containers"]
     assert c["image"] == "lessor:dev"
-    assert c["command"] == ["lessor", "run", "--webhook-cert-dir", "/etc/lessor/webhook"]
+    assert c["command"] == ["lessor", "run", "--webhook-cert-dir", "/etc/lessor/webhook", "--metrics-secure"]
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "health": 8081, "webhook": 9443}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}

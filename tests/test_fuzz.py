@@ -36,7 +36,7 @@ class Objects:
     async def get(self, group: str, kind: str, namespace: str, name: str) -> None:
         return None
 
-    async def list(self, group: str, kind: str, namespace: str) -> list[Any]:
+    async def list(self, group: str, kind: str, namespace: str, *, consistent: bool = False) -> list[Any]:
         return []
 
 

@@ -6,6 +6,10 @@ offers it to the best waiter (highest priority, then oldest lease), and on
 `Accept` writes `status.leaseRef` with a resourceVersion precondition: that
 write is the commit point. A spot holder is evicted the same way, by a
 non-spot waiter's accepted offer replacing its name in `status.leaseRef`.
+The evicted lease is told first and its end written before the winner hears
+`Granted`, so no moment shows both Ready; a restarted exporter first ends any
+lease still Ready on it that its `status.leaseRef` no longer names (an
+eviction cut short by a stop), before it answers anyone.
 
 State: the last Exporter object, the holder (lease name, priority, spot),
 the waiting queue, the one outstanding offer. Everything but the queue is
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from lessor.mailbox import ActorKilled
 from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 
@@ -51,7 +56,7 @@ from .lease_protocol import (
 from .object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from .observed import Observed
 from .exporter_state import exporter_online, exporter_ready
-from .queries import TOPOLOGY, GetObject, WaitingLeases
+from .queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
 
 log = logging.getLogger(__name__)
@@ -97,6 +102,10 @@ class ExporterActor(ObjectActor):
             self.stop()
             return
         await self._adopt_holder(lease_ref(self.obj))
+        holder = self.holder.lease if self.holder else None
+        for lease in await self.ask(TOPOLOGY, ReadyHolders(self.namespace, self.name)):
+            if lease != holder:
+                await self._evict(lease, holder or "")
         await self._update_online()
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
             self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
@@ -254,8 +263,24 @@ class ExporterActor(ObjectActor):
             self._schedule_decision()
             return
         if evicted is not None:
-            self.tell(_lease_address(self.namespace, evicted.lease), Evicted(self.name, accept.lease))
+            await self._evict(evicted.lease, accept.lease)
         self.tell(lease_address, Granted(self.name))
+
+    async def _evict(self, lease: str, by: str) -> None:
+        """Tell `lease` it lost this exporter, and wait until it has written its end: only then may
+        another lease be told `Granted` (and write Ready). A lease that does not answer in time
+        (gone, or its actor crashing) ends when it next asks (`Confirm`)."""
+        for _ in range(3):  # a lease killed while ending: its next incarnation is told again
+            try:
+                await self.ask(_lease_address(self.namespace, lease), Evicted(self.name, by),
+                               timeout=self.ctx.offer_timeout)
+                return
+            except ActorKilled:
+                continue
+            except Exception as error:  # noqa: BLE001 - the eviction is committed; only its ordering is lost
+                log.warning("exporter %s/%s: lease %s did not confirm its eviction (%s: %s); granting anyway",
+                            self.namespace, self.name, lease, type(error).__name__, error)
+                return
 
     # --- writes ------------------------------------------------------------------------
 

@@ -61,6 +61,17 @@ class WaitingLeases:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadyHolders:
+    """→ tuple of names of the leases not ended whose status says Ready on this exporter.
+
+    More than the exporter's own `status.leaseRef` only when an eviction's loser had not written
+    its end yet as the operator stopped: the exporter ends those before it grants anything."""
+
+    namespace: str
+    exporter: str
+
+
+@dataclass(frozen=True, slots=True)
 class PoolHandles:
     """→ tuple of the ResourceHandles whose `spec.resourcePool` names this pool, bound or not."""
 

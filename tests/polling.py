@@ -45,3 +45,18 @@ async def gone(kube: Gateway, res: Resource, ns: str, name: str, timeout: float 
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{res.kind} {ns}/{name} still exists")
+
+
+async def record(kube: Gateway, res: Resource, ns: str, version: str, seen: Callable[[Mapping[str, Any]], Any],
+                 history: list[Any]) -> None:
+    """Append `seen(obj)` for every write to the namespace's objects of `res` after `version`, in etcd's
+    order (a watch), until cancelled: what a list at one moment cannot show, such as two leases Ready
+    on one exporter for a few milliseconds."""
+    import json
+
+    resp = await kube.stream(res.kind, res.path(ns), {"watch": "1", "resourceVersion": version})
+    try:
+        async for line in resp.content:
+            history.append(seen(json.loads(line)["object"]))
+    finally:
+        resp.release()

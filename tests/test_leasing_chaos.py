@@ -98,10 +98,9 @@ async def double_leases(kube: Gateway, ns: str) -> list[str]:
     return double_bookings((await kube.list(LEASE, ns))[0])
 
 
-# A spot lease evicted by a better one ends with its own status write, racing the winner's Ready write; a
-# SIGKILL between the exporter's commit and the loser's write delays that write until the next operator's
-# start-up (the loser asks its exporter, which says Evicted). Longer than this is a double lease.
-DOUBLE_GRACE = 10.0
+# No grace: an evicted lease's end is written before the winner is told Granted, and an exporter that
+# restarts ends any lease still Ready on it that its leaseRef no longer names before it answers anyone.
+DOUBLE_GRACE = 0.0
 
 
 async def violations(kube: Gateway, ns: str) -> list[str]:

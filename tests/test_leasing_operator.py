@@ -12,6 +12,7 @@ import pytest
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
+from tests.polling import record
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -81,6 +82,11 @@ def ready(obj: Mapping[str, Any]) -> bool:
 
 def has(type_: str, reason: str, status: str = "True") -> Callable[[Mapping[str, Any]], bool]:
     return lambda obj: condition(obj, type_) == (status, reason)
+
+
+def ready_on_exporter(obj: Mapping[str, Any]) -> tuple[str, bool]:
+    """(lease, whether it is Ready and not ended)."""
+    return obj["metadata"]["name"], ready(obj) and not (obj.get("status") or {}).get("ended")
 
 
 def holder(obj: Mapping[str, Any]) -> str | None:
@@ -297,12 +303,23 @@ async def test_spot_only_lease_gets_a_free_exporter_and_is_evicted_by_a_steady_o
     await lease(kube, namespace, "spotty", "dev", selector={"board": "rpi"})
     got = await until(kube, namespace, "spotty", ready)
     assert got["status"]["spotAccess"] is True
+    _, version = await kube.list(LEASE, namespace)
+    history: list[tuple[str, bool]] = []  # every write to the leases from here on, in etcd's order
+    watcher = asyncio.create_task(record(kube, LEASE, namespace, version, ready_on_exporter, history))
     await lease(kube, namespace, "steady", "qa", selector={"board": "rpi"})
     got = await until(kube, namespace, "steady", ready)
     assert got["status"]["exporterRef"]["name"] == "e1" and got["status"]["spotAccess"] is False
     evicted = await until(kube, namespace, "spotty", has("Ready", "Evicted", "False"))
     assert evicted["status"]["ended"] is True
     assert holder(await kube.get(EXPORTER, namespace, "e1")) == "steady"
+    await asyncio.sleep(0.5)
+    watcher.cancel()
+    # At no moment were both Ready: the evicted lease's end was written before the winner's Ready.
+    state: dict[str, bool] = {"spotty": True}
+    for name, is_ready in history:
+        state[name] = is_ready
+        assert not (state.get("spotty") and state.get("steady")), f"both Ready at once: {history}"
+    assert state == {"spotty": False, "steady": True}, history
 
 
 async def test_scheduled_lease_holds_nothing_until_begin_and_skips_exporters_gone_offline(

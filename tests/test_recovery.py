@@ -33,7 +33,7 @@ from lessor.gateway.resources import (
     PROVIDER,
 )
 from lessor.install import install
-from tests.polling import get
+from tests.polling import get, record
 
 pytestmark = pytest.mark.apiserver
 API = "lessor.dev/v1alpha1"
@@ -205,6 +205,34 @@ async def test_lease_expired_while_down_ends_and_frees_its_exporter(kube: Gatewa
     first = await handed_over(kube, ns, lessor, wait_past_its_end, duration="4s")
     assert first is not None and first["status"]["ended"] is True
     assert condition(first, "Ready") == ("False", "Expired")
+
+
+async def test_eviction_cut_short_by_the_stop_ends_the_loser_before_the_winner_is_ready(
+        kube: Gateway, ns: str, lessor: Any) -> None:
+    """lessor died between an eviction's commit (e's leaseRef names `second`) and the loser's end: the
+    restarted exporter ends `first` before it grants `second`, so no moment shows both Ready."""
+    await lab(kube, ns, "e")
+    await lease(kube, ns, "first", "e")
+    await leased(kube, ns, "first", "e")
+    lessor.kill()
+    await lease(kube, ns, "second", "e")
+    await kube.patch_status(EXPORTER, ns, "e", {"leaseRef": {"name": "second"}})  # the commit, and no more
+    await heartbeat(kube, ns, "e")
+    _, version = await kube.list(LEASE, ns)
+    history: list[tuple[str, bool]] = []
+    watcher = asyncio.create_task(record(kube, LEASE, ns, version, lambda o: (
+        o["metadata"]["name"], ready(o) and not (o.get("status") or {}).get("ended")), history))
+    lessor.start()
+    await leased(kube, ns, "second", "e")
+    first = await object_when(kube, LEASE, ns, "first", lambda o: bool((o or {}).get("status", {}).get("ended")),
+                              "lease first ended")
+    await asyncio.sleep(0.5)
+    watcher.cancel()
+    assert condition(first, "Ready") == ("False", "Evicted")
+    state = {"first": True}
+    for name, is_ready in history:
+        state[name] = is_ready
+        assert not (state.get("first") and state.get("second")), f"both Ready at once: {history}"
 
 
 async def test_exporter_deleted_while_leased_ends_the_lease(kube: Gateway, ns: str, lessor: Any) -> None:

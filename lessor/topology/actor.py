@@ -26,11 +26,12 @@ from lessor.actors.queries import (
     LeaseWorldView,
     ListObjects,
     PoolHandles,
+    ReadyHolders,
     WaitingLeases,
 )
 from lessor.mailbox import Actor
 from lessor.model.selectors import SelectorError, parse_selector
-from lessor.topology.fields import HANDLE_CLAIM, SPEC_EXPORTER_REF, is_inert
+from lessor.topology.fields import HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
 from lessor.topology.recovery import missed_while_down
@@ -93,6 +94,8 @@ class TopologyActor(Actor):
                 return self._lease_world(message)
             case WaitingLeases(namespace=namespace, exporter=exporter):
                 return self._waiting_leases(namespace, exporter)
+            case ReadyHolders(namespace=namespace, exporter=exporter):
+                return self._ready_holders(namespace, exporter)
             case PoolHandles(namespace=namespace, pool=pool):
                 return self._existing(self.topology.handles_of_pool(ObjectKey(POOL, namespace, pool)))
             case ClaimHandles(namespace=namespace, claim=claim):
@@ -159,6 +162,15 @@ class TopologyActor(Actor):
             client=self.topology.get(ObjectKey(CLIENT, ns, query.client)),
             holders=holders,
         )
+
+    def _ready_holders(self, namespace: str, exporter: str) -> tuple[str, ...]:
+        names = []
+        for lease_key in sorted(self.topology.referrers(ObjectKey(EXPORTER, namespace, exporter), STATUS_EXPORTER_REF)):
+            status = (self.topology.get(lease_key) or {}).get("status") or {}
+            if not status.get("ended") and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                               for c in status.get("conditions") or ()):
+                names.append(lease_key.name)
+        return tuple(names)
 
     def _waiting_leases(self, namespace: str, exporter: str) -> tuple[str, ...]:
         key = ObjectKey(EXPORTER, namespace, exporter)

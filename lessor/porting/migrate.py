@@ -13,16 +13,18 @@ status and `leaseRef`), then leases with their status, so an active lease keeps 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 from lessor.actors.handle_render import tracking
 from lessor.actors.lease import ENDED_LABEL
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER
+from lessor.leader import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
 from .convert import Note, convert_object
@@ -34,12 +36,17 @@ class Step:
 
     text: str
     run: Callable[[], Awaitable[str]]
+    pause: float = 0.0
+    """Seconds to wait before running it, so that a lessor operator that is running sees what came before."""
 
 
 @dataclass
 class Plan:
     steps: list[Step] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+
+
+_SETTLE = 1.0  # seconds between the phases
 
 
 class MigrationError(Exception):
@@ -63,6 +70,8 @@ async def run_migrate(args: argparse.Namespace, *, stdout: TextIO = sys.stdout, 
             print(f"lessor migrate: dry run: {len(plan.steps)} changes planned, none made", file=stderr)
             return 0
         for step in plan.steps:
+            if step.pause:
+                await asyncio.sleep(step.pause)
             print(await step.run(), file=stdout)
         print(f"lessor migrate: {len(plan.steps)} changes made", file=stderr)
     return 0
@@ -75,6 +84,7 @@ async def make_plan(gateway: Gateway, source: str, *, operator_namespace: str = 
     """What migrating would do, read from the cluster; nothing is written."""
     await _listed(gateway, PROVIDER, operator_namespace, "lessor's CRDs are not installed: run `lessor install`")
     now = now or datetime.now(timezone.utc)
+    await _no_running_operator(gateway, operator_namespace, now)
     if source == "poolboy":
         return await _poolboy_plan(gateway, operator_namespace, namespaces, poolboy_namespace, poolboy_group, now)
     if source == "jumpstarter":
@@ -98,7 +108,7 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
     for namespace in namespaces or [None]:
         claims += await _listed(gateway, old("ResourceClaim"), namespace, hint)
 
-    plan = Plan()
+    plan, adoptions, handle_steps, claim_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan()
     for obj in providers:
         _create(gateway, plan, PROVIDER, obj, ops)
     live_handles = set()
@@ -106,7 +116,7 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             plan.notes.append(Note(_subject(obj), "(object)", "being deleted: not migrated"))
             continue
-        new = _create(gateway, plan, HANDLE, obj, ops, keep=_handle_with_references)
+        new = _create(gateway, handle_steps, HANDLE, obj, ops, keep=_handle_with_references)
         if new is None:
             continue
         live_handles.add(new["metadata"]["name"])
@@ -115,7 +125,7 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
             plan.notes.append(Note(_subject(obj), "spec.lifespan.end", f"{end} has passed: lessor deletes the "
                                                                       "handle and its resources, as Poolboy would",
                                    False))
-        await _plan_adoptions(gateway, plan, obj, new, group)
+        await _plan_adoptions(gateway, adoptions, obj, new, group)
     for obj in claims:
         status = obj.get("status") or {}
         end = (status.get("lifespan") or {}).get("end") or ((obj.get("spec") or {}).get("lifespan") or {}).get("end")
@@ -128,9 +138,16 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
         if handle and handle not in live_handles:
             plan.notes.append(Note(_subject(obj), "status.resourceHandle", f"ResourceHandle {handle} is gone: "
                                                                            "lessor binds or creates another"))
-        _create(gateway, plan, CLAIM, obj, ops, status=bound)
+        _create(gateway, claim_steps, CLAIM, obj, ops, status=bound)
     for obj in pools:
-        _create(gateway, plan, POOL, obj, ops)
+        _create(gateway, pool_steps, POOL, obj, ops)
+    # Resources are marked before their handles exist, handles exist before their claims, claims before pools:
+    # at no point does a running operator see a claim without its handle, or a pool short of handles.
+    for part in (adoptions, handle_steps, claim_steps, pool_steps):
+        if part.steps and plan.steps:
+            part.steps[0].pause = _SETTLE
+        plan.steps += part.steps
+        plan.notes += part.notes
     return plan
 
 
@@ -220,6 +237,25 @@ def _ended_label(old: Mapping[str, Any], new: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------ shared
+
+
+async def _no_running_operator(gateway: Gateway, operator_namespace: str, now: datetime) -> None:
+    """Refuse while an elected lessor operator renews its leadership: it could serve a claim or a lease
+    between two steps (a claim seen before its handle gets a new one)."""
+    try:
+        lease = await gateway.get(COORDINATION_LEASE, operator_namespace, LEASE_NAME)
+    except ApiError as error:
+        if error.not_found:
+            return
+        raise
+    spec = lease.get("spec") or {}
+    renewed, holder = spec.get("renewTime"), spec.get("holderIdentity")
+    duration = float(spec.get("leaseDurationSeconds") or 15)
+    if holder and renewed and not _past(renewed, now - timedelta(seconds=2 * duration)):
+        raise MigrationError(f"lessor's operator is running ({holder} renewed the Lease {operator_namespace}/"
+                             f"{LEASE_NAME} at {renewed}): stop it first (scale its Deployment to 0, or stop "
+                             "`lessor run`), migrate, then start it again")
+
 
 
 def _create(gateway: Gateway, plan: Plan, res: Resource, old: Mapping[str, Any], ops: str | None, *,

@@ -14,8 +14,10 @@ import pytest
 import yaml
 
 from lessor.gateway import Gateway, Resource
-from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER
-from tests.polling import gone, until
+from lessor.gateway.resources import (
+    CLAIM, CLIENT, CONFIGMAP, EXPORTER, HANDLE, LEASE, NAMESPACE, POLICY, POOL, PROVIDER,
+)
+from tests.polling import get, gone, until
 
 pytestmark = pytest.mark.usefixtures("operator")
 DATA = Path(__file__).parent / "data"
@@ -148,3 +150,33 @@ async def test_lease_tags_and_context_are_immutable(kube: Gateway, namespace: st
     with pytest.raises(Exception) as refused:
         await create_strict(kube, LEASE, namespace, bad)
     assert "tag keys must be label names" in str(refused.value)
+
+
+async def test_the_migration_guide_examples_work_verbatim(
+        kube: Gateway, poolboy_objects: list[tuple[Resource, str]]) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "migrating.md").read_text()
+    blocks = [part.split("```", 1)[0] for part in text.split("```yaml\n")[1:]]
+    docs = [doc for block in blocks for doc in yaml.safe_load_all(block) if doc]
+    assert [d["kind"] for d in docs] == ["ResourceProvider", "ResourcePool", "ResourceClaim", "Client", "Exporter",
+                                         "Lease"]
+    for ns in {d["metadata"]["namespace"] for d in docs} - {OPS}:
+        if await get(kube, NAMESPACE, "", ns) is None:
+            await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    try:
+        for doc in docs:
+            res, ns = KINDS[doc["kind"]], doc["metadata"]["namespace"]
+            await create_strict(kube, res, ns, doc)
+            if ns == OPS:
+                poolboy_objects.append((res, doc["metadata"]["name"]))
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        await kube.patch_status(EXPORTER, "lab", "rpi4-01", {"lastSeen": now, "exporterStatus": "Available"})
+        claim = await until(kube, CLAIM, "poolboy-test", "test-pool", ready)
+        guid = claim["status"]["resourceHandle"]["name"].removeprefix("guid-")
+        assert (await kube.get(CONFIGMAP, "poolboy-test", f"test-pool-{guid}"))["data"] == {"value": "foo"}
+        lease = await until(kube, LEASE, "lab", "nightly-1234", lambda o: ready(o) and "metadata.lessor.dev/pipeline"
+                            in (o["metadata"].get("labels") or {}))
+        assert lease["status"]["exporterRef"]["name"] == "rpi4-01"
+    finally:
+        for ns in ("poolboy-test", "lab"):
+            if await get(kube, NAMESPACE, "", ns) is not None:
+                await kube.delete(NAMESPACE, None, ns)

@@ -99,15 +99,18 @@ async def poolboy_leftovers(kube: Gateway, pb: str, user: str, sfx: str) -> dict
     await make(kube, PB_POOL, pb, {"metadata": {"name": provider}, "spec": {
         "minAvailable": 1, "resources": [{"provider": {"name": provider, "namespace": pb}, "template": {"data": {"v": "1"}}}]}})
     made: dict[str, dict[str, Any]] = {}
-    for key, claim, pool, marked in (("a", "bound", True, True), ("b", None, True, True), ("c", "other", False, False)):
+    for key, claim, pool, marked in (("a", "bound", True, True), ("b", None, True, True), ("c", "other", False, False),
+                                     ("d", "elsewhere", False, True)):
         handle_name = f"guid-{key}{sfx}"
         spec: dict[str, Any] = {"resources": [{"provider": {"name": provider, "namespace": pb},
                                                "template": {"data": {"v": "1"}}}],
                                 "lifespan": {"end": at(3600)}}
         if pool:
             spec["resourcePool"] = {"apiVersion": f"{PB}/v1", "kind": "ResourcePool", "name": provider, "namespace": pb}
+        claim_ns = pb if claim == "elsewhere" else user  # outside --namespace: stays with Poolboy
         if claim:
-            spec["resourceClaim"] = {"apiVersion": f"{PB}/v1", "kind": "ResourceClaim", "name": claim, "namespace": user}
+            spec["resourceClaim"] = {"apiVersion": f"{PB}/v1", "kind": "ResourceClaim", "name": claim,
+                                     "namespace": claim_ns}
         cm_name = f"mig-{key}{sfx}"
         handle = await make(kube, PB_HANDLE, pb, {
             "metadata": {"name": handle_name, "generateName": "guid-", "finalizers": [PB],
@@ -119,7 +122,7 @@ async def poolboy_leftovers(kube: Gateway, pb: str, user: str, sfx: str) -> dict
         made[key] = await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"v": "1"},
                                                         "metadata": {"name": cm_name, "annotations": annotations}})
         if claim:
-            await make(kube, PB_CLAIM, user, {"metadata": {"name": claim, "finalizers": [PB]}, "spec": {
+            await make(kube, PB_CLAIM, claim_ns, {"metadata": {"name": claim, "finalizers": [PB]}, "spec": {
                 "resources": [{"provider": {"name": provider}, "template": {"data": {"v": "1"}}}]}},
                 status={"resourceHandle": {"name": handle_name, "namespace": pb}, "lifespan": {"end": at(3600)}})
     await make(kube, PB_CLAIM, user, {"metadata": {"name": "expired"}, "spec": {
@@ -143,7 +146,8 @@ async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_noth
         assert f"adopt v1 ConfigMap {user}/mig-a{sfx} for ResourceHandle {OPS}/guid-a{sfx}" in plan
         assert f"create ResourceClaim {user}/bound with its status" in plan
         assert plan[-1] == f"create ResourcePool {OPS}/{provider}"
-        assert not any("expired" in line or f"mig-c{sfx}" in line for line in plan)
+        assert not any("expired" in line or f"mig-c{sfx}" in line or f"guid-d{sfx}" in line for line in plan)
+        assert f"its claim {pb}/elsewhere is not migrated, so neither is the handle nor what it made" in dry.stderr
         assert "ResourceClaim " + user + "/expired: (object): left out: its lifespan ended" in dry.stderr
         assert f"mig-c{sfx} does not carry Poolboy's marks for this handle: not adopted" in dry.stderr
         assert await get(kube, PROVIDER, OPS, provider) is None
@@ -165,7 +169,7 @@ async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_noth
             assert cm["metadata"]["annotations"][f"{PB}/resource-handle-name"] == f"guid-{key}{sfx}"  # kept
         listed, _ = await kube.list(CONFIGMAP, user)
         assert sorted(o["metadata"]["name"] for o in listed if o["metadata"]["name"].startswith("mig-")) == \
-            [f"mig-a{sfx}", f"mig-b{sfx}", f"mig-c{sfx}"]
+            [f"mig-a{sfx}", f"mig-b{sfx}", f"mig-c{sfx}", f"mig-d{sfx}"]
 
         # The pool counts its unbound handle and makes no other.
         pool = await until(kube, POOL, OPS, provider,
@@ -177,6 +181,10 @@ async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_noth
         assert "was not created by lessor" in str(other["status"])
         foreign = await kube.get(CONFIGMAP, user, f"mig-c{sfx}")
         assert foreign["metadata"]["resourceVersion"] == before["c"]["metadata"]["resourceVersion"]
+        # A handle whose claim stays behind is not migrated: what it made is not lessor's.
+        assert await get(kube, HANDLE, OPS, f"guid-d{sfx}") is None
+        left = await kube.get(CONFIGMAP, user, f"mig-d{sfx}")
+        assert left["metadata"]["resourceVersion"] == before["d"]["metadata"]["resourceVersion"]
 
         assert await get(kube, CLAIM, user, "expired") is None  # not provisioned again
         assert (await kube.get(PB_CLAIM, user, "bound"))["status"]["resourceHandle"]["name"] == f"guid-a{sfx}"
@@ -192,8 +200,8 @@ async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_noth
                 await kube.delete(res, OPS, name)
         for res, name in ((HANDLE, f"guid-a{sfx}"), (HANDLE, f"guid-b{sfx}"), (HANDLE, f"guid-c{sfx}")):
             await gone(kube, res, OPS, name)
-        for res, ns, name in ((PB_CLAIM, user, "bound"), (PB_CLAIM, user, "other"), *(
-                (PB_HANDLE, pb, f"guid-{k}{sfx}") for k in "abc")):
+        for res, ns, name in ((PB_CLAIM, user, "bound"), (PB_CLAIM, user, "other"), (PB_CLAIM, pb, "elsewhere"), *(
+                (PB_HANDLE, pb, f"guid-{k}{sfx}") for k in "abcd")):
             await kube.merge_patch(res, ns, name, {"metadata": {"finalizers": None}})
 
 

@@ -125,8 +125,8 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     obj: dict[str, Any] = {"apiVersion": API, "kind": kind,
                            "metadata": _metadata(metadata, group, kind, operator_namespace, subject, notes)}
     spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
-    if kind == "ResourceClaim" and "provider" in spec:
-        return None, notes + [Note(subject, "spec.provider", _WHY["provider"] + "; the claim is not converted")]
+    if kind in ("ResourceClaim", "ResourcePool") and "provider" in spec and not spec.get("resources"):
+        return None, notes + [Note(subject, "spec.provider", _WHY["provider"] + f"; the {kind} is not converted")]
     if kind == "ResourceProvider" and ((spec.get("template") or {}).get("definition") is not None):
         notes.append(Note(subject, "spec.template.definition", _WHY["provider"]))
     kept: dict[str, Any] = {}

@@ -111,10 +111,31 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
     plan, adoptions, handle_steps, claim_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan()
     for obj in providers:
         _create(gateway, plan, PROVIDER, obj, ops)
+    # Claims first, to know which handles may come: a bound handle whose claim stays behind (expired, or
+    # outside --namespace) is not migrated, or lessor would end it and delete what it made.
+    migrated_claims: dict[tuple[str, str], dict[str, Any]] = {}
+    for obj in claims:
+        metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
+        end = (status.get("lifespan") or {}).get("end") or ((obj.get("spec") or {}).get("lifespan") or {}).get("end")
+        if end and _past(end, now):
+            plan.notes.append(Note(_subject(obj), "(object)", f"its lifespan ended at {end}: not migrated, so "
+                                                              "lessor does not provision it again"))
+            continue
+        if "provider" in (obj.get("spec") or {}):
+            plan.notes.append(Note(_subject(obj), "spec.provider", "provider mode is not implemented in lessor: "
+                                                                   "the claim and its handle are not migrated"))
+            continue
+        migrated_claims[(str(metadata.get("namespace")), str(metadata.get("name")))] = obj
     live_handles = set()
     for obj in handles:
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             plan.notes.append(Note(_subject(obj), "(object)", "being deleted: not migrated"))
+            continue
+        claim = (obj.get("spec") or {}).get("resourceClaim")
+        if isinstance(claim, Mapping) and (str(claim.get("namespace")), str(claim.get("name"))) not in migrated_claims:
+            plan.notes.append(Note(_subject(obj), "spec.resourceClaim", f"its claim {claim.get('namespace')}/"
+                                                                        f"{claim.get('name')} is not migrated, so "
+                                                                        "neither is the handle nor what it made"))
             continue
         new = _create(gateway, handle_steps, HANDLE, obj, ops, keep=_handle_with_references)
         if new is None:
@@ -126,13 +147,8 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
                                                                       "handle and its resources, as Poolboy would",
                                    False))
         await _plan_adoptions(gateway, adoptions, obj, new, group)
-    for obj in claims:
+    for obj in migrated_claims.values():
         status = obj.get("status") or {}
-        end = (status.get("lifespan") or {}).get("end") or ((obj.get("spec") or {}).get("lifespan") or {}).get("end")
-        if end and _past(end, now):
-            plan.notes.append(Note(_subject(obj), "(object)", f"its lifespan ended at {end}: not migrated, so "
-                                                              "lessor does not provision it again"))
-            continue
         handle = (status.get("resourceHandle") or {}).get("name")
         bound = {"resourceHandle": {"name": handle, "namespace": ops}} if handle in live_handles else None
         if handle and handle not in live_handles:

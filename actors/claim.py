@@ -214,8 +214,9 @@ class ClaimActor(ObjectActor):
         """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
         wanted = [r.provider.name for r in spec.resources if r.provider is not None]
         pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
-        return [name_of(pool) for pool in pools if not deleting(pool) and wanted == [
+        matching = [pool for pool in pools if not deleting(pool) and wanted == [
             (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
+        return [name_of(pool) for pool in sorted(matching, key=_preferred_first)]
 
     async def _ask_next(self) -> None:
         assert self.spec is not None
@@ -507,3 +508,9 @@ def _project(theirs: Any, ours: Any) -> Any:
 def _handle_address(handle: Mapping[str, Any]) -> str:
     metadata = handle.get("metadata") or {}
     return actor_address(HANDLE, str(metadata.get("namespace")), str(metadata.get("name")))
+
+
+def _preferred_first(pool: Mapping[str, Any]) -> tuple[float, str]:
+    """Pools in the order a claim asks them: highest `spec.preferenceScore` first, then by name."""
+    score = (pool.get("spec") or {}).get("preferenceScore")
+    return (-float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 0.0, name_of(pool))

@@ -217,15 +217,29 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
     metadata["namespace"] = namespace
 
     labels, annotations = tracking(handle, provider.name)
-    for section, ours in (("labels", labels), ("annotations", annotations)):
+    spec = handle.get("spec") or {}
+    for section, ours, added in (("labels", labels, spec.get("resourceLabels")),
+                                 ("annotations", annotations, spec.get("resourceAnnotations"))):
         theirs = metadata.get(section) if isinstance(metadata.get(section), dict) else {}
         merged = {key: value for key, value in theirs.items() if not str(key).startswith(DOMAIN)}
+        if isinstance(added, Mapping):  # the handle's (its pool's) resourceLabels / resourceAnnotations
+            merged.update({key: value for key, value in added.items() if not str(key).startswith(DOMAIN)})
         merged.update(ours)
         metadata[section] = merged
 
     reference = {"apiVersion": definition["apiVersion"], "kind": definition["kind"],
                  "name": name, "namespace": namespace}
     return RenderedResource(index, definition, reference)
+
+
+#: What a pool copies onto each handle it creates, as Poolboy's pools do.
+POOL_TO_HANDLE = ("vars", "resourceLabels", "resourceAnnotations")
+
+
+def carried_to_handles(pool: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The pool's `spec.vars`, `resourceLabels` and `resourceAnnotations`, for the spec of a handle it creates."""
+    spec = (pool or {}).get("spec") or {}
+    return {key: copy.deepcopy(spec[key]) for key in POOL_TO_HANDLE if isinstance(spec.get(key), Mapping)}
 
 
 def handle_variables(handle: Mapping[str, Any], index: int, states: list[Mapping[str, Any] | None] | None,

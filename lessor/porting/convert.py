@@ -29,8 +29,10 @@ _CARRIED: dict[str, frozenset[str]] = {
     "ResourceProvider": frozenset({"default", "override", "match", "matchIgnore", "updateFilters", "validation",
                                    "lifespan", "resourceRequiresClaim", "resourceName", "readinessCheck",
                                    "template", "vars"}),
-    "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan"}),
-    "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars"}),
+    "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
+                               "resourceLabels", "resourceAnnotations", "vars"}),
+    "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
+                                 "resourceLabels", "resourceAnnotations"}),
     "ResourceClaim": frozenset({"resources", "lifespan"}),
     "Client": frozenset({"username"}),
     "Exporter": frozenset({"enabled", "username"}),
@@ -51,14 +53,11 @@ _WHY: dict[str, str] = {
     "resourceClaimAnnotations": "lessor does not label or annotate claims for the provider",
     "resourceClaimLabels": "lessor does not label or annotate claims for the provider",
     "disableCreation": "lessor always creates a handle when no pool handle matches",
-    "preferenceScore": "lessor binds the oldest ready matching handle; there is no preference score",
+    "preferenceScore": "lessor reads preferenceScore on pools (a claim asks the highest first), not on handles",
     "deleteUnhealthyResourceHandles": "lessor has no health check to act on",
-    "resourceLabels": "lessor labels created resources with its own lessor.dev/ labels only",
-    "resourceAnnotations": "lessor annotates created resources with its own lessor.dev/ annotations only",
     "autoDelete": "lessor has no autoDelete condition; set spec.lifespan.end",
     "autoDetach": "lessor has no autoDetach condition; set spec.lifespan.end",
     "provider": "provider mode (a provider with parameters instead of resources) is not implemented in lessor",
-    "vars": "lessor reads vars on providers and handles only; copy them into the provider's spec.vars",
 }
 
 #: Names Poolboy's templates have that lessor's sandbox does not.

@@ -1,0 +1,100 @@
+"""Poolboy features lessor adds for its users, against the real API server: pools' preferenceScore,
+resourceLabels, resourceAnnotations and vars."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from lessor.gateway import Gateway, Resource
+from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, POOL, PROVIDER
+from tests.polling import get, gone, until
+
+pytestmark = pytest.mark.usefixtures("operator")
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+
+
+class Made:
+    """Providers and pools of one test, in the operator's namespace under unique names; removed afterwards."""
+
+    def __init__(self, kube: Gateway) -> None:
+        self.kube, self.sfx, self.objects = kube, uuid.uuid4().hex[:6], []  # type: ignore[var-annotated]
+
+    async def create(self, res: Resource, base: str, spec: Mapping[str, Any]) -> str:
+        name = f"{base}-{self.sfx}"
+        await self.kube.create(res, OPS, {"apiVersion": API, "kind": res.kind, "metadata": {"name": name},
+                                          "spec": dict(spec)})
+        self.objects.append((res, name))
+        return name
+
+
+@pytest.fixture
+async def made(kube: Gateway) -> AsyncIterator[Made]:
+    m = Made(kube)
+    yield m
+    for res, name in reversed(m.objects):
+        if await get(kube, res, OPS, name) is not None:
+            await kube.delete(res, OPS, name)
+    for res, name in m.objects:
+        await gone(kube, res, OPS, name)
+
+
+def ready(obj: Mapping[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def available(count: int) -> Any:
+    return lambda o: ((o.get("status") or {}).get("resourceHandleCount") or {}).get("ready") == count
+
+
+async def test_a_claim_binds_from_the_pool_with_the_highest_preference_score(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "pref", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                 "metadata": {"namespace": namespace}}})
+    pools = {}
+    for base, score in (("pref-a", 10), ("pref-b", 20), ("pref-c", None)):  # by name, a would come first
+        spec: dict[str, Any] = {"minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}]}
+        if score is not None:
+            spec["preferenceScore"] = score
+        pools[base] = await made.create(POOL, base, spec)
+    for name in pools.values():
+        await until(kube, POOL, OPS, name, available(1))
+    for claim_name in ("first", "second"):
+        await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": claim_name},
+                                             "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+        claim = await until(kube, CLAIM, namespace, claim_name, ready)
+        handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+        pool = handle["spec"]["resourcePool"]["name"]
+        assert pool == pools["pref-b"], f"{claim_name} bound from {pool}"
+        await until(kube, POOL, OPS, pools["pref-b"], available(1))  # replenished before the next claim
+
+
+async def test_pools_give_their_handles_resource_labels_annotations_and_vars(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "labelled", {
+        "template": {"enable": True},
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"namespace": namespace, "labels": {"team": "from-template", "app": "x"}},
+                     "data": {"color": "{{ color }}"}}})
+    pool = await made.create(POOL, "labelled", {
+        "minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}],
+        "resourceLabels": {"team": "qa", "lessor.dev/resource-pool-name": "not-mine"},
+        "resourceAnnotations": {"cost-center": "42"},
+        "vars": {"color": "blue"}})
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c"},
+                                         "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+    claim = await until(kube, CLAIM, namespace, "c", ready)
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["resourcePool"]["name"] == pool
+    assert handle["spec"]["resourceLabels"]["team"] == "qa" and handle["spec"]["vars"] == {"color": "blue"}
+    reference = claim["status"]["resources"][0]["reference"]
+    made_cm = await kube.get(CONFIGMAP, namespace, reference["name"])
+    labels = made_cm["metadata"]["labels"]
+    assert labels["team"] == "qa" and labels["app"] == "x"
+    assert labels["lessor.dev/resource-pool-name"] == pool  # lessor's own marks win
+    assert made_cm["metadata"]["annotations"]["cost-center"] == "42"
+    assert made_cm["data"] == {"color": "blue"}

@@ -96,3 +96,12 @@ def test_the_bool_and_object_filters(source: str, value: Any) -> None:
 def test_bool_refuses_a_string_that_says_neither() -> None:
     with pytest.raises(TemplateError, match="cannot read 'maybe' as true or false"):
         render_string("{{ 'maybe' | bool }}", {})
+
+
+def test_the_webhook_and_the_valid_condition_name_a_broken_var() -> None:
+    from lessor.actors.validation import INVALID_TEMPLATE, provider_errors
+
+    [error] = provider_errors({"metadata": {"name": "p", "namespace": OPS}, "spec": {
+        "template": {"enable": True}, "override": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "vars": {"greeting": "{{ unclosed"}}})
+    assert (error.field, error.reason) == ("spec.vars.greeting", INVALID_TEMPLATE)

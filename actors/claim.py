@@ -224,8 +224,23 @@ class ClaimActor(ObjectActor):
             pool = self.pools.pop(0)
             self.asking = (pool, self.spec)
             self._want(pool, self.spec)
+        elif self._creation_disabled():
+            await self._write_status()  # Bound=False, WaitingForPool
+            self.schedule("evaluate", _Evaluate(), delay=_RETRY)  # the pools are asked again
         else:
             await self._create_handle(self.spec)
+
+    def _creation_disabled(self) -> str:
+        """Why this claim may not get a handle of its own (`spec.disableCreation` of the claim or of one of its
+        providers), or "" when it may."""
+        assert self.obj is not None and self.spec is not None
+        if (self.obj.get("spec") or {}).get("disableCreation") is True:
+            return "spec.disableCreation is true"
+        for resource in self.spec.resources:
+            provider = resource.provider
+            if provider is not None and (provider.definition.get("spec") or {}).get("disableCreation") is True:
+                return f"ResourceProvider {provider.name} has disableCreation"
+        return ""
 
     def _want(self, pool: str, spec: ClaimSpec) -> None:
         assert self.obj is not None
@@ -419,6 +434,9 @@ class ClaimActor(ObjectActor):
         elif start is not None and (timestamp(start) or now) > now:
             bound = new_condition(BOUND, False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
                                   now=now, observed_generation=gen)
+        elif why := self._creation_disabled():
+            bound = new_condition(BOUND, False, "WaitingForPool", f"{why}: waiting until a ResourcePool has a "
+                                  "matching handle", now=now, observed_generation=gen)
         else:
             bound = new_condition(BOUND, False, "Binding", "its handle was deleted; looking for another",
                                   now=now, observed_generation=gen)

@@ -59,7 +59,7 @@ def test_poolboy_samples_become_lessor_objects_in_the_operator_namespace() -> No
 def test_what_lessor_lacks_is_left_out_and_named_with_the_reason() -> None:
     result = convert([provider(approval={"required": True}, parameters=[{"name": "size"}],
                                linkedResourceProviders=[{"name": "base"}], healthCheck="true",
-                               disableCreation=True, futureField=1)])
+                               statusSummaryTemplate={}, futureField=1)])
     notes = notes_of(result)
     [obj] = result.objects
     assert set(obj["spec"]) == {"override"}
@@ -67,7 +67,7 @@ def test_what_lessor_lacks_is_left_out_and_named_with_the_reason() -> None:
     assert "no provider parameters" in notes["spec.parameters"]
     assert "no linked providers" in notes["spec.linkedResourceProviders"]
     assert notes["spec.futureField"] == "lessor does not implement it"
-    assert {"spec.healthCheck", "spec.disableCreation"} <= set(notes)
+    assert {"spec.healthCheck", "spec.statusSummaryTemplate"} <= set(notes)
     assert all(str(n).startswith("ResourceProvider poolboy/p: ") for n in result.notes)
 
 

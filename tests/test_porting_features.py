@@ -98,3 +98,30 @@ async def test_pools_give_their_handles_resource_labels_annotations_and_vars(
     assert labels["lessor.dev/resource-pool-name"] == pool  # lessor's own marks win
     assert made_cm["metadata"]["annotations"]["cost-center"] == "42"
     assert made_cm["data"] == {"color": "blue"}
+
+
+@pytest.mark.parametrize("where", ["claim", "provider"])
+async def test_disable_creation_makes_a_claim_wait_for_a_pool(
+        kube: Gateway, namespace: str, made: Made, where: str) -> None:
+    provider_spec: dict[str, Any] = {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"namespace": namespace}}}
+    claim_spec: dict[str, Any] = {}
+    (provider_spec if where == "provider" else claim_spec)["disableCreation"] = True
+    provider = await made.create(PROVIDER, "nocreate", provider_spec)
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "waits"},
+                                         "spec": {**claim_spec,
+                                                  "resources": [{"provider": {"name": provider}, "template": {}}]}})
+
+    def bound_reason(o: Mapping[str, Any]) -> str | None:
+        return next((c["reason"] for c in (o.get("status") or {}).get("conditions") or () if c["type"] == "Bound"), None)
+
+    claim = await until(kube, CLAIM, namespace, "waits", lambda o: bound_reason(o) == "WaitingForPool")
+    assert "resourceHandle" not in claim["status"] or claim["status"]["resourceHandle"] is None
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert not [h for h in handles if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace]
+
+    pool = await made.create(POOL, "nocreate", {"minAvailable": 1,
+                                                "resources": [{"provider": {"name": provider}, "template": {}}]})
+    claim = await until(kube, CLAIM, namespace, "waits", ready)
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["resourcePool"]["name"] == pool

@@ -22,7 +22,9 @@ class Made:
     """Providers and pools of one test, in the operator's namespace under unique names; removed afterwards."""
 
     def __init__(self, kube: Gateway) -> None:
-        self.kube, self.sfx, self.objects = kube, uuid.uuid4().hex[:6], []  # type: ignore[var-annotated]
+        self.kube = kube
+        self.sfx = uuid.uuid4().hex[:6]
+        self.objects: list[tuple[Resource, str]] = []
 
     async def create(self, res: Resource, base: str, spec: Mapping[str, Any]) -> str:
         name = f"{base}-{self.sfx}"

@@ -113,7 +113,8 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     """One object converted, or None when it cannot be; `keep_status` keeps `status` (for `migrate`)."""
     kind = str(doc.get("kind") or "")
     metadata = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
-    subject = f"{kind or '(no kind)'} {metadata.get('namespace') or ''}/{metadata.get('name') or metadata.get('generateName') or ''}"
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    subject = f"{kind or '(no kind)'} {metadata.get('namespace') or ''}/{name}"
     notes: list[Note] = []
     if kind in NOT_PORTED_KINDS:
         return None, [Note(subject, "(object)", NOT_PORTED_KINDS[kind])]

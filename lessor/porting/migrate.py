@@ -198,7 +198,8 @@ async def _plan_adoptions(gateway: Gateway, plan: Plan, old: Mapping[str, Any], 
             plan.notes.append(Note(_subject(old), field_name, f"{what} does not exist: lessor creates it"))
             continue
         annotations = (live.get("metadata") or {}).get("annotations") or {}
-        theirs = (annotations.get(f"{group}/resource-handle-name"), annotations.get(f"{group}/resource-handle-namespace"))
+        theirs = (annotations.get(f"{group}/resource-handle-name"),
+                  annotations.get(f"{group}/resource-handle-namespace"))
         uid = annotations.get(f"{group}/resource-handle-uid")
         if theirs != (old_meta.get("name"), old_meta.get("namespace")) or (uid and uid != old_meta.get("uid")):
             plan.notes.append(Note(_subject(old), field_name, f"{what} does not carry Poolboy's marks for this "

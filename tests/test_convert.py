@@ -82,6 +82,17 @@ def test_claims_in_provider_mode_and_pool_scalings_are_not_converted() -> None:
     assert [str(n).split(":")[0] for n in result.notes] == ["ResourceClaim u/c", "ResourcePoolScaling poolboy/s"]
 
 
+def test_a_claim_template_that_names_or_places_its_resource_loses_that_with_a_note() -> None:
+    claim = {"apiVersion": POOLBOY, "kind": "ResourceClaim", "metadata": {"name": "test-01", "namespace": "u"},
+             "spec": {"resources": [{"provider": {"name": "test-01"},
+                                     "template": {"metadata": {"name": "test-01-a", "namespace": "x"}}}]}}
+    result = convert([claim])
+    assert result.objects[0]["spec"]["resources"][0] == {"provider": {"name": "test-01"}, "template": {}}
+    notes = notes_of(result)
+    assert "'test-01-a': a claim cannot choose the name" in notes["spec.resources[0].template.metadata.name"]
+    assert "spec.resources[0].template.metadata.namespace" in notes
+
+
 def test_lone_expressions_render_to_text_as_in_poolboy() -> None:
     override = {"apiVersion": "v1", "kind": "ConfigMap",
                 "data": {"index": "{{ resource_index }}", "count": "{{ n | int }}", "mixed": "i-{{ resource_index }}",

@@ -189,6 +189,16 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
     for index, entry in enumerate(spec.get("resources") or ()):
         if isinstance(entry, dict) and isinstance(entry.get("provider"), Mapping):
             entry["provider"] = {"name": entry["provider"].get("name")}
+        template = entry.get("template") if isinstance(entry, dict) else None
+        metadata = template.get("metadata") if isinstance(template, dict) else None
+        if kind == "ResourceClaim" and isinstance(metadata, dict):
+            for key in ("name", "namespace"):
+                if key in metadata:
+                    notes.append(Note(subject, f"spec.resources[{index}].template.metadata.{key}",
+                                      f"{metadata.pop(key)!r}: a claim cannot choose the {key} of its resource in "
+                                      "lessor (Forbidden); the provider's override or the handle's guid decides"))
+            if not metadata:
+                del template["metadata"]
     if isinstance(spec.get("resourcePool"), dict):
         spec["resourcePool"] = {"name": spec["resourcePool"].get("name"), "namespace": operator_namespace}
     if isinstance(spec.get("resourceClaim"), dict):

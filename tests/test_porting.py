@@ -126,6 +126,8 @@ async def test_jumpstarter_samples_work_once_their_apiversion_is_lessors(kube: G
     assert exporter["status"]["leaseRef"]["name"] == "nightly-1234"
     assert [d["uuid"][:8] for d in exporter["status"]["devices"]] == ["7b0e1f9c", "1f0e2d3c"]
     assert exporter["spec"]["username"] == "keycloak:exporter-rpi4-01"
+    exporter = await until(kube, EXPORTER, namespace, "rpi4-01", lambda o: condition(o, "Registered") is not None)
+    assert condition(exporter, "Registered") == ("True", "Register")  # from status.devices, as the controller does
 
     # Tags become labels, so leases can be listed by tag; tags and context stay as written.
     lease = await until(kube, LEASE, namespace, "nightly-1234",

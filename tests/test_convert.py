@@ -144,6 +144,15 @@ def test_jumpstarter_samples_carry_over_whole_but_the_agents_status() -> None:
     assert [n.field for n in result.notes] == ["status"]
 
 
+def test_their_other_kinds_are_reported_and_left_out() -> None:
+    exporter_set = {"apiVersion": "virtualtarget.jumpstarter.dev/v1alpha1", "kind": "ExporterSet",
+                    "metadata": {"name": "s", "namespace": "lab"}, "spec": {}}
+    result = convert([exporter_set])
+    assert result.objects == []
+    assert [str(n) for n in result.notes] == ["ExporterSet lab/s: (object): left out: lessor has no ExporterSet: "
+                                              "not converted"]
+
+
 def test_other_kinds_and_lists_pass_through() -> None:
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
     result = convert([{"apiVersion": "v1", "kind": "List", "items": [configmap, provider()]}])

@@ -118,9 +118,12 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     notes: list[Note] = []
     if kind in NOT_PORTED_KINDS:
         return None, [Note(subject, "(object)", NOT_PORTED_KINDS[kind])]
-    if kind not in _CARRIED or str(doc.get("apiVersion") or "").startswith("lessor.dev/"):
-        return dict(doc), [Note(subject, "(object)", "not a Poolboy or Jumpstarter kind: copied unchanged", False)]
     group = str(doc.get("apiVersion") or "").partition("/")[0]
+    theirs = group == "jumpstarter.dev" or group.endswith((".jumpstarter.dev", "poolboy.gpte.redhat.com"))
+    if kind not in _CARRIED and theirs:
+        return None, [Note(subject, "(object)", f"lessor has no {kind}: not converted")]
+    if kind not in _CARRIED or group == "lessor.dev":
+        return dict(doc), [Note(subject, "(object)", "not a Poolboy or Jumpstarter kind: copied unchanged", False)]
     obj: dict[str, Any] = {"apiVersion": API, "kind": kind,
                            "metadata": _metadata(metadata, group, kind, operator_namespace, subject, notes)}
     spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}

@@ -56,6 +56,7 @@ from .claim_updates import plan_update
 from .conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
 from .context import Context
 from .events import NORMAL, record_transitions
+from .handle_render import POOL_NAME
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from .object_actor import ObjectActor
 from .observed import Observed
@@ -216,6 +217,9 @@ class ClaimActor(ObjectActor):
         pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
         matching = [pool for pool in pools if not deleting(pool) and wanted == [
             (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
+        pinned = (((self.obj or {}).get("metadata") or {}).get("annotations") or {}).get(POOL_NAME)
+        if pinned:  # the claim asks for one pool (Poolboy's resource-pool-name annotation): only that one is asked
+            matching = [pool for pool in matching if name_of(pool) == pinned]
         return [name_of(pool) for pool in sorted(matching, key=_preferred_first)]
 
     async def _ask_next(self) -> None:

@@ -135,6 +135,17 @@ def test_metadata_keeps_what_users_wrote_and_drops_the_old_operators_bookkeeping
                                      "metadata.finalizers", "spec.lifespan.maximum", "status"}
 
 
+def test_a_claim_pinned_to_a_pool_keeps_its_pin_under_lessors_annotation() -> None:
+    claim = {"apiVersion": POOLBOY, "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "u", "annotations": {
+                 "poolboy.gpte.redhat.com/resource-pool-name": "big", "note": "x",
+                 "poolboy.gpte.redhat.com/resource-handle-name": "guid-abcde"}},
+             "spec": {"resources": [{"provider": {"name": "p"}, "template": {}}]}}
+    result = convert([claim])
+    assert result.objects[0]["metadata"]["annotations"] == {"note": "x", "lessor.dev/resource-pool-name": "big"}
+    assert not notes_of(result)["metadata.annotations.poolboy.gpte.redhat.com/resource-pool-name"].startswith("the")
+
+
 def test_jumpstarter_samples_carry_over_whole_but_the_agents_status() -> None:
     docs = samples("jumpstarter/samples.yaml")
     result = convert(docs)

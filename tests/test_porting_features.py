@@ -127,3 +127,24 @@ async def test_disable_creation_makes_a_claim_wait_for_a_pool(
     claim = await until(kube, CLAIM, namespace, "waits", ready)
     handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
     assert handle["spec"]["resourcePool"]["name"] == pool
+
+
+async def test_a_claim_pinned_to_a_pool_by_annotation_binds_only_from_it(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "pinned", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "metadata": {"namespace": namespace}}})
+    pools = {}
+    for base, score in (("pinned-a", None), ("pinned-b", 50)):  # unpinned, b would win
+        spec: dict[str, Any] = {"minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}]}
+        if score is not None:
+            spec["preferenceScore"] = score
+        pools[base] = await made.create(POOL, base, spec)
+    for name in pools.values():
+        await until(kube, POOL, OPS, name, available(1))
+    await kube.create(CLAIM, namespace, {
+        "apiVersion": API, "kind": "ResourceClaim",
+        "metadata": {"name": "pinned", "annotations": {"lessor.dev/resource-pool-name": pools["pinned-a"]}},
+        "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+    claim = await until(kube, CLAIM, namespace, "pinned", ready)
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["resourcePool"]["name"] == pools["pinned-a"]

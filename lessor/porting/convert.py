@@ -174,6 +174,13 @@ def _metadata(metadata: Mapping[str, Any], group: str, kind: str, operator_names
         if not isinstance(values, Mapping):
             continue
         theirs = sorted(key for key in values if group and str(key).startswith(f"{group}/"))
+        pinned = f"{group}/resource-pool-name"
+        if kind == "ResourceClaim" and section == "annotations" and pinned in theirs:
+            theirs.remove(pinned)  # the claim asks for one pool: lessor reads the same annotation under its domain
+            out[section] = {**values, "lessor.dev/resource-pool-name": values[pinned]}
+            del out[section][pinned]
+            values = out[section]
+            notes.append(Note(subject, f"metadata.annotations.{pinned}", "-> lessor.dev/resource-pool-name", False))
         for key in theirs:
             notes.append(Note(subject, f"metadata.{section}.{key}", "the old operator's bookkeeping; lessor writes "
                                                                      "its own lessor.dev/ ones"))

@@ -69,10 +69,15 @@ async def run_migrate(args: argparse.Namespace, *, stdout: TextIO = sys.stdout, 
                 print(step.text, file=stdout)
             print(f"lessor migrate: dry run: {len(plan.steps)} changes planned, none made", file=stderr)
             return 0
-        for step in plan.steps:
+        for done, step in enumerate(plan.steps):
             if step.pause:
                 await asyncio.sleep(step.pause)
-            print(await step.run(), file=stdout)
+            try:
+                print(await step.run(), file=stdout)
+            except ApiError as error:
+                print(f"lessor migrate: error: {step.text}: {error}. The {done} changes before it were made; fix "
+                      "the cause and run the same command again (it leaves what exists as it is)", file=stderr)
+                return 1
         print(f"lessor migrate: {len(plan.steps)} changes made", file=stderr)
     return 0
 

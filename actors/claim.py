@@ -40,7 +40,7 @@ from lessor.model.fields import created_at, deleting, generation, name_of, newer
 from lessor.model.handles import CLAIM_TEMPLATES, claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
-from lessor.templates import format_timestamp, offload
+from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
 from .claim_protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
@@ -55,7 +55,7 @@ from .claim_spec import (
 from .claim_updates import plan_update
 from .conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
 from .context import Context
-from .events import NORMAL, record_transitions
+from .events import NORMAL, WARNING, record_transitions
 from .handle_render import POOL_NAME
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from .object_actor import ObjectActor
@@ -420,11 +420,46 @@ class ClaimActor(ObjectActor):
             "lifespan": lifespan or None,
             "conditions": conditions,
         }
+        if handle is not None and await self._auto_deleted({**status, **new}):
+            return
         if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan")) \
                 and same_conditions(status.get("conditions"), conditions):
             return
         if await self.write_status(new):  # else deleted: the deletion event stops us
             record_transitions(self.ctx.events, CLAIM, self.obj, status.get("conditions"), conditions)
+
+    async def _auto_deleted(self, status: Mapping[str, Any]) -> bool:
+        """Delete the claim when its `spec.autoDelete.when` holds (Poolboy's feature, run here in the sandbox).
+
+        The expression sees `metadata`, `spec` and `status` of the claim (the status about to be written),
+        `resource_claim`, `resource_handle` and `resource_provider` (of the first resource). One that cannot
+        be evaluated deletes nothing: it is logged and recorded as an Event.
+        """
+        assert self.obj is not None and self.handle is not None
+        when = ((self.obj.get("spec") or {}).get("autoDelete") or {}).get("when")
+        if not isinstance(when, str) or not when.strip():
+            return False
+        first = self.spec.resources[0].provider if self.spec is not None and self.spec.resources else None
+        claim = {**self.obj, "status": dict(status)}
+        variables = {"metadata": claim.get("metadata"), "spec": claim.get("spec"), "status": claim["status"],
+                     "resource_claim": claim, "resource_handle": self.handle,
+                     "resource_provider": first.definition if first is not None else None}
+        try:
+            due = await offload(check_expression, f"({when}) | bool", variables)
+        except TemplateError as error:
+            log.info("claim %s/%s: spec.autoDelete.when: %s", self.namespace, self.name, error.message)
+            self.ctx.events.record(CLAIM, self.obj, WARNING, "AutoDeleteFailed",
+                                   f"spec.autoDelete.when could not be evaluated: {error.message}", "AutoDelete")
+            return False
+        if not due:
+            return False
+        self.ctx.events.record(CLAIM, self.obj, NORMAL, "AutoDelete", f"spec.autoDelete.when is true: {when}",
+                               "Delete")
+        try:
+            await self.ctx.api.delete(CLAIM, self.namespace, self.name)
+        except NotFound:
+            pass
+        return True
 
     def _unbound_conditions(self, now: datetime, gen: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
         assert self.obj is not None and self.spec is not None

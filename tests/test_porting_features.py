@@ -3,6 +3,7 @@ resourceLabels, resourceAnnotations and vars."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -148,3 +149,28 @@ async def test_a_claim_pinned_to_a_pool_by_annotation_binds_only_from_it(
     claim = await until(kube, CLAIM, namespace, "pinned", ready)
     handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
     assert handle["spec"]["resourcePool"]["name"] == pools["pinned-a"]
+
+
+async def test_auto_delete_deletes_a_claim_once_its_condition_holds_and_a_hostile_one_deletes_nothing(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "autodel", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                    "metadata": {"namespace": namespace}}})
+    for name, when in (("done", "status.resources[0].state.data.phase == 'done'"),
+                       ("hostile", "''.__class__.__mro__[1].__subclasses__() | length > 0"),
+                       ("running", "status.resources[0].state.data.phase == 'done'")):
+        phase = "running" if name == "running" else "done"
+        await kube.create(CLAIM, namespace, {
+            "apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"autoDelete": {"when": when},
+                     "resources": [{"provider": {"name": provider}, "template": {"data": {"phase": phase}}}]}})
+    await gone(kube, CLAIM, namespace, "done")
+    for name in ("hostile", "running"):
+        claim = await until(kube, CLAIM, namespace, name, ready)
+        assert claim["metadata"].get("deletionTimestamp") is None
+    failed: list[dict[str, Any]] = []
+    deadline = asyncio.get_running_loop().time() + 30
+    while not failed and asyncio.get_running_loop().time() < deadline:
+        events, _ = await kube.list(Resource("events.k8s.io", "v1", "Event", "events"), namespace)
+        failed = [e for e in events if e.get("reason") == "AutoDeleteFailed" and e["regarding"]["name"] == "hostile"]
+        await asyncio.sleep(0.2)
+    assert failed and "unsafe" in failed[0]["note"]

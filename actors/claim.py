@@ -40,7 +40,7 @@ from lessor.model.fields import created_at, deleting, generation, name_of, newer
 from lessor.model.handles import CLAIM_TEMPLATES, claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
-from lessor.templates import format_timestamp, offload
+from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
 from .claim_protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
@@ -55,7 +55,8 @@ from .claim_spec import (
 from .claim_updates import plan_update
 from .conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
 from .context import Context
-from .events import NORMAL, record_transitions
+from .events import NORMAL, WARNING, record_transitions
+from .handle_render import POOL_NAME
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from .object_actor import ObjectActor
 from .observed import Observed
@@ -214,8 +215,12 @@ class ClaimActor(ObjectActor):
         """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
         wanted = [r.provider.name for r in spec.resources if r.provider is not None]
         pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
-        return [name_of(pool) for pool in pools if not deleting(pool) and wanted == [
+        matching = [pool for pool in pools if not deleting(pool) and wanted == [
             (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
+        pinned = (((self.obj or {}).get("metadata") or {}).get("annotations") or {}).get(POOL_NAME)
+        if pinned:  # the claim asks for one pool (Poolboy's resource-pool-name annotation): only that one is asked
+            matching = [pool for pool in matching if name_of(pool) == pinned]
+        return [name_of(pool) for pool in sorted(matching, key=_preferred_first)]
 
     async def _ask_next(self) -> None:
         assert self.spec is not None
@@ -223,8 +228,23 @@ class ClaimActor(ObjectActor):
             pool = self.pools.pop(0)
             self.asking = (pool, self.spec)
             self._want(pool, self.spec)
+        elif self._creation_disabled():
+            await self._write_status()  # Bound=False, WaitingForPool
+            self.schedule("evaluate", _Evaluate(), delay=_RETRY)  # the pools are asked again
         else:
             await self._create_handle(self.spec)
+
+    def _creation_disabled(self) -> str:
+        """Why this claim may not get a handle of its own (`spec.disableCreation` of the claim or of one of its
+        providers), or "" when it may."""
+        assert self.obj is not None and self.spec is not None
+        if (self.obj.get("spec") or {}).get("disableCreation") is True:
+            return "spec.disableCreation is true"
+        for resource in self.spec.resources:
+            provider = resource.provider
+            if provider is not None and (provider.definition.get("spec") or {}).get("disableCreation") is True:
+                return f"ResourceProvider {provider.name} has disableCreation"
+        return ""
 
     def _want(self, pool: str, spec: ClaimSpec) -> None:
         assert self.obj is not None
@@ -400,11 +420,46 @@ class ClaimActor(ObjectActor):
             "lifespan": lifespan or None,
             "conditions": conditions,
         }
+        if handle is not None and await self._auto_deleted({**status, **new}):
+            return
         if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan")) \
                 and same_conditions(status.get("conditions"), conditions):
             return
         if await self.write_status(new):  # else deleted: the deletion event stops us
             record_transitions(self.ctx.events, CLAIM, self.obj, status.get("conditions"), conditions)
+
+    async def _auto_deleted(self, status: Mapping[str, Any]) -> bool:
+        """Delete the claim when its `spec.autoDelete.when` holds (Poolboy's feature, run here in the sandbox).
+
+        The expression sees `metadata`, `spec` and `status` of the claim (the status about to be written),
+        `resource_claim`, `resource_handle` and `resource_provider` (of the first resource). One that cannot
+        be evaluated deletes nothing: it is logged and recorded as an Event.
+        """
+        assert self.obj is not None and self.handle is not None
+        when = ((self.obj.get("spec") or {}).get("autoDelete") or {}).get("when")
+        if not isinstance(when, str) or not when.strip():
+            return False
+        first = self.spec.resources[0].provider if self.spec is not None and self.spec.resources else None
+        claim = {**self.obj, "status": dict(status)}
+        variables = {"metadata": claim.get("metadata"), "spec": claim.get("spec"), "status": claim["status"],
+                     "resource_claim": claim, "resource_handle": self.handle,
+                     "resource_provider": first.definition if first is not None else None}
+        try:
+            due = await offload(check_expression, f"({when}) | bool", variables)
+        except TemplateError as error:
+            log.info("claim %s/%s: spec.autoDelete.when: %s", self.namespace, self.name, error.message)
+            self.ctx.events.record(CLAIM, self.obj, WARNING, "AutoDeleteFailed",
+                                   f"spec.autoDelete.when could not be evaluated: {error.message}", "AutoDelete")
+            return False
+        if not due:
+            return False
+        self.ctx.events.record(CLAIM, self.obj, NORMAL, "AutoDelete", f"spec.autoDelete.when is true: {when}",
+                               "Delete")
+        try:
+            await self.ctx.api.delete(CLAIM, self.namespace, self.name)
+        except NotFound:
+            pass
+        return True
 
     def _unbound_conditions(self, now: datetime, gen: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
         assert self.obj is not None and self.spec is not None
@@ -418,6 +473,9 @@ class ClaimActor(ObjectActor):
         elif start is not None and (timestamp(start) or now) > now:
             bound = new_condition(BOUND, False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
                                   now=now, observed_generation=gen)
+        elif why := self._creation_disabled():
+            bound = new_condition(BOUND, False, "WaitingForPool", f"{why}: waiting until a ResourcePool has a "
+                                  "matching handle", now=now, observed_generation=gen)
         else:
             bound = new_condition(BOUND, False, "Binding", "its handle was deleted; looking for another",
                                   now=now, observed_generation=gen)
@@ -507,3 +565,9 @@ def _project(theirs: Any, ours: Any) -> Any:
 def _handle_address(handle: Mapping[str, Any]) -> str:
     metadata = handle.get("metadata") or {}
     return actor_address(HANDLE, str(metadata.get("namespace")), str(metadata.get("name")))
+
+
+def _preferred_first(pool: Mapping[str, Any]) -> tuple[float, str]:
+    """Pools in the order a claim asks them: highest `spec.preferenceScore` first, then by name."""
+    score = (pool.get("spec") or {}).get("preferenceScore")
+    return (-float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 0.0, name_of(pool))

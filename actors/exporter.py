@@ -16,7 +16,8 @@ the waiting queue, the one outstanding offer. Everything but the queue is
 rebuilt from the API on restart; the queue is rebuilt by telling the waiting
 leases (`ExporterRestarted`) to queue again.
 
-Writes: `status.leaseRef` (commit points) and the `Online` condition.
+Writes: `status.leaseRef` (commit points), the `Online` condition and, for agents that report devices,
+`Registered` (see registration).
 
 The whole decision, message by message and file by file (the lease's
 resolution in `lease_resolution.py`, the queue in `queue.py`, the offer and
@@ -58,6 +59,7 @@ from .observed import Observed
 from .exporter_state import exporter_online, exporter_ready
 from .queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
+from .registration import registered_condition
 
 log = logging.getLogger(__name__)
 
@@ -348,12 +350,16 @@ class ExporterActor(ObjectActor):
             reason = "HeartbeatTimeout"
             message = (f"last seen {status.get('lastSeen')}, more than "
                        f"{int(self.ctx.heartbeat_timeout.total_seconds())}s ago")
-        current = find_condition(status.get("conditions"), ONLINE)
-        if current is not None and current.get("status") == str(online) and current.get("reason") == reason:
+        conditions = status.get("conditions")
+        current = find_condition(conditions, ONLINE)
+        if current is None or current.get("status") != str(online) or current.get("reason") != reason:
+            conditions = merge_condition(conditions, new_condition(ONLINE, online, reason, message, now=now,
+                                                                   observed_generation=generation(self.obj)))
+        if (registered := registered_condition(status, now=now, generation=generation(self.obj))) is not None:
+            conditions = merge_condition(conditions, registered)
+        if conditions is status.get("conditions"):
             return
-        condition = new_condition(ONLINE, online, reason, message, now=now,
-                                  observed_generation=generation(self.obj))
-        if not await self.write_status({"conditions": merge_condition(status.get("conditions"), condition)}):
+        if not await self.write_status({"conditions": conditions}):
             self.stop()
 
 

@@ -195,7 +195,7 @@ class HandleActor(ObjectActor):
         identity, user = await self._requester()
         results = await offload(render_handle, self.obj, self.providers,
                                 operator_namespace=self.ctx.operator_namespace, claim=self.claim,
-                                requester_identity=identity, requester_user=user, now=now)
+                                requester_identity=identity, requester_user=user, live=self.live, now=now)
         self.failures = {}
         for result in results:
             if result.definition is not None:
@@ -402,4 +402,5 @@ def _contains(value: Any, pattern: Any) -> bool:
 
 
 def _uses_requester(provider: Provider) -> bool:
-    return provider.template_enable and "requester_" in json.dumps(provider.override)
+    spec = provider.definition.get("spec") or {}
+    return provider.template_enable and "requester_" in json.dumps([provider.override, spec.get("vars")])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lessor.model.keys import reference_key
 from lessor.templates import TemplateError, template_variables
 
 from .conditions import new_condition
@@ -117,8 +118,16 @@ def tracking(handle: Mapping[str, Any], provider_name: str) -> tuple[dict[str, s
 
 def render_handle(handle: Mapping[str, Any], providers: Mapping[str, Provider], *, operator_namespace: str,
                   claim: Mapping[str, Any] | None = None, requester_identity: Mapping[str, Any] | None = None,
-                  requester_user: Mapping[str, Any] | None = None, now: datetime) -> list[RenderedResource]:
-    """Every resource of the handle, in the order of `spec.resources`."""
+                  requester_user: Mapping[str, Any] | None = None, live: Mapping[Any, Mapping[str, Any]] | None = None,
+                  now: datetime) -> list[RenderedResource]:
+    """Every resource of the handle, in the order of `spec.resources`.
+
+    `live` maps `reference_key(reference)` to the resources as last seen: templates see them as
+    `resource_state` and `resource_states`.
+    """
+    entries = (handle.get("spec") or {}).get("resources") or []
+    states = [(live or {}).get(reference_key(entry["reference"])) if isinstance(entry.get("reference"), Mapping)
+              else None for entry in entries]
     results = []
     for index, entry in enumerate((handle.get("spec") or {}).get("resources") or []):
         name = (entry.get("provider") or {}).get("name")
@@ -128,17 +137,20 @@ def render_handle(handle: Mapping[str, Any], providers: Mapping[str, Provider], 
             results.append(RenderedResource(index, None, entry.get("reference"), "ProviderNotFound", message))
             continue
         results.append(render_resource(handle, index, provider, operator_namespace=operator_namespace, claim=claim,
-                                       requester_identity=requester_identity, requester_user=requester_user, now=now))
+                                       requester_identity=requester_identity, requester_user=requester_user,
+                                       states=states, now=now))
     return results
 
 
 def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *, operator_namespace: str,
                     claim: Mapping[str, Any] | None = None, requester_identity: Mapping[str, Any] | None = None,
-                    requester_user: Mapping[str, Any] | None = None, now: datetime) -> RenderedResource:
+                    requester_user: Mapping[str, Any] | None = None,
+                    states: list[Mapping[str, Any] | None] | None = None, now: datetime) -> RenderedResource:
     """The definition of `spec.resources[index]` of the handle.
 
     `claim` is the bound claim (None while unbound); `requester_*` are
-    looked up by the caller from the claim namespace's requester annotation.
+    looked up by the caller from the claim namespace's requester annotation;
+    `states` are the handle's resources as last seen, by index.
     """
     entry = ((handle.get("spec") or {}).get("resources") or [])[index]
     field = f"spec.resources[{index}]"
@@ -153,14 +165,19 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
         return refuse("ResourceRequiresClaim", f"ResourceProvider {provider.name} waits for a claim")
 
     template = entry.get("template") or {}
-    variables = template_variables(
-        resource_claim=claim, resource_handle=handle, resource_index=index,
-        resource_provider=provider.definition, resource_template=template,
-        requester_identity=requester_identity, requester_user=requester_user, clock=clock(now))
+    variables = {
+        **template_variables(
+            resource_claim=claim, resource_handle=handle, resource_index=index,
+            resource_provider=provider.definition, resource_template=template,
+            requester_identity=requester_identity, requester_user=requester_user, clock=clock(now)),
+        **handle_variables(handle, index, states, requester_identity),
+    }
     placed = copy.deepcopy(template)
     if isinstance(placed.get("metadata"), dict):
         placed["metadata"].pop("namespace", None)  # only the provider places resources
     try:
+        if provider.template_enable:
+            variables = provider.with_vars(variables, handle)
         definition = provider.apply_override(placed, variables)
     except TemplateError as error:
         return refuse("TemplateError", f"ResourceProvider {provider.name} could not render {error}")
@@ -200,15 +217,51 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
     metadata["namespace"] = namespace
 
     labels, annotations = tracking(handle, provider.name)
-    for section, ours in (("labels", labels), ("annotations", annotations)):
+    spec = handle.get("spec") or {}
+    for section, ours, added in (("labels", labels, spec.get("resourceLabels")),
+                                 ("annotations", annotations, spec.get("resourceAnnotations"))):
         theirs = metadata.get(section) if isinstance(metadata.get(section), dict) else {}
         merged = {key: value for key, value in theirs.items() if not str(key).startswith(DOMAIN)}
+        if isinstance(added, Mapping):  # the handle's (its pool's) resourceLabels / resourceAnnotations
+            merged.update({key: value for key, value in added.items() if not str(key).startswith(DOMAIN)})
         merged.update(ours)
         metadata[section] = merged
 
     reference = {"apiVersion": definition["apiVersion"], "kind": definition["kind"],
                  "name": name, "namespace": namespace}
     return RenderedResource(index, definition, reference)
+
+
+#: What a pool copies onto each handle it creates, as Poolboy's pools do.
+POOL_TO_HANDLE = ("vars", "resourceLabels", "resourceAnnotations")
+
+
+def carried_to_handles(pool: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The pool's `spec.vars`, `resourceLabels` and `resourceAnnotations`, for the spec of a handle it creates."""
+    spec = (pool or {}).get("spec") or {}
+    return {key: copy.deepcopy(spec[key]) for key in POOL_TO_HANDLE if isinstance(spec.get(key), Mapping)}
+
+
+def handle_variables(handle: Mapping[str, Any], index: int, states: list[Mapping[str, Any] | None] | None,
+                     requester_identity: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The rest of the pool/claim tool's override variables: the guid and every resource of the handle.
+
+    Its manifests use them (`name: "app-{{ guid }}"`), so they port unchanged.
+    """
+    entries = (handle.get("spec") or {}).get("resources") or []
+    states = list(states) if states is not None else []
+    states += [None] * (len(entries) - len(states))
+    references = [entry.get("reference") for entry in entries]
+    return {
+        "guid": handle_guid(handle),
+        "requester_identities": [requester_identity] if requester_identity is not None else [],
+        "resource_name": entries[index].get("name"),
+        "resource_reference": references[index] or {},
+        "resource_references": references,
+        "resource_state": states[index],
+        "resource_states": states,
+        "resource_templates": [entry.get("template") for entry in entries],
+    }
 
 
 def rendered_condition(results: list[RenderedResource], *, now: datetime,

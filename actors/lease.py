@@ -24,6 +24,7 @@ lease to change.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -55,6 +56,7 @@ from .lease_protocol import (
 from .exporter_state import ExporterView
 from .lease_resolution import Candidate, Pending, Plan, resolve
 from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
+from .lease_tags import missing_tag_labels
 from .object_actor import ObjectActor
 from .observed import Observed
 from .queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
@@ -117,6 +119,7 @@ class LeaseActor(ObjectActor):
         if self.obj is None or _ended(self.obj):
             self.stop()
             return
+        await self._label_tags()
         self.exporter = ((self.obj.get("status") or {}).get("exporterRef") or {}).get("name") or None
         if self.exporter is not None:  # an eviction told to a previous incarnation may be lost
             self.tell(_exporter_address(self.namespace, self.exporter), Confirm(self.name))
@@ -223,7 +226,14 @@ class LeaseActor(ObjectActor):
             self._let_go()
             self.stop()
         elif generation_changed:
+            await self._label_tags()
             await self._evaluate()
+
+    async def _label_tags(self) -> None:
+        """Copy `spec.tags` onto the lease as labels (see lease_tags)."""
+        if self.obj is not None and (labels := missing_tag_labels(self.obj)):
+            with contextlib.suppress(NotFound):
+                await self.ctx.api.merge_patch(LEASE, self.namespace, self.name, {"metadata": {"labels": labels}})
 
     # --- deciding -------------------------------------------------------------------------
 

@@ -54,6 +54,7 @@ from .claim_spec import (
 from .conditions import merge_condition, same_conditions
 from .context import Context
 from .events import NORMAL
+from .handle_render import carried_to_handles
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
 from .object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from .observed import Observed
@@ -307,6 +308,7 @@ class PoolActor(ObjectActor):
                 "resourcePool": {"name": self.name, "namespace": self.namespace},
                 "resources": self.spec.handle_resources(),
                 "lifespan": handle_lifespan_spec(self.lifespan),
+                **carried_to_handles(self.obj),
             },
         }
         try:

@@ -29,6 +29,7 @@ from lessor.templates import (
     TemplateError,
     check_expression,
     check_variables,
+    escape_pointer_token,
     strings_in,
     render_object,
     template_variables,
@@ -98,10 +99,31 @@ class Provider:
         """`default` merged under the template (the template wins); raises TemplateError naming `/spec/default/...`."""
         default: Any = self.default
         if self.template_enable:
+            entries = ((claim or {}).get("spec") or {}).get("resources") or []
+            entry = entries[index] if 0 <= index < len(entries) and isinstance(entries[index], Mapping) else {}
             variables = template_variables(resource_claim=claim, resource_index=index,
                                            resource_provider=self.definition, clock=clock(now))
+            variables["resource_name"] = entry.get("name")  # as the pool/claim tool gives its defaults
+            variables = self.with_vars(variables)
             default = render_object(default, variables, "/spec/default")
         return merge(default, template)
+
+    def with_vars(self, variables: Mapping[str, Any], handle: Mapping[str, Any] | None = None) -> Object:
+        """`variables` plus `spec.vars` (and the handle's `spec.vars`, which win), each rendered in order.
+
+        A var's strings are templates that see `variables` and the vars before it; named variables
+        win over a var of the same name. Raises TemplateError naming `/spec/vars/<name>`.
+        """
+        merged: Object = {}
+        for source in (self.definition, handle or {}):
+            values = (source.get("spec") or {}).get("vars")
+            if isinstance(values, Mapping):
+                merged.update(values)
+        rendered: Object = {}
+        for name, value in merged.items():
+            path = f"/spec/vars/{escape_pointer_token(str(name))}"
+            rendered[name] = render_object(value, {**rendered, **variables}, path)
+        return {**rendered, **variables}
 
     def apply_override(self, template: Mapping[str, Any], variables: Mapping[str, Any]) -> Object:
         """`override` merged over the template (the override wins); raises TemplateError naming `/spec/override/...`."""
@@ -212,6 +234,7 @@ def _compile(canonical: str) -> Provider:
     if template_enable:
         errors += _template_errors("spec.default", default)
         errors += _template_errors("spec.override", override)
+        errors += _template_errors("spec.vars", section("vars"))
     match = spec.get("match")
     if match is not None and not isinstance(match, Mapping):
         errors.append("spec.match: must be an object")

@@ -111,6 +111,44 @@ def build_parser() -> argparse.ArgumentParser:
     _kube_args(topo)
     topo.add_argument("--dot", action="store_true", required=True, help="print Graphviz DOT (the only format)")
 
+    conv = sub.add_parser(
+        "convert", help="convert Poolboy or Jumpstarter manifests to lessor's",
+        description="Read Poolboy (ResourceProvider, ResourcePool, ResourceHandle, ResourceClaim) or "
+        "Jumpstarter controller (Client, Exporter, ExporterAccessPolicy, Lease) manifests and write lessor's "
+        "on standard output: apiVersion lessor.dev/v1alpha1, providers, pools and handles in the operator's "
+        "namespace. Every field that does not carry over is reported on standard error with the reason. "
+        "Nothing is sent to a cluster: `lessor convert old.yaml > new.yaml`, or `kubectl get "
+        "resourceproviders.poolboy.gpte.redhat.com -A -o yaml | lessor convert | kubectl apply -f -`. "
+        "See docs/migrating.md.",
+    )
+    conv.add_argument("files", nargs="*", metavar="FILE",
+                      help="YAML files (several documents each, or a List); - or none: standard input")
+    conv.add_argument("--operator-namespace", default="lessor-system",
+                      help="where providers, pools and handles go (default: %(default)s)")
+
+    mig = sub.add_parser(
+        "migrate", help="take over a cluster's Poolboy or Jumpstarter objects, re-creating nothing",
+        description="On a live cluster, create lessor's objects for Poolboy's providers, pools, handles and "
+        "claims (handles keep their claims, and the resources they made are adopted by adding lessor's "
+        "labels and annotations: nothing is deleted or re-created), or for the Jumpstarter controller's "
+        "clients, exporters, policies and leases (active leases keep their exporters). The old objects are "
+        "left as they are: stop the old operator first. Fields that do not carry over are reported as by "
+        "`lessor convert`. See docs/migrating.md.",
+    )
+    mig.add_argument("source", choices=("poolboy", "jumpstarter"), help="what to migrate from")
+    _kube_args(mig)
+    mig.add_argument("--dry-run", action="store_true",
+                     help="print the plan (every object to create and resource to adopt) and change nothing")
+    mig.add_argument("--namespace", action="append", default=[], metavar="NS",
+                     help="only objects in this namespace (repeatable; providers, pools and handles are read "
+                     "from the old operator's namespace); default: all namespaces")
+    mig.add_argument("--poolboy-namespace", default="poolboy",
+                     help="the namespace of Poolboy's providers, pools and handles (default: %(default)s)")
+    mig.add_argument("--poolboy-group", default="poolboy.gpte.redhat.com",
+                     help="Poolboy's API group (default: %(default)s)")
+    mig.add_argument("--jumpstarter-group", default="jumpstarter.dev",
+                     help="the Jumpstarter controller's API group (default: %(default)s)")
+
     bench = sub.add_parser(
         "bench", help="run a benchmark and print its JSON",
         description="Run one benchmark and print its result as JSON on stdout (progress on stderr).",
@@ -268,6 +306,14 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
                     topology.apply(ADDED, obj)
         sys.stdout.write(topology.to_dot())
         return 0
+    if args.command == "convert":
+        from lessor.porting.commands import run_convert
+
+        return run_convert(args.files, operator_namespace=args.operator_namespace)
+    if args.command == "migrate":
+        from lessor.porting.migrate import run_migrate
+
+        return await run_migrate(args)
     if args.command == "bench":
         module = importlib.import_module(f"lessor.bench.{args.benchmark}")
         result = await module.run(args)

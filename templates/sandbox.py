@@ -234,7 +234,7 @@ _PRECHECKS: dict[str, Callable[..., None]] = {
 _NOT_WRITING = frozenset({"attr", "batch", "default", "d", "dictsort", "first", "groupby", "items", "last", "length",
                           "count", "list", "map", "max", "min", "reject", "rejectattr", "reverse", "select",
                           "selectattr", "slice", "sort", "unique", "sum", "join", "random", "abs", "round", "int",
-                          "float", "bool", "safe"})
+                          "float", "bool", "object", "safe"})
 
 
 def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -355,10 +355,32 @@ def _new_environment() -> _Sandbox:
         timedelta=make_timedelta,
     )
     env.policies["json.dumps_function"] = _dumps
+    # The pool/claim tool's typing filters: `x | bool` parses yes/no strings; `x | object` keeps x's value
+    # (a lone `{{ expression }}` keeps its type here anyway).
+    env.filters["bool"] = _bool_filter
+    env.filters["object"] = _object_filter
     env.filters.update({name: _bounded_filter(name, f) for name, f in env.filters.items()})
     env.filters["join"] = _bounded_filter("join", pass_eval_context(_join_filter))
     env.filters["sum"] = _bounded_filter("sum", pass_environment(_sum_filter))
     return env
+
+
+_TRUE = frozenset(("y", "yes", "t", "true", "on", "1"))
+_FALSE = frozenset(("n", "no", "f", "false", "off", "0", ""))
+
+
+def _bool_filter(value: Any) -> bool:
+    """Truth of a value; a string must say yes or no (`true`, `no`, `1`, `off`...), else it is an error."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise ValueError(f"the bool filter cannot read {value[:40]!r} as true or false")
+    return bool(value)
+
+
+def _object_filter(value: Any) -> Any:
+    return value
 
 
 def _finalize(value: Any) -> Any:

@@ -271,7 +271,7 @@ def test_short_names_unique_and_not_builtin(crds):
 ALLOWED_KEYS = {
     "type", "description", "properties", "items", "additionalProperties", "required",
     "enum", "default", "format", "pattern", "minimum", "maximum", "minLength", "maxLength",
-    "minItems", "maxItems", "nullable", "example",
+    "minItems", "maxItems", "maxProperties", "nullable", "example",
     "x-kubernetes-preserve-unknown-fields", "x-kubernetes-map-type", "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys", "x-kubernetes-validations",
 }

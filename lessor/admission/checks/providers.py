@@ -19,7 +19,7 @@ from lessor.admission.checks.fields import deny_errors, grouped
 
 _CHECKS = (
     ("provider-templates", lambda error: error.reason == INVALID_TEMPLATE
-     and error.field.startswith(("spec.default", "spec.override"))),
+     and error.field.startswith(("spec.default", "spec.override", "spec.vars"))),
     ("provider-checks", lambda error: error.reason == INVALID_TEMPLATE),
     ("provider-schema", lambda error: error.reason == INVALID_SCHEMA),
     ("provider-regexes", lambda error: error.reason == INVALID_REGEX),

@@ -1,0 +1,265 @@
+"""`lessor migrate` against the real API server, with Poolboy's and the Jumpstarter controller's CRDs
+installed (minimal stand-ins, tests/data/*/crds.yaml) and their objects in the states they leave
+behind; lessor's operator runs throughout, as it would right after the migration."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, EXPORTER, HANDLE, LEASE, NAMESPACE, POOL, PROVIDER
+from lessor.porting.migrate import make_plan
+from tests.polling import get, gone, until
+
+pytestmark = pytest.mark.usefixtures("operator")
+DATA = Path(__file__).parent / "data"
+OPS = "lessor-system"
+PB = "poolboy.gpte.redhat.com"
+JS = "jumpstarter.dev"
+
+
+def old(group: str, version: str, kind: str, plural: str) -> Resource:
+    return Resource(group, version, kind, plural)
+
+
+PB_PROVIDER, PB_POOL = old(PB, "v1", "ResourceProvider", "resourceproviders"), old(PB, "v1", "ResourcePool", "resourcepools")
+PB_HANDLE, PB_CLAIM = old(PB, "v1", "ResourceHandle", "resourcehandles"), old(PB, "v1", "ResourceClaim", "resourceclaims")
+JS_CLIENT, JS_EXPORTER = old(JS, "v1alpha1", "Client", "clients"), old(JS, "v1alpha1", "Exporter", "exporters")
+JS_LEASE = old(JS, "v1alpha1", "Lease", "leases")
+
+
+def at(offset: float = 0) -> str:
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def install_crds(kube: Gateway, path: Path) -> None:
+    for crd in yaml.safe_load_all(path.read_text()):
+        try:
+            await kube.create(CRD, None, crd)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+        await until(kube, CRD, "", crd["metadata"]["name"], lambda o: any(
+            c["type"] == "Established" and c["status"] == "True" for c in (o.get("status") or {}).get("conditions") or ()))
+    await asyncio.sleep(0.5)  # discovery catches up with a just-established CRD
+
+
+async def make(kube: Gateway, res: Resource, ns: str, obj: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    made = await kube.create(res, ns, {"apiVersion": res.api_version, "kind": res.kind, **obj})
+    if status is not None:
+        made = await kube.patch_status(res, ns, obj["metadata"]["name"], status)
+    return made
+
+
+def migrate(kubeconfig: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = str(Path(sys.executable).parent / "lessor")
+    return subprocess.run([exe, "migrate", *args, "--kubeconfig", str(kubeconfig)], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def ready(obj: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def reason(obj: dict[str, Any], type_: str = "Ready") -> str | None:
+    return next((c["reason"] for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == type_), None)
+
+
+# ------------------------------------------------------------------------------------ Poolboy
+
+
+@pytest.fixture
+async def poolboy_namespace(kube: Gateway) -> AsyncIterator[str]:
+    await install_crds(kube, DATA / "poolboy" / "crds.yaml")
+    name = f"pb-{uuid.uuid4().hex[:8]}"
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    await kube.delete(NAMESPACE, None, name)
+
+
+async def poolboy_leftovers(kube: Gateway, pb: str, user: str, sfx: str) -> dict[str, dict[str, Any]]:
+    """What Poolboy leaves: a provider, a pool, a bound and an unbound pool handle with their ConfigMaps
+    (marked as Poolboy marks them), a claim bound to the first, an expired claim, and a handle bound to a
+    claim whose listed ConfigMap Poolboy did not make."""
+    provider = f"mig-{sfx}"
+    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": provider}, "spec": {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "mig-{{ guid }}", "namespace": user}},
+        "template": {"enable": True}}})
+    await make(kube, PB_POOL, pb, {"metadata": {"name": provider}, "spec": {
+        "minAvailable": 1, "resources": [{"provider": {"name": provider, "namespace": pb}, "template": {"data": {"v": "1"}}}]}})
+    made: dict[str, dict[str, Any]] = {}
+    for key, claim, pool, marked in (("a", "bound", True, True), ("b", None, True, True), ("c", "other", False, False),
+                                     ("d", "elsewhere", False, True)):
+        handle_name = f"guid-{key}{sfx}"
+        spec: dict[str, Any] = {"resources": [{"provider": {"name": provider, "namespace": pb},
+                                               "template": {"data": {"v": "1"}}}],
+                                "lifespan": {"end": at(3600)}}
+        if pool:
+            spec["resourcePool"] = {"apiVersion": f"{PB}/v1", "kind": "ResourcePool", "name": provider, "namespace": pb}
+        claim_ns = pb if claim == "elsewhere" else user  # outside --namespace: stays with Poolboy
+        if claim:
+            spec["resourceClaim"] = {"apiVersion": f"{PB}/v1", "kind": "ResourceClaim", "name": claim,
+                                     "namespace": claim_ns}
+        cm_name = f"mig-{key}{sfx}"
+        handle = await make(kube, PB_HANDLE, pb, {
+            "metadata": {"name": handle_name, "generateName": "guid-", "finalizers": [PB],
+                         "labels": {f"{PB}/resource-pool-name": provider} if pool else {}},
+            "spec": spec}, status={"resources": [{"reference": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                "name": cm_name, "namespace": user}}], "ready": True})
+        annotations = {f"{PB}/resource-handle-name": handle_name, f"{PB}/resource-handle-namespace": pb,
+                       f"{PB}/resource-handle-uid": handle["metadata"]["uid"]} if marked else {"owner": "someone else"}
+        made[key] = await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"v": "1"},
+                                                        "metadata": {"name": cm_name, "annotations": annotations}})
+        if claim:
+            await make(kube, PB_CLAIM, claim_ns, {"metadata": {"name": claim, "finalizers": [PB]}, "spec": {
+                "resources": [{"provider": {"name": provider}, "template": {"data": {"v": "1"}}}]}},
+                status={"resourceHandle": {"name": handle_name, "namespace": pb}, "lifespan": {"end": at(3600)}})
+    await make(kube, PB_CLAIM, user, {"metadata": {"name": "expired"}, "spec": {
+        "resources": [{"provider": {"name": provider}, "template": {"data": {"v": "1"}}}]}},
+        status={"resourceHandle": {"name": f"guid-x{sfx}", "namespace": pb}, "lifespan": {"end": at(-3600)}})
+    return made
+
+
+async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_nothing(
+        kube: Gateway, namespace: str, poolboy_namespace: str, kubeconfig: Path, tmp_path: Path) -> None:
+    user, pb, sfx = namespace, poolboy_namespace, uuid.uuid4().hex[:5]
+    provider = f"mig-{sfx}"
+    before = await poolboy_leftovers(kube, pb, user, sfx)
+    args = ("poolboy", "--poolboy-namespace", pb, "--namespace", user)
+    try:
+        # --dry-run prints the plan and changes nothing.
+        dry = migrate(kubeconfig, tmp_path, *args, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        plan = dry.stdout.splitlines()
+        assert plan[0] == f"create ResourceProvider {OPS}/{provider}"
+        assert f"adopt v1 ConfigMap {user}/mig-a{sfx} for ResourceHandle {OPS}/guid-a{sfx}" in plan
+        assert f"create ResourceClaim {user}/bound with its status" in plan
+        assert plan[-1] == f"create ResourcePool {OPS}/{provider}"
+        assert not any("expired" in line or f"mig-c{sfx}" in line or f"guid-d{sfx}" in line for line in plan)
+        assert f"its claim {pb}/elsewhere is not migrated, so neither is the handle nor what it made" in dry.stderr
+        assert "ResourceClaim " + user + "/expired: (object): left out: its lifespan ended" in dry.stderr
+        assert f"mig-c{sfx} does not carry Poolboy's marks for this handle: not adopted" in dry.stderr
+        assert await get(kube, PROVIDER, OPS, provider) is None
+        assert (await kube.get(CONFIGMAP, user, f"mig-a{sfx}"))["metadata"]["resourceVersion"] == \
+            before["a"]["metadata"]["resourceVersion"]
+
+        done = migrate(kubeconfig, tmp_path, *args)
+        assert done.returncode == 0, done.stderr
+        assert f"adopted v1 ConfigMap {user}/mig-a{sfx} for ResourceHandle {OPS}/guid-a{sfx}" in done.stdout
+
+        # The bound claim is served by its old handle and the ConfigMap Poolboy made: nothing re-created.
+        claim = await until(kube, CLAIM, user, "bound", ready)
+        assert claim["status"]["resourceHandle"]["name"] == f"guid-a{sfx}"
+        assert claim["status"]["resources"][0]["reference"]["name"] == f"mig-a{sfx}"
+        for key in ("a", "b"):
+            cm = await kube.get(CONFIGMAP, user, f"mig-{key}{sfx}")
+            assert cm["metadata"]["uid"] == before[key]["metadata"]["uid"]
+            assert cm["metadata"]["labels"]["lessor.dev/resource-handle-name"] == f"guid-{key}{sfx}"
+            assert cm["metadata"]["annotations"][f"{PB}/resource-handle-name"] == f"guid-{key}{sfx}"  # kept
+        listed, _ = await kube.list(CONFIGMAP, user)
+        assert sorted(o["metadata"]["name"] for o in listed if o["metadata"]["name"].startswith("mig-")) == \
+            [f"mig-a{sfx}", f"mig-b{sfx}", f"mig-c{sfx}", f"mig-d{sfx}"]
+
+        # The pool counts its unbound handle and makes no other.
+        pool = await until(kube, POOL, OPS, provider,
+                           lambda o: ((o.get("status") or {}).get("resourceHandleCount") or {}).get("available") == 1)
+        assert [h["name"] for h in pool["status"]["resourceHandles"]] == [f"guid-b{sfx}"]
+
+        # A ConfigMap Poolboy did not make is left alone; its claim says so.
+        other = await until(kube, CLAIM, user, "other", lambda o: reason(o) == "ResourceConflict")
+        assert "was not created by lessor" in str(other["status"])
+        foreign = await kube.get(CONFIGMAP, user, f"mig-c{sfx}")
+        assert foreign["metadata"]["resourceVersion"] == before["c"]["metadata"]["resourceVersion"]
+        # A handle whose claim stays behind is not migrated: what it made is not lessor's.
+        assert await get(kube, HANDLE, OPS, f"guid-d{sfx}") is None
+        left = await kube.get(CONFIGMAP, user, f"mig-d{sfx}")
+        assert left["metadata"]["resourceVersion"] == before["d"]["metadata"]["resourceVersion"]
+
+        assert await get(kube, CLAIM, user, "expired") is None  # not provisioned again
+        assert (await kube.get(PB_CLAIM, user, "bound"))["status"]["resourceHandle"]["name"] == f"guid-a{sfx}"
+
+        # Running it again changes nothing.
+        again = migrate(kubeconfig, tmp_path, *args)
+        assert again.returncode == 0, again.stderr
+        assert "created:" not in again.stdout and "adopted" not in again.stdout
+    finally:
+        for res, name in ((POOL, provider), (HANDLE, f"guid-a{sfx}"), (HANDLE, f"guid-b{sfx}"),
+                          (HANDLE, f"guid-c{sfx}"), (PROVIDER, provider)):
+            if await get(kube, res, OPS, name) is not None:
+                await kube.delete(res, OPS, name)
+        for res, name in ((HANDLE, f"guid-a{sfx}"), (HANDLE, f"guid-b{sfx}"), (HANDLE, f"guid-c{sfx}")):
+            await gone(kube, res, OPS, name)
+        for res, ns, name in ((PB_CLAIM, user, "bound"), (PB_CLAIM, user, "other"), (PB_CLAIM, pb, "elsewhere"), *(
+                (PB_HANDLE, pb, f"guid-{k}{sfx}") for k in "abcd")):
+            await kube.merge_patch(res, ns, name, {"metadata": {"finalizers": None}})
+
+
+async def test_migrate_needs_the_old_crds_and_lessors(kube: Gateway) -> None:
+    with pytest.raises(Exception, match=r"serves no ResourceProvider in nowhere.example/v1: is Poolboy installed"):
+        await make_plan(kube, "poolboy", poolboy_group="nowhere.example")
+
+
+# ------------------------------------------------------------------------------------ Jumpstarter
+
+
+async def test_migrating_jumpstarter_keeps_active_leases_on_their_exporters(
+        kube: Gateway, namespace: str, kubeconfig: Path, tmp_path: Path) -> None:
+    await install_crds(kube, DATA / "jumpstarter" / "crds.yaml")
+    lab = namespace
+    await make(kube, JS_CLIENT, lab, {"metadata": {"name": "alice", "labels": {"team": "qa"}},
+                                      "spec": {"username": "keycloak:alice"}})
+    for name, lease in (("e1", "l1"), ("e2", None)):
+        status: dict[str, Any] = {"lastSeen": at(), "exporterStatus": "LeaseReady" if lease else "Available",
+                                  "devices": [{"uuid": f"{name}-power"}]}
+        if lease:
+            status["leaseRef"] = {"name": lease}
+        await make(kube, JS_EXPORTER, lab, {"metadata": {"name": name, "labels": {"board": "rpi4"}},
+                                            "spec": {"username": f"keycloak:{name}"}}, status=status)
+    began = at(-300)
+    ready_condition = {"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                       "lastTransitionTime": began}
+    await make(kube, JS_LEASE, lab, {"metadata": {"name": "l1"}, "spec": {
+        "clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}, "duration": "1h",
+        "tags": {"job": "nightly"}}},
+        status={"exporterRef": {"name": "e1"}, "beginTime": began, "endTime": at(3300), "ended": False,
+                "conditions": [ready_condition]})
+    await make(kube, JS_LEASE, lab, {"metadata": {"name": "l0"}, "spec": {
+        "clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}, "duration": "1h"}},
+        status={"ended": True, "beginTime": at(-7200), "endTime": at(-3600),
+                "conditions": [{**ready_condition, "status": "False", "reason": "Expired"}]})
+    await make(kube, JS_LEASE, lab, {"metadata": {"name": "l2"}, "spec": {
+        "clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}, "duration": "30m"}})
+
+    dry = migrate(kubeconfig, tmp_path, "jumpstarter", "--namespace", lab, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        f"create Client {lab}/alice", f"create Exporter {lab}/e1 with its status",
+        f"create Exporter {lab}/e2 with its status", f"create Lease {lab}/l0 with its status",
+        f"create Lease {lab}/l1 with its status", f"create Lease {lab}/l2"]
+    assert await get(kube, LEASE, lab, "l1") is None
+
+    done = migrate(kubeconfig, tmp_path, "jumpstarter", "--namespace", lab)
+    assert done.returncode == 0, done.stderr
+
+    # The active lease keeps its exporter and its times; the pending one gets the free exporter.
+    l2 = await until(kube, LEASE, lab, "l2", ready)
+    assert l2["status"]["exporterRef"]["name"] == "e2"
+    l1 = await kube.get(LEASE, lab, "l1")
+    assert ready(l1) and l1["status"]["exporterRef"]["name"] == "e1" and l1["status"]["beginTime"] == began
+    assert (await kube.get(EXPORTER, lab, "e1"))["status"]["leaseRef"]["name"] == "l1"
+    assert (await kube.get(EXPORTER, lab, "e1"))["status"]["devices"] == [{"uuid": "e1-power"}]
+    l0 = await kube.get(LEASE, lab, "l0")
+    assert l0["status"]["ended"] is True and l0["metadata"]["labels"]["lessor.dev/lease-ended"] == "true"
+    l1 = await until(kube, LEASE, lab, "l1", lambda o: "metadata.lessor.dev/job" in (o["metadata"].get("labels") or {}))
+    assert l1["status"]["exporterRef"]["name"] == "e1"

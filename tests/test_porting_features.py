@@ -1,0 +1,176 @@
+"""Poolboy features lessor adds for its users, against the real API server: pools' preferenceScore,
+resourceLabels, resourceAnnotations and vars."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from lessor.gateway import Gateway, Resource
+from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, POOL, PROVIDER
+from tests.polling import get, gone, until
+
+pytestmark = pytest.mark.usefixtures("operator")
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+
+
+class Made:
+    """Providers and pools of one test, in the operator's namespace under unique names; removed afterwards."""
+
+    def __init__(self, kube: Gateway) -> None:
+        self.kube = kube
+        self.sfx = uuid.uuid4().hex[:6]
+        self.objects: list[tuple[Resource, str]] = []
+
+    async def create(self, res: Resource, base: str, spec: Mapping[str, Any]) -> str:
+        name = f"{base}-{self.sfx}"
+        await self.kube.create(res, OPS, {"apiVersion": API, "kind": res.kind, "metadata": {"name": name},
+                                          "spec": dict(spec)})
+        self.objects.append((res, name))
+        return name
+
+
+@pytest.fixture
+async def made(kube: Gateway) -> AsyncIterator[Made]:
+    m = Made(kube)
+    yield m
+    for res, name in reversed(m.objects):
+        if await get(kube, res, OPS, name) is not None:
+            await kube.delete(res, OPS, name)
+    for res, name in m.objects:
+        await gone(kube, res, OPS, name)
+
+
+def ready(obj: Mapping[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def available(count: int) -> Any:
+    return lambda o: ((o.get("status") or {}).get("resourceHandleCount") or {}).get("ready") == count
+
+
+async def test_a_claim_binds_from_the_pool_with_the_highest_preference_score(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "pref", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                 "metadata": {"namespace": namespace}}})
+    pools = {}
+    for base, score in (("pref-a", 10), ("pref-b", 20), ("pref-c", None)):  # by name, a would come first
+        spec: dict[str, Any] = {"minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}]}
+        if score is not None:
+            spec["preferenceScore"] = score
+        pools[base] = await made.create(POOL, base, spec)
+    for name in pools.values():
+        await until(kube, POOL, OPS, name, available(1))
+    for claim_name in ("first", "second"):
+        await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": claim_name},
+                                             "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+        claim = await until(kube, CLAIM, namespace, claim_name, ready)
+        handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+        pool = handle["spec"]["resourcePool"]["name"]
+        assert pool == pools["pref-b"], f"{claim_name} bound from {pool}"
+        await until(kube, POOL, OPS, pools["pref-b"], available(1))  # replenished before the next claim
+
+
+async def test_pools_give_their_handles_resource_labels_annotations_and_vars(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "labelled", {
+        "template": {"enable": True},
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"namespace": namespace, "labels": {"team": "from-template", "app": "x"}},
+                     "data": {"color": "{{ color }}"}}})
+    pool = await made.create(POOL, "labelled", {
+        "minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}],
+        "resourceLabels": {"team": "qa", "lessor.dev/resource-pool-name": "not-mine"},
+        "resourceAnnotations": {"cost-center": "42"},
+        "vars": {"color": "blue"}})
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c"},
+                                         "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+    claim = await until(kube, CLAIM, namespace, "c", ready)
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["resourcePool"]["name"] == pool
+    assert handle["spec"]["resourceLabels"]["team"] == "qa" and handle["spec"]["vars"] == {"color": "blue"}
+    reference = claim["status"]["resources"][0]["reference"]
+    made_cm = await kube.get(CONFIGMAP, namespace, reference["name"])
+    labels = made_cm["metadata"]["labels"]
+    assert labels["team"] == "qa" and labels["app"] == "x"
+    assert labels["lessor.dev/resource-pool-name"] == pool  # lessor's own marks win
+    assert made_cm["metadata"]["annotations"]["cost-center"] == "42"
+    assert made_cm["data"] == {"color": "blue"}
+
+
+@pytest.mark.parametrize("where", ["claim", "provider"])
+async def test_disable_creation_makes_a_claim_wait_for_a_pool(
+        kube: Gateway, namespace: str, made: Made, where: str) -> None:
+    provider_spec: dict[str, Any] = {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"namespace": namespace}}}
+    claim_spec: dict[str, Any] = {}
+    (provider_spec if where == "provider" else claim_spec)["disableCreation"] = True
+    provider = await made.create(PROVIDER, "nocreate", provider_spec)
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "waits"},
+                                         "spec": {**claim_spec,
+                                                  "resources": [{"provider": {"name": provider}, "template": {}}]}})
+
+    def bound_reason(o: Mapping[str, Any]) -> str | None:
+        return next((c["reason"] for c in (o.get("status") or {}).get("conditions") or () if c["type"] == "Bound"), None)
+
+    claim = await until(kube, CLAIM, namespace, "waits", lambda o: bound_reason(o) == "WaitingForPool")
+    assert "resourceHandle" not in claim["status"] or claim["status"]["resourceHandle"] is None
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert not [h for h in handles if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace]
+
+    pool = await made.create(POOL, "nocreate", {"minAvailable": 1,
+                                                "resources": [{"provider": {"name": provider}, "template": {}}]})
+    claim = await until(kube, CLAIM, namespace, "waits", ready)
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["resourcePool"]["name"] == pool
+
+
+async def test_a_claim_pinned_to_a_pool_by_annotation_binds_only_from_it(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "pinned", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "metadata": {"namespace": namespace}}})
+    pools = {}
+    for base, score in (("pinned-a", None), ("pinned-b", 50)):  # unpinned, b would win
+        spec: dict[str, Any] = {"minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}]}
+        if score is not None:
+            spec["preferenceScore"] = score
+        pools[base] = await made.create(POOL, base, spec)
+    for name in pools.values():
+        await until(kube, POOL, OPS, name, available(1))
+    await kube.create(CLAIM, namespace, {
+        "apiVersion": API, "kind": "ResourceClaim",
+        "metadata": {"name": "pinned", "annotations": {"lessor.dev/resource-pool-name": pools["pinned-a"]}},
+        "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+    claim = await until(kube, CLAIM, namespace, "pinned", ready)
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["resourcePool"]["name"] == pools["pinned-a"]
+
+
+async def test_auto_delete_deletes_a_claim_once_its_condition_holds_and_a_hostile_one_deletes_nothing(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "autodel", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                    "metadata": {"namespace": namespace}}})
+    for name, when in (("done", "status.resources[0].state.data.phase == 'done'"),
+                       ("hostile", "''.__class__.__mro__[1].__subclasses__() | length > 0"),
+                       ("running", "status.resources[0].state.data.phase == 'done'")):
+        phase = "running" if name == "running" else "done"
+        await kube.create(CLAIM, namespace, {
+            "apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"autoDelete": {"when": when},
+                     "resources": [{"provider": {"name": provider}, "template": {"data": {"phase": phase}}}]}})
+    await gone(kube, CLAIM, namespace, "done")
+    for name in ("hostile", "running"):
+        claim = await until(kube, CLAIM, namespace, name, ready)
+        assert claim["metadata"].get("deletionTimestamp") is None
+    failed: list[dict[str, Any]] = []
+    deadline = asyncio.get_running_loop().time() + 30
+    while not failed and asyncio.get_running_loop().time() < deadline:
+        events, _ = await kube.list(Resource("events.k8s.io", "v1", "Event", "events"), namespace)
+        failed = [e for e in events if e.get("reason") == "AutoDeleteFailed" and e["regarding"]["name"] == "hostile"]
+        await asyncio.sleep(0.2)
+    assert failed and "unsafe" in failed[0]["note"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from lessor.model.selectors import NOTHING, Selector, SelectorError, parse_selector
+from lessor.model.selectors import NOTHING, Operator, Selector, SelectorError, parse_selector
 
 from .exporter_state import ExporterView
 from .lease_spec import parse_go_duration
@@ -133,9 +133,10 @@ class PolicySet:
     _applying: dict[frozenset[tuple[str, str]], tuple[int, ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
-    _relevant: dict[tuple[frozenset[tuple[str, str]], timedelta | None], tuple[_Relevant | None, ...]] = field(
+    _relevant: dict[tuple[frozenset[tuple[str, str]], timedelta | None], dict[int, _Relevant]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _by_client: list[_ClientIndex] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def open(self) -> bool:
@@ -156,17 +157,58 @@ class PolicySet:
             self._applying[key] = found
         return found
 
-    def relevant_to(self, client_labels: Mapping[str, str], requested: timedelta | None) -> tuple[_Relevant | None, ...]:
-        """Per policy (by position): its best approval for this client and duration and its rules too short,
-        None when no rule of it admits the client. Remembered per client label set and duration, so the leases
-        of one client scan the rules once per policy version, not once per lease."""
+    def relevant_to(self, client_labels: Mapping[str, str], requested: timedelta | None) -> dict[int, _Relevant]:
+        """Per policy (by position) with a rule admitting this client: its best approval for this duration and its
+        rules too short. Only the policies a client-selector index says can admit the client are looked at, and
+        the answer is remembered per client label set and duration, so a lease costs O(policies that can match)."""
         key = (frozenset(client_labels.items()), requested)
         found = self._relevant.get(key)
         if found is None:
-            found = tuple(_relevant(policy, client_labels, requested) for policy in self.policies)
+            if not self._by_client:
+                self._by_client.append(_ClientIndex.of(self.policies))
+            found = {}
+            for position in sorted(self._by_client[0].candidates(client_labels)):
+                if (entry := _relevant(self.policies[position], client_labels, requested)) is not None:
+                    found[position] = entry
             if len(self._relevant) >= _MEMO_LIMIT:
                 self._relevant.clear()
             self._relevant[key] = found
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class _ClientIndex:
+    """Which policies can admit a client: by a label (key, value) every selector of a rule requires (an `In`
+    requirement), plus the policies with a selector that requires none (`{}` or only other operators)."""
+
+    by_label: dict[tuple[str, str], frozenset[int]]
+    always: frozenset[int]
+
+    @staticmethod
+    def of(policies: Sequence[AccessPolicy]) -> _ClientIndex:
+        by_label: dict[tuple[str, str], set[int]] = {}
+        always: set[int] = set()
+        for position, policy in enumerate(policies):
+            if policy.problem is not None:
+                continue
+            for rule in policy.rules:
+                if rule.problem is not None:
+                    continue
+                for selector in rule.clients:
+                    if selector.nothing:
+                        continue
+                    requirement = next((r for r in selector.requirements if r.operator == Operator.IN), None)
+                    if requirement is None:
+                        always.add(position)
+                    else:
+                        for value in requirement.values:
+                            by_label.setdefault((requirement.key, value), set()).add(position)
+        return _ClientIndex({label: frozenset(found) for label, found in by_label.items()}, frozenset(always))
+
+    def candidates(self, labels: Mapping[str, str]) -> set[int]:
+        found = set(self.always)
+        for label in labels.items():
+            found.update(self.by_label.get(label, ()))
         return found
 
 
@@ -307,7 +349,7 @@ def approvals(
     for exporter in exporters:
         best = None
         for position in policies.applying_to(exporter.labels):
-            entry = relevant[position]
+            entry = relevant.get(position)
             if entry is None:
                 continue
             hit.add(position)
@@ -316,7 +358,7 @@ def approvals(
                 best = approval
         if best is not None:
             approved[exporter.name] = best
-    closed = [rule for position in sorted(hit) if (entry := relevant[position]) for rule in entry[1]]
+    closed = [rule for position in sorted(hit) for rule in relevant[position][1]]
     return approved, closed
 
 

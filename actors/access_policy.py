@@ -1,7 +1,10 @@
 """ExporterAccessPolicies compiled, and what they approve: which exporters a client may lease, on what terms.
 
 Pure functions over typed values. `compile_policies` turns the namespace's
-policy objects into a `PolicySet` once; `approvals` answers, for one client
+policy objects into a `PolicySet` once per set of policy versions (shared and
+immutable: a policy object is compiled once per (uid, resourceVersion), its
+durations parsed once, and a set is reused by every lease that sees the same
+versions); `approvals` answers, for one client
 and requested duration, each exporter's best `Approval` (non-spot before
 spot, then the highest priority) and the rules that admitted the client but
 were too short. `lease_resolution.resolve` ranks the approved exporters. A
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from lessor.model.selectors import NOTHING, Selector, SelectorError, parse_selector
+from lessor.model.selectors import NOTHING, Operator, Selector, SelectorError, parse_selector
 
 from .exporter_state import ExporterView
 from .lease_spec import parse_go_duration
@@ -130,6 +133,10 @@ class PolicySet:
     _applying: dict[frozenset[tuple[str, str]], tuple[int, ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _relevant: dict[tuple[frozenset[tuple[str, str]], timedelta | None], dict[int, _Relevant]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _by_client: list[_ClientIndex] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def open(self) -> bool:
@@ -150,12 +157,123 @@ class PolicySet:
             self._applying[key] = found
         return found
 
+    def relevant_to(self, client_labels: Mapping[str, str], requested: timedelta | None) -> dict[int, _Relevant]:
+        """Per policy (by position) with a rule admitting this client: its best approval for this duration and its
+        rules too short. Only the policies a client-selector index says can admit the client are looked at, and
+        the answer is remembered per client label set and duration, so a lease costs O(policies that can match)."""
+        key = (frozenset(client_labels.items()), requested)
+        found = self._relevant.get(key)
+        if found is None:
+            if not self._by_client:
+                self._by_client.append(_ClientIndex.of(self.policies))
+            found = {}
+            for position in sorted(self._by_client[0].candidates(client_labels)):
+                if (entry := _relevant(self.policies[position], client_labels, requested)) is not None:
+                    found[position] = entry
+            if len(self._relevant) >= _MEMO_LIMIT:
+                self._relevant.clear()
+            self._relevant[key] = found
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class _ClientIndex:
+    """Which policies can admit a client: by a label (key, value) every selector of a rule requires (an `In`
+    requirement), plus the policies with a selector that requires none (`{}` or only other operators)."""
+
+    by_label: dict[tuple[str, str], frozenset[int]]
+    always: frozenset[int]
+
+    @staticmethod
+    def of(policies: Sequence[AccessPolicy]) -> _ClientIndex:
+        by_label: dict[tuple[str, str], set[int]] = {}
+        always: set[int] = set()
+        for position, policy in enumerate(policies):
+            if policy.problem is not None:
+                continue
+            for rule in policy.rules:
+                if rule.problem is not None:
+                    continue
+                for selector in rule.clients:
+                    if selector.nothing:
+                        continue
+                    requirement = next((r for r in selector.requirements if r.operator == Operator.IN), None)
+                    if requirement is None:
+                        always.add(position)
+                    else:
+                        for value in requirement.values:
+                            by_label.setdefault((requirement.key, value), set()).add(position)
+        return _ClientIndex({label: frozenset(found) for label, found in by_label.items()}, frozenset(always))
+
+    def candidates(self, labels: Mapping[str, str]) -> set[int]:
+        found = set(self.always)
+        for label in labels.items():
+            found.update(self.by_label.get(label, ()))
+        return found
+
+
+_Relevant = tuple[Approval | None, tuple[Rule, ...]]
+
+
+def _relevant(policy: AccessPolicy, client_labels: Mapping[str, str], requested: timedelta | None) -> _Relevant | None:
+    best: Approval | None = None
+    too_short: list[Rule] = []
+    for rule in policy.rules:
+        if not rule.admits(client_labels):
+            continue
+        if not rule.allows(requested):
+            too_short.append(rule)
+            continue
+        approval = rule.approval
+        if best is None or approval.rank < best.rank:
+            best = approval
+    return (best, tuple(too_short)) if best is not None or too_short else None
+
+
+_CACHE_LIMIT = 4_096
+_compiled: dict[tuple[str, str, str], AccessPolicy] = {}
+"""Each policy version compiled once, shared by every caller (immutable): keyed by (uid, resourceVersion, name)."""
+_sets: dict[tuple[tuple[str, str, str], ...], PolicySet] = {}
+"""Each set of policy versions compiled once, so its memos serve every lease that sees the same versions."""
+
+
+def _version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
+        return None  # not from the API server (a test's or the webhook's draft): compile it afresh
+    return uid, version, str(metadata.get("name") or "")
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.pop(next(iter(cache)))  # the oldest entry: versions only grow
+    cache[key] = value
+
 
 def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
-    """Compile ExporterAccessPolicy objects; broken parts admit no one and say why (admission refuses them)."""
-    compiled = [_compile_policy(obj) for obj in objects]
+    """Compile ExporterAccessPolicy objects; broken parts admit no one and say why (admission refuses them).
+
+    Objects from the API server (with uid and resourceVersion) are compiled once per version, and the same
+    versions give back the same `PolicySet`; the result must be treated as immutable."""
+    objects = list(objects)
+    versions = [_version(obj) for obj in objects]
+    whole = tuple(sorted(v for v in versions if v is not None)) if all(versions) else None
+    if whole is not None and (known := _sets.get(whole)) is not None:
+        return known
+    compiled = []
+    for obj, version in zip(objects, versions):
+        policy = _compiled.get(version) if version is not None else None
+        if policy is None:
+            policy = _compile_policy(obj)
+            if version is not None:
+                _remember(_compiled, version, policy)
+        compiled.append(policy)
     compiled.sort(key=lambda policy: policy.name)
-    return PolicySet(tuple(compiled))
+    result = PolicySet(tuple(compiled))
+    if whole is not None:
+        _remember(_sets, whole, result)
+    return result
 
 
 def _compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:
@@ -224,37 +342,23 @@ def approvals(
     """
     if policies.open:
         return {exporter.name: OPEN_ACCESS for exporter in exporters}, []
-    # Per policy (by position): its best approval for this client and duration, and its rules too short.
-    relevant: list[tuple[Approval | None, list[Rule]] | None] = []
-    for policy in policies.policies:
-        best: Approval | None = None
-        too_short: list[Rule] = []
-        for rule in policy.rules:
-            if not rule.admits(client_labels):
-                continue
-            if not rule.allows(requested):
-                too_short.append(rule)
-                continue
-            approval = rule.approval
-            if best is None or approval.rank < best.rank:
-                best = approval
-        relevant.append((best, too_short) if best is not None or too_short else None)
+    relevant = policies.relevant_to(client_labels, requested)
 
     approved: dict[str, Approval] = {}
-    hit = [False] * len(relevant)
+    hit: set[int] = set()
     for exporter in exporters:
         best = None
         for position in policies.applying_to(exporter.labels):
-            entry = relevant[position]
+            entry = relevant.get(position)
             if entry is None:
                 continue
-            hit[position] = True
+            hit.add(position)
             approval = entry[0]
             if approval is not None and (best is None or approval.rank < best.rank):
                 best = approval
         if best is not None:
             approved[exporter.name] = best
-    closed = [rule for position, entry in enumerate(relevant) if hit[position] and entry for rule in entry[1]]
+    closed = [rule for position in sorted(hit) for rule in relevant[position][1]]
     return approved, closed
 
 

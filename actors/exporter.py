@@ -13,8 +13,11 @@ eviction cut short by a stop), before it answers anyone.
 
 State: the last Exporter object, the holder (lease name, priority, spot),
 the waiting queue, the one outstanding offer. Everything but the queue is
-rebuilt from the API on restart; the queue is rebuilt by telling the waiting
-leases (`ExporterRestarted`) to queue again.
+rebuilt from the topology's copy on restart (no API read per exporter: at
+worst that copy trails this actor's own last write, which the commit's
+resourceVersion precondition catches, and an answer that would evict a lease
+is checked against the API first); the queue is rebuilt by telling the
+waiting leases (`ExporterRestarted`) to queue again.
 
 Writes: `status.leaseRef` (commit points), the `Online` condition and, for agents that report devices,
 `Registered` (see registration).
@@ -82,7 +85,7 @@ class _HeartbeatDue:
 
 
 class ExporterActor(ObjectActor):
-    __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled")
+    __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled", "verified")
     kind = EXPORTER  # given up on a version (`guard`): its leaseRef stays, as its lease's commit point
 
     def __init__(self, address: str, ctx: Context) -> None:
@@ -93,19 +96,26 @@ class ExporterActor(ObjectActor):
         self.tickets = 0
         self.deciding = False
         self.allow_disabled: set[str] = set()
+        self.verified = False  # `obj` came from the API or a write, not only from the topology's copy
 
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
-        # From the API, not the topology's copy: who holds the exporter must be known for
-        # certain, since restarted leases ask this actor whether they still hold it.
-        self.obj = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+        # The topology's copy, not an API read per exporter (start-up stays lists and watches). It may
+        # trail this actor's last write: a commit then conflicts and re-reads, and a `Confirm` that would
+        # evict a restarted lease reads the API first (`_verify`).
+        self.obj = await self.ask(TOPOLOGY, GetObject(EXPORTER.kind, self.namespace, self.name))
+        if self.obj is None:  # the topology may trail a creation: the API decides (rare)
+            self.obj = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+            self.verified = True
         if self.obj is None:
             self.stop()
             return
         await self._adopt_holder(lease_ref(self.obj))
         holder = self.holder.lease if self.holder else None
         for lease in await self.ask(TOPOLOGY, ReadyHolders(self.namespace, self.name)):
+            if lease != holder and not self.verified:
+                holder = await self._verify()  # the copy may trail the grant that made `lease` Ready
             if lease != holder:
                 await self._evict(lease, holder or "")
         await self._update_online()
@@ -133,6 +143,8 @@ class ExporterActor(ObjectActor):
                 self._schedule_decision()
             case Confirm(lease=lease):
                 holder = self.holder.lease if self.holder else None
+                if holder != lease and not self.verified:
+                    holder = await self._verify()
                 self.tell(_lease_address(self.namespace, lease),
                           Granted(self.name) if holder == lease else Evicted(self.name, holder or ""))
             case Release(lease=lease):
@@ -166,6 +178,9 @@ class ExporterActor(ObjectActor):
         if newer(obj, self.obj):
             was = self.obj is not None and self._available()
             self.obj = obj
+            if lease_ref(obj) != (self.holder.lease if self.holder else None):
+                # newer than anything this actor wrote, so the truth (a copy adopted at start may have trailed)
+                await self._adopt_holder(lease_ref(obj))
             await self._update_online()
             if self.obj is not None and self._available() != was:
                 self._tell_waiters()
@@ -303,17 +318,26 @@ class ExporterActor(ObjectActor):
         match await commit(self.ctx.api, EXPORTER, self.namespace, self.name, self.obj, write,
                            lambda fresh: lease_ref(fresh) == expected):
             case Written(result=written):
-                self.obj, self.holder = written, holder
+                self.obj, self.holder, self.verified = written, holder, True
                 return True
             case Gone():
                 self.obj, self.holder = None, None
                 self.stop()
             case Lost(fresh=fresh):
-                self.obj = fresh
+                self.obj, self.verified = fresh, True
                 await self._adopt_holder(lease_ref(fresh))
             case GaveUp(fresh=fresh):
                 self.obj = fresh
         return False
+
+    async def _verify(self) -> str | None:
+        """Read the exporter from the API once, so that who holds it is known for certain; the holder's lease."""
+        fresh = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+        self.verified = True
+        if fresh is not None and newer(fresh, self.obj):
+            self.obj = fresh
+            await self._adopt_holder(lease_ref(fresh))
+        return self.holder.lease if self.holder else None
 
     async def _adopt_holder(self, lease: str | None) -> None:
         if lease is None:

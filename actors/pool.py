@@ -47,13 +47,13 @@ from .claim_spec import (
     PoolSpec,
     ResourceError,
     bound_templates,
-    matches_handle,
     resolve_pool,
     valid_condition,
 )
 from .conditions import merge_condition, same_conditions
 from .context import Context
 from .events import NORMAL
+from .handle_index import IndexedHandles
 from .handle_render import carried_to_handles
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
 from .object_actor import GaveUp, Lost, ObjectActor, Written, commit
@@ -95,7 +95,7 @@ class PoolActor(ObjectActor):
         self.spec: PoolSpec | None = None
         self.lifespan = LifespanConfig()
         self.errors: list[ResourceError] = []
-        self.handles: dict[str, Mapping[str, Any]] = {}
+        self.handles = IndexedHandles(_free, _preference)  # by name; also the unbound ones by match key
         self.wanting: list[WantHandle] = []
         self.deciding = False
         self.status_due = False
@@ -104,7 +104,8 @@ class PoolActor(ObjectActor):
 
     async def started(self) -> None:
         self.obj = await self.ask(TOPOLOGY, GetObject(POOL.kind, self.namespace, self.name))
-        self.handles = {name_of(h): h for h in await self.ask(TOPOLOGY, PoolHandles(self.namespace, self.name))}
+        for handle in await self.ask(TOPOLOGY, PoolHandles(self.namespace, self.name)):
+            self.handles[name_of(handle)] = handle
         if self.obj is None:  # deleted while this actor (or lessor) was down; the API confirms, as the
             if await self.ctx.api.get(POOL, self.namespace, self.name) is None:  # topology may trail a creation
                 await self._delete_all_unbound()
@@ -209,12 +210,10 @@ class PoolActor(ObjectActor):
             self._decide_soon()
 
     def _bound_to(self, namespace: str, claim: str) -> Mapping[str, Any] | None:
-        return next((h for h in self.handles.values() if claim_of(h) == (namespace, claim) and not deleting(h)),
-                    None)
+        return self.handles.bound_to((namespace, claim))
 
     def _best_match(self, spec: ClaimSpec, taken: set[str]) -> Mapping[str, Any] | None:
-        candidates = [h for h in self._unbound() if name_of(h) not in taken and matches_handle(spec, h)]
-        return min(candidates, key=_preference, default=None)
+        return self.handles.unbound.best(spec, taken)  # an index, not a scan (`handle_index`)
 
     async def _commit(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> Mapping[str, Any] | None:
         """Bind `handle` to the claim under a resourceVersion precondition.
@@ -280,7 +279,7 @@ class PoolActor(ObjectActor):
     # --- keeping minAvailable --------------------------------------------------------------
 
     def _unbound(self) -> list[Mapping[str, Any]]:
-        return [h for h in self.handles.values() if _free(h)]
+        return list(self.handles.unbound.free.values())
 
     async def _replenish(self) -> None:
         assert self.obj is not None and self.spec is not None

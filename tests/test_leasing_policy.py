@@ -7,6 +7,7 @@ wrong; the tests named `test_seed_*` are those rows, answered the lessor way.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -704,3 +705,32 @@ def test_property_asking_for_less_time_never_loses_an_approval(exporters: list[E
     if isinstance(long, Plan):
         assert isinstance(short, Plan)
         assert {c.exporter for c in long.candidates} <= {c.exporter for c in short.candidates}
+
+
+def test_the_client_index_finds_every_policy_a_brute_force_scan_admits() -> None:
+    """`relevant_to` looks only at the policies its client-selector index offers; it must miss none."""
+    rng = random.Random(12)
+    teams, tiers = ["a", "b", "c"], ["gold", "silver"]
+
+    def selector() -> dict[str, Any]:
+        match rng.randrange(5):
+            case 0:
+                return {}
+            case 1:
+                return {"matchLabels": {"team": rng.choice(teams)}}
+            case 2:
+                return {"matchExpressions": [{"key": "tier", "operator": "In", "values": rng.sample(tiers, 2)}]}
+            case 3:
+                return {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": [rng.choice(teams)]}]}
+            case _:
+                return {"matchLabels": {"team": rng.choice(teams), "tier": rng.choice(tiers)}}
+
+    objects = [policy(f"p{i:02d}", ALL, *({"priority": rng.randrange(5), "from": [{"clientSelector": selector()}]}
+                                        for _ in range(rng.randrange(1, 3))))
+               for i in range(40)]
+    compiled = compile_policies(objects)
+    for _ in range(50):
+        labels = {key: rng.choice(values) for key, values in (("team", teams), ("tier", tiers)) if rng.random() < 0.8}
+        admitting = {position for position, p in enumerate(compiled.policies)
+                     if any(rule.admits(labels) for rule in p.rules)}
+        assert set(compiled.relevant_to(labels, None)) == admitting

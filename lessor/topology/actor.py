@@ -50,6 +50,19 @@ class Synced:
     """Every informer has delivered its first list."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Announce:
+    """Sent to self: announce `keys[start:]`, a chunk at a time, so that the loop (probes, the actors just
+    spawned, their questions to the topology) runs between chunks instead of stalling for the whole pass."""
+
+    keys: tuple[ObjectKey, ...]
+    start: int
+
+
+ANNOUNCE_CHUNK = 500
+"""Objects announced per message: a few milliseconds of spawning, then the mailbox takes its turn."""
+
+
 @dataclass
 class TopologyState:
     """What outlives one incarnation of the topology actor: the `Topology` (a cache of the watch,
@@ -70,7 +83,6 @@ class TopologyActor(Actor):
         # A restart may have lost the routing of the event it was handling: announce everything.
         if self.state.synced:
             self._announce_all()
-            self._tell_missed()
 
     async def receive(self, message: Any) -> Any:
         match message:
@@ -85,7 +97,8 @@ class TopologyActor(Actor):
             case Synced():
                 self.state.synced = True
                 self._announce_all()
-                self._tell_missed()
+            case _Announce(keys=keys, start=start):
+                self._announce(keys, start)
             case GetObject(kind=kind, namespace=namespace, name=name):
                 return self.topology.get(ObjectKey(kind, namespace, name))
             case ListObjects(kind=kind, namespace=namespace):
@@ -111,11 +124,20 @@ class TopologyActor(Actor):
         self.tell(target, message, coalesce=(target, message.coalesce_key))
 
     def _announce_all(self) -> None:
-        for key in sorted(self.topology.keys()):
+        """Tell every live object's actor of its object, in chunks (`_Announce`); then the missed changes."""
+        self._announce(tuple(sorted(self.topology.keys())), 0)
+
+    def _announce(self, keys: tuple[ObjectKey, ...], start: int) -> None:
+        end = start + ANNOUNCE_CHUNK
+        for key in keys[start:end]:
             target = address(key)
-            obj = self.topology.get(key)
+            obj = self.topology.get(key)  # as it is now: a change since the pass began is already in it
             if target is not None and obj is not None and not is_inert(key, obj):
                 self._observe(target, key, obj)
+        if end < len(keys):
+            self.tell(self.address, _Announce(keys, end))
+        else:
+            self._tell_missed()
 
     def _tell_missed(self) -> None:
         """The start-up reconciliation: after the announcements, so each actor has started first."""

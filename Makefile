@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 DEV_ARGS ?=
 
-.PHONY: dev test install clean
+.PHONY: dev test lint install clean
 
 $(BIN)/python:
 	@echo "make: creating $(VENV)"
@@ -36,8 +36,19 @@ $(VENV)/.installed: $(VENV)/.deps $(PACKAGED)
 dev: install
 	$(BIN)/lessor dev $(DEV_ARGS)
 
-test: install
+test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# ruff over the sources and tests; mypy over the package as installed (the folders map onto
+# lessor.* only there), copied aside so that error paths read lessor/actors/... = actors/...
+TYPECHECK := $(VENV)/typecheck
+lint: install
+	@echo "make: ruff check"
+	@$(BIN)/ruff check --quiet .
+	@echo "make: mypy over the installed package"
+	@rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
+	@cp -r "$$($(BIN)/python -I -c 'import lessor, os; print(os.path.dirname(lessor.__file__))')" $(TYPECHECK)/
+	@cd $(TYPECHECK) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/$(VENV)/.mypy_cache -p lessor
 
 # Every benchmark is `lessor bench NAME`, installed first; BENCH_ARGS_NAME adds its own arguments.
 BENCHMARKS := apiserver mailbox topology leases claims admission templates failover scale fuzz

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.selectors import NOTHING, Operator, Selector, SelectorError, parse_selector
 
 from .exporter_state import ExporterView
@@ -238,7 +239,7 @@ _sets: dict[tuple[tuple[str, str, str], ...], PolicySet] = {}
 
 
 def _version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    metadata = mapping_at(obj, "metadata")
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
         return None  # not from the API server (a test's or the webhook's draft): compile it afresh
@@ -278,7 +279,7 @@ def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
 
 def _compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:
     name = str((obj.get("metadata") or {}).get("name") or "")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = mapping_at(obj, "spec")
     problem = None
     try:
         exporters = parse_selector(spec.get("exporterSelector"), "spec.exporterSelector")
@@ -297,7 +298,7 @@ def _compile_rule(policy: str, index: int, raw: Any) -> Rule:
     field = f"spec.policies[{index}]"
     if not isinstance(raw, Mapping):
         return Rule(policy, index, problem=f"{field}: must be an object")
-    description = raw.get("description") if isinstance(raw.get("description"), str) else ""
+    description = str(raw.get("description")) if isinstance(raw.get("description"), str) else ""
     problems: list[str] = []
     priority = raw.get("priority", 0)
     if priority is None:

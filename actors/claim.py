@@ -133,7 +133,7 @@ class ClaimActor(ObjectActor):
         match message:
             case Observed(kind=CLAIM.kind, object=None):
                 await self._deleted()
-            case Observed(kind=CLAIM.kind, object=obj) if newer(obj, self.obj):
+            case Observed(kind=CLAIM.kind, object=Mapping() as obj) if newer(obj, self.obj):
                 changed = generation(obj) != generation(self.obj)
                 self.obj = obj
                 if changed:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import apply, diff, matches_ignoring
 from lessor.templates import (
     InvalidSchemaError,
@@ -213,7 +214,7 @@ def forbidden(template: Mapping[str, Any], provider: Provider, index: int) -> li
     (ownerReferences, finalizers) or the operator's `lessor.dev/` labels and annotations."""
     field = f"spec.resources[{index}].template"
     errors = []
-    metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    metadata = mapping_at(template, "metadata")
     if "namespace" in metadata:
         errors.append(ResourceError(f"{field}/metadata/namespace", "a claim cannot choose the namespace of its "
                                     f"resource: ResourceProvider {provider.name} places it", "Forbidden", index))

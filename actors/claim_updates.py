@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operations
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
@@ -179,11 +180,11 @@ def _plan_resource(index: int, provider: Provider, old: Mapping[str, Any], new: 
 def _identity(template: Any) -> tuple[Any, ...]:
     if not isinstance(template, Mapping):
         return (template,)
-    metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    metadata = mapping_at(template, "metadata")
     ours = tuple(sorted(
-        (section, key, str(value))
-        for section in ("labels", "annotations")
-        for key, value in (metadata.get(section) if isinstance(metadata.get(section), Mapping) else {}).items()
+        (part, key, str(value))
+        for part in ("labels", "annotations")
+        for key, value in mapping_at(metadata, part).items()
         if str(key).startswith(DOMAIN)))
     lifecycle = (metadata.get("ownerReferences"), metadata.get("finalizers"))
     return (template.get("apiVersion"), template.get("kind"), metadata.get("name"), metadata.get("namespace"),

@@ -132,8 +132,10 @@ class Guarded:
         if not gives_up(error, attempts) or self.obj is None:
             return False
         self.release()
-        self.parked = await park(self.ctx, self.kind, self.namespace, self.name, self.obj, error, attempts,
-                                 condition=self.condition, wake_kinds=self.wake_kinds)
+        # The slot is the actor's (ObjectActor's), which mypy cannot see from this mixin.
+        self.parked = await park(  # type: ignore[misc]
+            self.ctx, self.kind, self.namespace, self.name, self.obj, error, attempts,
+            condition=self.condition, wake_kinds=self.wake_kinds)
         return True
 
     def release(self) -> None:

@@ -121,7 +121,7 @@ class HandleActor(ObjectActor):
             case Observed(kind=HANDLE.kind, object=None):
                 await self._delete_resources()
                 self.stop()
-            case Observed(kind=HANDLE.kind, object=obj) if newer(obj, self.obj):
+            case Observed(kind=HANDLE.kind, object=Mapping() as obj) if newer(obj, self.obj):
                 await self._observed_self(obj)
             case Observed(kind=CLAIM.kind, namespace=namespace, name=name, object=obj) \
                     if (namespace, name) == claim_of(self.obj):

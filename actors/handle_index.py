@@ -193,7 +193,7 @@ class IndexedHandles(dict[str, Mapping[str, Any]]):
         self.unbound.put(name, None)
         self._unbind(name)
 
-    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, name: str, *default: Any) -> Any:
         self.unbound.put(name, None)
         self._unbind(name)
         return super().pop(name, *default)

@@ -251,7 +251,7 @@ class LeaseActor(ObjectActor):
         if self.exporter is not None:
             await self._keeptimestamp(request, now)
             return
-        if request.expired(now):
+        if request.end is not None and request.expired(now):
             await self._end(READY, False, Reason.EXPIRED,
                             f"the lease ended at {format_timestamp(request.end)} before it got an exporter")
             return

@@ -126,7 +126,7 @@ class PoolActor(ObjectActor):
                 await self._delete_all_unbound()
                 self._refuse_all()
                 self.stop()
-            case Observed(kind=POOL.kind, object=obj) if newer(obj, self.obj):
+            case Observed(kind=POOL.kind, object=Mapping() as obj) if newer(obj, self.obj):
                 self.obj = obj
                 await self._resolve()
                 self._decide_soon()
@@ -198,7 +198,7 @@ class PoolActor(ObjectActor):
             plans.append((want, handle))
         start = _seconds(self.ctx.now())
         written = await _gather(self._commit(want, handle, start) for want, handle in plans)
-        for (want, handle), latest in zip(plans, written):
+        for (want, _handle), latest in zip(plans, written):
             holder = claim_of(latest)
             if holder == (want.namespace, want.claim):
                 self._answer(want, HandleBound(self.name, latest, start))

@@ -23,6 +23,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import ALL_OPS, json_equal
 from lessor.templates import (
     InvalidSchemaError,
@@ -71,10 +72,10 @@ class Provider:
     template_enable: bool
     default: Object
     override: Object
-    match: Object | None
+    match: Mapping[str, Any] | None
     match_ignore: tuple[str, ...]
     update_filters: tuple[Object, ...]
-    schema: Object | None
+    schema: Mapping[str, Any] | None
     checks: tuple[Check, ...]
     lifespan: LifespanConfig
     resource_requires_claim: bool
@@ -217,7 +218,7 @@ def clock(now: datetime) -> Callable[[], datetime]:
 @lru_cache(maxsize=256)
 def _compile(canonical: str) -> Provider:
     obj = json.loads(canonical)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = mapping_at(obj, "spec")
     errors: list[str] = []
 
     def section(key: str) -> Object:
@@ -227,7 +228,7 @@ def _compile(canonical: str) -> Provider:
         if not isinstance(value, Mapping):
             errors.append(f"spec.{key}: must be an object")
             return {}
-        return value
+        return dict(value)
 
     template_enable = (spec.get("template") or {}).get("enable") is True
     default, override = section("default"), section("override")

@@ -69,7 +69,7 @@ class ValidActor(ObjectActor):
         match message:
             case Observed(object=None):
                 self.stop()
-            case Observed(object=obj) if newer(obj, self.obj):
+            case Observed(object=Mapping() as obj) if newer(obj, self.obj):
                 self.obj = obj
                 await self._judge()
             case Observed():

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import field_path
 from lessor.model.selectors import SelectorError, parse_selector
 
@@ -60,8 +61,7 @@ def valid_condition(errors: Sequence[FieldError], *, now: datetime, generation: 
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return mapping_at(obj, "spec")
 
 
 def _selector_errors(raw: Any, field: str) -> list[FieldError]:

@@ -160,8 +160,8 @@ class Operator:
         # The Valid condition of clients, policies and providers; idle ones passivate (a change wakes them).
         for prefix, kind in (("client", "Client"), ("policy", "ExporterAccessPolicy"),
                              ("provider", "ResourceProvider")):
-            system.register(prefix, lambda a, rule=RULES[kind]: ValidActor(a, self.context, rule), capacity=1000,
-                            supervision=tolerant, passivate_after=60.0)
+            system.register(prefix, functools.partial(ValidActor, ctx=self.context, rule=RULES[kind]),
+                            capacity=1000, supervision=tolerant, passivate_after=60.0)
 
     async def run(self) -> None:
         runners = [

@@ -34,8 +34,10 @@ def health_app(ready: Check, healthy: Check = _always_healthy) -> web.Applicatio
 
 
 class Authorization(Protocol):
-    status: int
-    reason: str
+    @property
+    def status(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
 
 
 def metrics_app(registry: CollectorRegistry,

@@ -116,7 +116,8 @@ class ActorSystem:
                 log.warning("%d actors (%s, ...) did not stop within %gs; cancelling them", len(stragglers),
                             stragglers[0].address, self._shutdown_timeout)
             for cell in stragglers:
-                cell.task.cancel()
+                if cell.task is not None:
+                    cell.task.cancel()
             self._failure_log.flush()
             self.dead_letters.flush()
             # Every actor task is finished or cancelled; the group only waits

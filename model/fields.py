@@ -15,14 +15,18 @@ from lessor.templates.timestamps import parse_timestamp
 Body = Mapping[str, Any]
 
 
+def mapping_at(obj: Body | None, key: str) -> Mapping[str, Any]:
+    """`obj[key]` when it is a mapping, else an empty one: a user may write any shape."""
+    value = (obj or {}).get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _metadata(obj: Body | None) -> Mapping[str, Any]:
-    metadata = (obj or {}).get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
+    return mapping_at(obj, "metadata")
 
 
 def _status(obj: Body | None) -> Mapping[str, Any]:
-    status = (obj or {}).get("status")
-    return status if isinstance(status, Mapping) else {}
+    return mapping_at(obj, "status")
 
 
 def name_of(obj: Body) -> str:

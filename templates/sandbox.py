@@ -300,8 +300,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         budget.current_check()
-        if isinstance(__obj, types.BuiltinMethodType) and isinstance(getattr(__obj, "__self__", None), str):
-            args = _check_str_method(__obj.__self__, __obj.__name__, args, kwargs)
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(__obj, types.BuiltinMethodType) and isinstance(owner, str):
+            args = _check_str_method(owner, __obj.__name__, args, kwargs)
         return _checked(super().call(__context, __obj, *args, **kwargs), "a call's result")
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
@@ -317,7 +318,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             if is_map:
                 if kwargs or len(args) != 1:
                     raise TypeError("format_map() takes exactly one argument")
-                args, kwargs = (), args[0]
+                return formatter.vformat(text, (), args[0])
             return formatter.vformat(text, args, kwargs)
 
         return bounded_format

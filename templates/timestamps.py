@@ -35,7 +35,7 @@ _RFC3339 = re.compile(
 )
 
 
-def parse_timestamp(text: str) -> datetime:
+def parse_timestamp(text: object) -> datetime:
     """Parse an RFC 3339 date-time into an aware UTC datetime (sub-microsecond digits dropped)."""
     if not isinstance(text, str):
         raise TypeError(f"a timestamp must be a string, not {type(text).__name__}")

@@ -263,7 +263,6 @@ def read_until() -> Callable[..., Awaitable[str]]:
     """`await read_until(proc, "text", lines)`: read a `lessor` process's stderr into `lines` until a line
     has `text`, as a user watches `lessor dev`; fails with the output so far if it exits or takes too long."""
     import asyncio
-    import subprocess
     import time
 
     async def read(proc: subprocess.Popen[str], text: str, lines: list[str], timeout: float = 120) -> str:

@@ -290,7 +290,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
         if not await _until(lambda: _status(http, url["readinessProbe"], 200), 60, child):
             run.failures.append(f"readiness probe {url['readinessProbe']} never answered 200")
             return
-        for name, address in url.items():
+        for address in url.values():
             run.probes[urlsplit(address).path] = await _get_status(http, address)
         for port in container.get("ports", []):
             run.listening[port["name"]] = await _accepts(pod_ip, int(port["containerPort"]))

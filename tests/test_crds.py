@@ -808,7 +808,7 @@ def test_lease_samples_show_each_condition(samples):
     shown = Counter(kind_of(lease) for lease in leases)
     for reason in ["Ready", "Scheduled", "InvalidSelector", "ExporterNotFound", "DurationExceeded"]:
         assert shown[reason] >= 1, reason
-    scheduled = [l for l in leases if kind_of(l) == "Scheduled"]
+    scheduled = [lease for lease in leases if kind_of(lease) == "Scheduled"]
     assert scheduled[0]["spec"]["beginTime"].startswith("2099-")
 
 

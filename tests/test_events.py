@@ -23,7 +23,7 @@ from lessor.actors.events import NORMAL, WARNING, record_transitions, severity
 from lessor.controlplane import ControlPlane
 from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EVENT, EXPORTER, HANDLE, LEASE, PROVIDER
+from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EVENT, EXPORTER, LEASE, PROVIDER
 from tests.polling import until
 
 API = "lessor.dev/v1alpha1"

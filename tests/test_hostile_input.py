@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
 
-from lessor.gateway import Gateway, Resource
+from lessor.gateway import Gateway
 from lessor.gateway.client import ApiError
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, PROVIDER
 from tests.polling import until

@@ -71,14 +71,17 @@ ALL = {}  # an empty exporterSelector: every exporter
 RPI4 = {"matchLabels": {"board": "rpi4"}}
 
 
-def plan(request: LeaseRequest, exporters: Sequence[ExporterView], policy_set: PolicySet = PolicySet(),
+NO_POLICIES = PolicySet()
+
+
+def plan(request: LeaseRequest, exporters: Sequence[ExporterView], policy_set: PolicySet = NO_POLICIES,
          client: Mapping[str, str] | None = QA, now: datetime = NOW) -> Plan:
     result = resolve(request, client, exporters, policy_set, now=now)
     assert isinstance(result, Plan), result
     return result
 
 
-def verdict(request: LeaseRequest, exporters: Sequence[ExporterView], policy_set: PolicySet = PolicySet(),
+def verdict(request: LeaseRequest, exporters: Sequence[ExporterView], policy_set: PolicySet = NO_POLICIES,
             client: Mapping[str, str] | None = QA, now: datetime = NOW) -> Verdict:
     result = resolve(request, client, exporters, policy_set, now=now)
     assert isinstance(result, Verdict), result

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from lessor.gateway import Gateway, Resource
+from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, PROVIDER
-from tests.polling import get, gone
+from tests.polling import gone
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"

@@ -16,7 +16,7 @@ from lessor.admission.review import MalformedReview, review, too_deep_answer
 VALIDATE_PATH = "/validate"
 
 
-def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadline(),
+def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadline(),  # noqa: B008 (frozen)
              metrics: WebhookMetrics | None = None) -> web.Application:
     """POST ``/validate`` answers an AdmissionReview.
 

@@ -95,7 +95,7 @@ def _request(body: Any) -> AdmissionRequest:
 
 
 def _object(obj: Mapping[str, Any], field: str) -> None:
-    metadata = obj.get("metadata")
+    metadata: Any = obj.get("metadata")
     _expect(metadata, Mapping, f"{field}.metadata")
     for key in ("name", "namespace"):
         _expect(metadata.get(key, ""), str, f"{field}.metadata.{key}")

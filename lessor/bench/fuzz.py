@@ -199,8 +199,8 @@ async def fuzz(gateway: Gateway, kubeconfig: Path, *, count: int, seed: int, web
                 await _unregister(gateway)
             text = log.read_text(errors="replace")
             report.tracebacks = _tracebacks(text)
-            for kind, count in _logged_restarts(text).items():  # the metrics stop answering when the loop blocks
-                report.restarts[kind] = max(report.restarts.get(kind, 0), count)
+            for kind, logged in _logged_restarts(text).items():  # the metrics stop answering when the loop blocks
+                report.restarts[kind] = max(report.restarts.get(kind, 0.0), logged)
         report.touched = await _touched(gateway, bystanders)
     for namespace in namespaces:
         with contextlib.suppress(ApiError):

@@ -23,7 +23,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from lessor.templates import TemplateError, offload, render_object, template_variables
 from lessor.templates.budget import MAX_SECONDS
 
-OVERRIDE = {
+OVERRIDE: dict[str, Any] = {
     "apiVersion": "v1", "kind": "ConfigMap",
     "metadata": {"name": "{{ resource_claim.metadata.name }}-{{ resource_index }}",
                  "labels": {"team": "{{ resource_claim.metadata.labels.team | default('none') | lower }}"}},

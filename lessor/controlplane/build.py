@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -23,8 +24,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from lessor.controlplane.versions import KUBERNETES_VERSION
+
+T = TypeVar("T")
 
 BIN_ENV = "LESSOR_CONTROLPLANE_BIN"
 _MODULE = "k8s.io/kubernetes"
@@ -152,13 +156,13 @@ def _build(target: Path, say: Progress) -> None:
              f"{_ETCD_MODULE}@{etcd_version}"], work, env))
         out = work / "bin"
         for i, (name, pkg) in enumerate(_COMMANDS.items(), start=3):
-            _step(i, steps, f"compiling {name}", say, started, lambda pkg=pkg, name=name: _run(
-                [go, "build", "-ldflags", _ldflags(), "-o", str(out / name), pkg], work, env))
+            _step(i, steps, f"compiling {name}", say, started, functools.partial(
+                _run, [go, "build", "-ldflags", _ldflags(), "-o", str(out / name), pkg], work, env))
         _step(steps, steps, "installing into the cache", say, started, lambda: _install(out, target))
     say(f"control plane built in {_elapsed(started)}")
 
 
-def _step(i: int, n: int, what: str, say: Progress, started: float, fn: Callable[[], object]) -> object:
+def _step(i: int, n: int, what: str, say: Progress, started: float, fn: Callable[[], T]) -> T:
     say(f"[{i}/{n}] {what}")
     done = threading.Event()
 

@@ -97,7 +97,7 @@ class PodSandbox:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self._pause.stop()  # the namespace goes with its last process, and the veth pair with it
-        subprocess.run(["ip", "link", "del", self._host_if], capture_output=True)  # in case it did not
+        await asyncio.to_thread(subprocess.run, ["ip", "link", "del", self._host_if], capture_output=True)  # if it did not
 
     async def _unshared(self, pid: str, timeout: float = 10.0) -> None:
         """Wait until the pause process has left this process's namespaces (it starts as our child)."""

@@ -37,7 +37,7 @@ class Child:
             argv = [setpriv, "--pdeathsig", "TERM", "--", *argv]
         else:
             preexec = _die_with_parent
-        with open(self.log_path, "ab") as log:
+        with open(self.log_path, "ab") as log:  # noqa: ASYNC230 (a local log file: opens at once)
             self.process = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=cwd,

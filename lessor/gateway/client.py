@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import os
 import ssl
@@ -106,7 +107,7 @@ async def load_configuration(kubeconfig: str | None, *, service_account_dir: Pat
         )
     else:
         path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-        if not Path(path).is_file():
+        if not Path(path).is_file():  # noqa: ASYNC240 (once, at start-up)
             raise FileNotFoundError(
                 f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or run inside a cluster"
             )
@@ -153,7 +154,7 @@ class Gateway:
         self._server_hostname: str | None = cfg.tls_server_name or None
         self._reads = asyncio.Semaphore(READ_CONCURRENCY)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
-        self.host = cfg.host.rstrip("/")
+        self.host = (cfg.host or "").rstrip("/")
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._metric = Counter(
             "lessor_api_requests", "Requests to the API server by verb, kind and HTTP code (connection: no "
@@ -343,7 +344,7 @@ class Gateway:
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
                                   body=patch, content_type="merge", gated=res.group == GROUP)
 
-    async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: list[dict[str, Any]],
+    async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: builtins.list[dict[str, Any]],
                          subresource: str | None = None) -> dict[str, Any]:
         """RFC 6902; a leading `test` op makes it a compare-and-set (the commit points)."""
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),

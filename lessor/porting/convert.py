@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.templates import parse_duration, strings_in
 
 API = "lessor.dev/v1alpha1"
@@ -111,7 +112,7 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
                    keep_status: bool = False) -> tuple[dict[str, Any] | None, list[Note]]:
     """One object converted, or None when it cannot be; `keep_status` keeps `status` (for `migrate`)."""
     kind = str(doc.get("kind") or "")
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    metadata = mapping_at(doc, "metadata")
     name = metadata.get("name") or metadata.get("generateName") or ""
     subject = f"{kind or '(no kind)'} {metadata.get('namespace') or ''}/{name}"
     notes: list[Note] = []
@@ -125,7 +126,7 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
         return dict(doc), [Note(subject, "(object)", "not a Poolboy or Jumpstarter kind: copied unchanged", False)]
     obj: dict[str, Any] = {"apiVersion": API, "kind": kind,
                            "metadata": _metadata(metadata, group, kind, operator_namespace, subject, notes)}
-    spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
+    spec = mapping_at(doc, "spec")
     if kind in ("ResourceClaim", "ResourcePool") and "provider" in spec and not spec.get("resources"):
         return None, notes + [Note(subject, "spec.provider", _WHY["provider"] + f"; the {kind} is not converted")]
     if kind == "ResourceProvider" and ((spec.get("template") or {}).get("definition") is not None):
@@ -206,7 +207,7 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
                     notes.append(Note(subject, f"spec.resources[{index}].template.metadata.{key}",
                                       f"{metadata.pop(key)!r}: a claim cannot choose the {key} of its resource in "
                                       "lessor (Forbidden); the provider's override or the handle's guid decides"))
-            if not metadata:
+            if not metadata and isinstance(template, dict):
                 del template["metadata"]
     if isinstance(spec.get("resourcePool"), dict):
         spec["resourcePool"] = {"name": spec["resourcePool"].get("name"), "namespace": operator_namespace}

@@ -110,7 +110,7 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
     pools = await _listed(gateway, old("ResourcePool"), poolboy_ns, hint)
     handles = await _listed(gateway, old("ResourceHandle"), poolboy_ns, hint)
     claims: list[dict[str, Any]] = []
-    for namespace in namespaces or [None]:
+    for namespace in _scopes(namespaces):
         claims += await _listed(gateway, old("ResourceClaim"), namespace, hint)
 
     plan, adoptions, handle_steps, claim_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan()
@@ -245,7 +245,7 @@ async def _jumpstarter_plan(gateway: Gateway, namespaces: Sequence[str], group: 
                                        ("Exporter", EXPORTER, True), ("Lease", LEASE, True)):
         old_res = Resource(group, "v1alpha1", kind, {"ExporterAccessPolicy": "exporteraccesspolicies"}.get(
             kind, kind.lower() + "s"))
-        for namespace in namespaces or [None]:
+        for namespace in _scopes(namespaces):
             for obj in await _listed(gateway, old_res, namespace, hint):
                 status = obj.get("status") if keep_status and isinstance(obj.get("status"), Mapping) else None
                 _create(gateway, plan, new_res, obj, None, status=status,
@@ -306,6 +306,11 @@ def _create(gateway: Gateway, plan: Plan, res: Resource, old: Mapping[str, Any],
 
     plan.steps.append(Step(f"create {text}" + (" with its status" if status else ""), create))
     return new
+
+
+def _scopes(namespaces: Sequence[str]) -> list[str | None]:
+    """The namespaces to list in; None: all of them."""
+    return list(namespaces) or [None]
 
 
 async def _listed(gateway: Gateway, res: Resource, namespace: str | None, hint: str) -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@ class ClaimChecker:
             if request["operation"] == "UPDATE" and isinstance(bound, Mapping):
                 handle = await _handle(bound, lookup, namespace)
                 if handle is not None:  # gone: the claim binds anew, and nothing is updated
-                    checks["claim-update-filters"] = partial(_update_filters, old, claim, handle, providers)
+                    checks["claim-update-filters"] = partial(_update_filters, old or {}, claim, handle, providers)
         if lifespan_changed:
             checks["claim-lifespan"] = partial(_lifespan, claim, resolution.resolved_providers)
         return checks

@@ -8,6 +8,7 @@ from typing import Any
 
 from lessor.actors.validation import FieldError
 from lessor.admission import AdmissionRequest, Cause, CheckResult
+from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import field_path
 from lessor.model.selectors import SelectorError
 
@@ -37,8 +38,7 @@ def ref_name(ref: Any) -> str:
 
 
 def spec(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    spec = (obj or {}).get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return mapping_at(obj, "spec")
 
 
 def spec_changed(request: AdmissionRequest, *keys: str) -> bool:
@@ -64,7 +64,8 @@ def grouped(errors: Sequence[FieldError], checks: Sequence[tuple[str, Callable[[
     The operator's validation function is the rule (lessor.actors.validation); the checks only sort its
     errors into the names a denial shows, so the webhook denies exactly what the operator marks invalid.
     """
-    found: dict[str, list[FieldError]] = {name: [] for name, _ in checks} | {rest: []}
+    found: dict[str, list[FieldError]] = {name: [] for name, _ in checks}
+    found[rest] = []
     for error in errors:
         found[next((name for name, test in checks if test(error)), rest)].append(error)
     return found

@@ -16,7 +16,7 @@ from lessor.templates.timestamps import format_timestamp
 from .lease_spec import LeaseRequest, Reason, format_go_duration
 
 if TYPE_CHECKING:
-    from .access_policy import PolicySet, Rule
+    from .access_policy import AccessPolicy, PolicySet, Rule
     from .exporter_state import ExporterView
     from .lease_resolution import Candidate, State
 
@@ -96,6 +96,20 @@ def describe_rule(rule: Rule) -> str:
     if rule.problem:
         text += f" (admits no one: {rule.problem})"
     return text
+
+
+def summarize_policy(policy: AccessPolicy) -> str:
+    """What a valid policy grants, for its `Valid` message (the Message column of `kubectl get eap`)."""
+    rules = [_summarize_rule(rule) for rule in policy.rules]
+    return (f"exporters {str(policy.exporters) or 'all'}: " + " | ".join(rules)) if rules else "no rules: admits no one"
+
+
+def _summarize_rule(rule: Rule) -> str:
+    clients = " or ".join(str(selector) or "any client" for selector in rule.clients)
+    terms = [f"priority {rule.priority}"] + (["spot"] if rule.spot else [])
+    if rule.maximum is not None:
+        terms.append(f"up to {format_go_duration(rule.maximum)}")
+    return f"{describe_rule(rule)}: {clients}, {', '.join(terms)}"
 
 
 def list_labels(labels: Mapping[str, str]) -> str:

@@ -22,10 +22,12 @@ from typing import Any
 
 from lessor.model.fields import generation, newer
 
+from .access_policy import compile_policies
 from .api import CLIENT, POLICY, PROVIDER, Kind
 from .conditions import VALID, find_condition, merge_condition, same_conditions
 from .context import Context
 from .events import record_transitions
+from .lease_wording import summarize_policy
 from .object_actor import ObjectActor
 from .observed import Observed
 from .queries import TOPOLOGY, GetObject
@@ -41,11 +43,17 @@ class Rule:
     kind: Kind
     errors: Callable[[Mapping[str, Any]], Sequence[FieldError]]
     log_refusals: bool = False
+    summary: Callable[[Mapping[str, Any]], str] | None = None
+    """What a valid object does, as its `Valid` message (what `kubectl get` shows in Message)."""
+
+
+def _policy_summary(obj: Mapping[str, Any]) -> str:
+    return summarize_policy(compile_policies([obj]).policies[0])
 
 
 RULES: Mapping[str, Rule] = {
     CLIENT.kind: Rule(CLIENT, client_errors),
-    POLICY.kind: Rule(POLICY, policy_errors),
+    POLICY.kind: Rule(POLICY, policy_errors, summary=_policy_summary),
     PROVIDER.kind: Rule(PROVIDER, provider_errors, log_refusals=True),
 }
 
@@ -83,7 +91,8 @@ class ValidActor(ObjectActor):
             return
         errors = self.rule.errors(self.obj)
         current = (self.obj.get("status") or {}).get("conditions")
-        condition = valid_condition(errors, now=self.ctx.now(), generation=generation(self.obj))
+        summary = self.rule.summary(self.obj) if self.rule.summary and not errors else "the spec is valid"
+        condition = valid_condition(errors, now=self.ctx.now(), generation=generation(self.obj), summary=summary)
         conditions = merge_condition(current, condition)
         if same_conditions(current, conditions):
             return

@@ -52,10 +52,11 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
-def valid_condition(errors: Sequence[FieldError], *, now: datetime, generation: int | None) -> Condition:
-    """`Valid`: True, or False with the first error's reason and every error, each naming its field."""
+def valid_condition(errors: Sequence[FieldError], *, now: datetime, generation: int | None,
+                    summary: str = "the spec is valid") -> Condition:
+    """`Valid`: True with `summary`, or False with the first error's reason and every error, each naming its field."""
     if not errors:
-        return new_condition("Valid", True, "Valid", "the spec is valid", now=now, observed_generation=generation)
+        return new_condition("Valid", True, "Valid", summary, now=now, observed_generation=generation)
     return new_condition("Valid", False, errors[0].reason, "; ".join(map(str, errors)), now=now,
                          observed_generation=generation)
 

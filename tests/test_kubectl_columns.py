@@ -100,6 +100,8 @@ async def test_claims_policies_providers_and_handles_have_columns_that_say_somet
                  "policies": [{"priority": 1, "from": [{"clientSelector": {}}]}]}})
     row = await until_row(kube, POLICY, namespace, "p1", lambda r: r["Valid"] is not None)
     assert (row["Exporters"], row["Valid"]) == ('{"board":"rpi4"}', "True"), row
+    # A valid policy's message says what it grants, to whom (the rules themselves have no column)
+    assert row["Message"] == "exporters board=rpi4: policies[0]: any client, priority 1", row
     _, types = await table(kube, POLICY, namespace)
     assert {"Reason", "Message"} <= types.keys()
 

@@ -30,6 +30,7 @@ from .events import record_transitions
 from .lease_wording import summarize_policy
 from .object_actor import ObjectActor
 from .observed import Observed
+from .provider import provider_from
 from .queries import TOPOLOGY, GetObject
 from .validation import FieldError, client_errors, policy_errors, provider_errors, valid_condition
 
@@ -51,10 +52,17 @@ def _policy_summary(obj: Mapping[str, Any]) -> str:
     return summarize_policy(compile_policies([obj]).policies[0])
 
 
+def _provider_summary(obj: Mapping[str, Any]) -> str:
+    provider = provider_from(obj)
+    if provider.kind and provider.api_version:
+        return f"creates {provider.kind} ({provider.api_version}) for each claim's resource"
+    return "creates the kind its override's templates render, for each claim's resource"
+
+
 RULES: Mapping[str, Rule] = {
     CLIENT.kind: Rule(CLIENT, client_errors),
     POLICY.kind: Rule(POLICY, policy_errors, summary=_policy_summary),
-    PROVIDER.kind: Rule(PROVIDER, provider_errors, log_refusals=True),
+    PROVIDER.kind: Rule(PROVIDER, provider_errors, log_refusals=True, summary=_provider_summary),
 }
 
 

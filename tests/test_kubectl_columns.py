@@ -126,6 +126,17 @@ async def test_claims_policies_providers_and_handles_have_columns_that_say_somet
         assert (row["Kind"], row["Valid"], row["Reason"]) == ("ConfigMap", "False", "InvalidRegex"), row
     finally:
         await kube.delete(PROVIDER, "lessor-system", provider)
+    pinned = f"pinned-{namespace}"  # the kind fixed by the schema alone: no column has it, the message does
+    await kube.create(PROVIDER, "lessor-system", {
+        "apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": pinned},
+        "spec": {"validation": {"openAPIV3Schema": {"type": "object", "properties": {
+            "apiVersion": {"type": "string", "enum": ["v1"]}, "kind": {"type": "string", "const": "ConfigMap"}}}}}})
+    try:
+        row = await until_row(kube, PROVIDER, "lessor-system", pinned, lambda r: r["Valid"] is not None)
+        assert (row["Kind"], row["Valid"]) == (None, "True"), row
+        assert row["Message"] == "creates ConfigMap (v1) for each claim's resource", row
+    finally:
+        await kube.delete(PROVIDER, "lessor-system", pinned)
 
 
 async def test_the_online_message_does_not_go_stale(kube: Gateway, namespace: str) -> None:

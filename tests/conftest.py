@@ -278,7 +278,7 @@ def read_until() -> Callable[..., Awaitable[str]]:
     return read
 
 
-# --- the operator as a pod (tests/test_pod.py, tests/test_rbac.py) -----------------------------------
+# --- the operator as a pod (tests/deploy/test_pod.py, tests/deploy/test_rbac.py) -----------------------------------
 
 OPERATOR_USER = "system:serviceaccount:lessor-system:lessor"
 
@@ -294,7 +294,7 @@ async def operator_pod(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("pod_run", Path(__file__).with_name("pod_run.py"))
+    spec = importlib.util.spec_from_file_location("pod_run", Path(__file__).parent / "deploy" / "pod_run.py")
     assert spec is not None and spec.loader is not None
     module = sys.modules["pod_run"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -11,7 +11,7 @@ restart, every accepted object of a kind that reports its validity a
 verdict (naming the field when invalid), and no object lessor did not create
 be changed.
 
-Shared by tests/test_fuzz.py (a bounded run per CI job) and
+Shared by tests/app/test_fuzz.py (a bounded run per CI job) and
 `lessor bench fuzz --count N` (a longer one).
 """
 

@@ -1,6 +1,6 @@
 """Hostile and careless objects of lessor's eight kinds, as Hypothesis strategies.
 
-Shared by the fuzz tests (tests/test_fuzz.py) and `lessor bench fuzz`. Each
+Shared by the fuzz tests (tests/app/test_fuzz.py) and `lessor bench fuzz`. Each
 strategy draws a whole manifest whose fields are mostly of the right shape,
 so that objects get past the CRD often enough to reach the webhook and the
 operator, with, anywhere, a value of the wrong type, a huge or deeply nested

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_package_builds_without_warnings_and_carries_its_data(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 The API server's audit log (on for the pod run only) records every request of
 the operator's ServiceAccount. A grant that no request used must be listed in
-tests/rbac_allowlist.yaml with its reason, or removed from rbac.yaml.
+tests/deploy/rbac_allowlist.yaml with its reason, or removed from rbac.yaml.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_every_grant_was_used_or_is_allowlisted_with_a_reason(operator_pod: Any)
                     for (group, resource, verb), role in grants.items()
                     if (group, resource, verb) not in needed and (group, resource, verb) not in allowed)
     assert not unused, ("deploy/rbac.yaml grants what the operator never used in the pod run; remove it, "
-                        "or list it in tests/rbac_allowlist.yaml with the reason:\n" + "\n".join(unused))
+                        "or list it in tests/deploy/rbac_allowlist.yaml with the reason:\n" + "\n".join(unused))
 
 
 def test_the_allowlist_holds_nothing_stale(operator_pod: Any) -> None:
@@ -103,7 +103,7 @@ def test_the_allowlist_holds_nothing_stale(operator_pod: Any) -> None:
              for group, resource, verb in allowlist() if (group, resource, verb) not in grants]
     stale += [f"{verb} {group or 'core'}/{resource}: used by the run now"
               for group, resource, verb in allowlist(timing=False) if (group, resource, verb) in needed]
-    assert not stale, "remove these entries from tests/rbac_allowlist.yaml:\n" + "\n".join(stale)
+    assert not stale, "remove these entries from tests/deploy/rbac_allowlist.yaml:\n" + "\n".join(stale)
 
 
 def test_everything_used_was_granted(operator_pod: Any) -> None:

@@ -25,7 +25,7 @@ from lessor.gateway.resources import LEASE, NAMESPACE
 from lessor.install import install
 from lessor.leader import COORDINATION_LEASE, ElectionSettings, LeaderElector, NotLeader
 from lessor.operator import Operator, OperatorConfig
-from tests.test_cli import _get, _poll
+from tests.cli.test_cli import _get, _poll
 
 OPS = "lessor-system"
 
@@ -257,7 +257,7 @@ def _writes(gateway: Gateway) -> int:
 
 
 async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:
-    from tests.test_leasing_chaos import API, _cond
+    from tests.leasing.test_chaos import API, _cond
 
     await kube.create(LEASE, ns, {"apiVersion": API, "kind": "Lease", "metadata": {"name": name}, "spec": {
         "clientRef": {"name": "qa"}, "selector": {"matchLabels": {"board": "rpi"}}}})
@@ -267,7 +267,7 @@ async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:
 
 
 async def test_a_follower_only_watches_and_takes_over_without_a_relist(tmp_path: Path) -> None:
-    from tests.test_leasing_chaos import _lab
+    from tests.leasing.test_chaos import _lab
 
     settings = _settings(lease_duration=30.0, renew_deadline=3.0)  # only a release explains a quick takeover
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp, \

@@ -1,5 +1,5 @@
 """`lessor migrate` against the real API server, with Poolboy's and the Jumpstarter controller's CRDs
-installed (minimal stand-ins, tests/data/*/crds.yaml) and their objects in the states they leave
+installed (minimal stand-ins, tests/porting/data/*/crds.yaml) and their objects in the states they leave
 behind; lessor's operator runs throughout, as it would right after the migration."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Porting by changing apiVersion: Poolboy's and the Jumpstarter controller's sample manifests
-(tests/data/) work on lessor against the real API server, created with strict field validation as
+(tests/porting/data/) work on lessor against the real API server, created with strict field validation as
 `kubectl apply` does, so a field lessor's CRDs do not accept fails the test."""
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ async def test_lease_tags_and_context_are_immutable(kube: Gateway, namespace: st
 
 async def test_the_migration_guide_examples_work_verbatim(
         kube: Gateway, poolboy_objects: list[tuple[Resource, str]]) -> None:
-    text = (Path(__file__).parent.parent / "docs" / "migrating.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "migrating.md").read_text()
     blocks = [part.split("```", 1)[0] for part in text.split("```yaml\n")[1:]]
     docs = [doc for block in blocks for doc in yaml.safe_load_all(block) if doc]
     assert [d["kind"] for d in docs] == ["ResourceProvider", "ResourcePool", "ResourceClaim", "Client", "Exporter",

@@ -1,7 +1,7 @@
 """deploy/ as a cluster operator applies it (a kustomization), and the Containerfile that makes the image.
 
 Neither the image nor a pod can be built or run here (no container runtime);
-tests/test_pod.py runs the container's command as the pod would.
+tests/deploy/test_pod.py runs the container's command as the pod would.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lessor import manifests
 from lessor.controlplane import ControlPlane
 from lessor.gateway import Gateway
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "Containerfile"
 
 

@@ -25,7 +25,7 @@ from lessor.actors.provider import Provider, provider_from
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 OPERATOR_NAMESPACE = "lessor-system"
 SAMPLE_PROVIDER = yaml.safe_load(
-    (Path(__file__).parent.parent / "deploy" / "samples" / "50-resourceprovider.yaml").read_text())
+    (Path(__file__).resolve().parents[2] / "deploy" / "samples" / "50-resourceprovider.yaml").read_text())
 
 
 def provider(name: str = "plain", **spec: Any) -> Provider:

@@ -22,11 +22,11 @@ from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE, LEASE, NAMESPACE
 from lessor.install import install
-from tests.test_claims_chaos import OPS, Storm
-from tests.test_claims_chaos import violations as claim_violations
-from tests.test_leasing_chaos import _lab as lease_lab
-from tests.test_leasing_chaos import _storm as lease_storm
-from tests.test_leasing_chaos import violations as lease_violations
+from tests.claims.test_chaos import OPS, Storm
+from tests.claims.test_chaos import violations as claim_violations
+from tests.leasing.test_chaos import _lab as lease_lab
+from tests.leasing.test_chaos import _storm as lease_storm
+from tests.leasing.test_chaos import violations as lease_violations
 
 # Short terms, so that a SIGKILLed leader is replaced within seconds.
 ELECTION = ("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",

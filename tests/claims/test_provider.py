@@ -13,7 +13,7 @@ import yaml
 from lessor.actors.provider import Readiness, merge, provider_from
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
-SAMPLE = Path(__file__).parent.parent / "deploy" / "samples" / "50-resourceprovider.yaml"
+SAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "50-resourceprovider.yaml"
 
 
 def provider(**spec: Any) -> dict[str, Any]:

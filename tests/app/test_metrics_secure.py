@@ -21,7 +21,7 @@ from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
 
-DEPLOY = Path(__file__).parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, str]:

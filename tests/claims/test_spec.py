@@ -22,7 +22,7 @@ from lessor.actors.claim_spec import (
 from lessor.actors.provider import Provider, Readiness, provider_from
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
-SAMPLES = Path(__file__).parent.parent / "deploy" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"
 SAMPLE_PROVIDER = yaml.safe_load((SAMPLES / "50-resourceprovider.yaml").read_text())
 ALICE, BOB = yaml.safe_load_all((SAMPLES / "70-resourceclaims.yaml").read_text())
 

@@ -26,7 +26,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import API_VERSION, CLIENT, EXPORTER, LEASE, NAMESPACE
 from lessor.operator import Operator, OperatorConfig
 
-DASHBOARD = Path(__file__).parent.parent / "deploy" / "monitoring" / "grafana-dashboard.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "grafana-dashboard.json"
 
 
 def scrape(port: int) -> str:

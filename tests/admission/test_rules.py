@@ -4,7 +4,7 @@ Each table feeds the same objects to the operator's function (what the
 actor would decide) and to the webhook (a whole AdmissionReview through
 `review`, with an in-memory `Lookup`), and asserts that they agree: both
 accept, or both refuse naming the same fields. Unit tests, no API server:
-tests/test_webhook_checks.py has the same rules through the real one.
+tests/admission/test_webhook_checks.py has the same rules through the real one.
 
 Against the checks as they were before they called the operator's code,
 15 rows fail: an exporterRef without a name admitted; a claim's template

@@ -1,4 +1,4 @@
-"""One run of the operator as deploy/ describes it, recorded for tests/test_pod.py and tests/test_rbac.py.
+"""One run of the operator as deploy/ describes it, recorded for tests/deploy/test_pod.py and tests/test_rbac.py.
 
 Everything about the pod is read from deploy/: the container's command, args,
 env, ports, probes, user, volumes and read-only root from deployment.yaml; the

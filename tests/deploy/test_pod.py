@@ -1,6 +1,6 @@
 """The operator run as deploy/ describes its pod, as the ServiceAccount, with in-cluster config.
 
-The run itself (tests/pod_run.py, fixture `operator_pod` in conftest.py) reads
+The run itself (tests/deploy/pod_run.py, fixture `operator_pod` in conftest.py) reads
 everything from deploy/: command and args, env, ports, probe paths, user,
 volumes, read-only root. The container runs in Linux namespaces on this
 machine (no container runtime here); see lessor/controlplane/pod.py for what

@@ -24,9 +24,15 @@ from lessor.install import install
 OPERATOR_NAMESPACE = "lessor-system"
 
 
+# Fixtures that bring up a control plane: a test using one (directly or through another fixture) is an
+# `apiserver` test. Tests that start their own `ControlPlane` say so with `@pytest.mark.apiserver`.
+CONTROL_PLANE_FIXTURES = frozenset({"controlplane", "killed_operator", "operator_process", "operator_pod",
+                                    "dev_metrics"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "controlplane" in getattr(item, "fixturenames", ()):
+        if CONTROL_PLANE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.apiserver)
 
 

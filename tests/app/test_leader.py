@@ -199,6 +199,7 @@ async def test_failed_watches_are_counted_by_http_code(kube: Gateway, kubeconfig
                 await task
 
 
+@pytest.mark.apiserver
 async def test_readyz_fails_while_the_api_server_is_stopped_and_recovers(tmp_path: Path) -> None:
     """SIGSTOP, as a frozen API server or a partition looks: connections stay open, nothing answers."""
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
@@ -266,6 +267,7 @@ async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.apiserver
 async def test_a_follower_only_watches_and_takes_over_without_a_relist(tmp_path: Path) -> None:
     from tests.leasing.test_chaos import _lab
 

@@ -68,6 +68,7 @@ async def _kill_leaders(replicas: Replicas, rng: random.Random, kills: list[floa
         replicas.start()
 
 
+@pytest.mark.apiserver
 @pytest.mark.parametrize("count", [2, 3])
 async def test_replicas_with_the_leader_sigkilled_during_a_lease_and_a_claim_storm(
     count: int, tmp_path: Path, settles: Any

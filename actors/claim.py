@@ -43,6 +43,7 @@ from lessor.model.keys import actor_address
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
+from .claim_approval import ApprovalWait, approval_state, approval_wait
 from .claim_protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
@@ -134,7 +135,7 @@ class ClaimActor(ObjectActor):
             case Observed(kind=CLAIM.kind, object=None):
                 await self._deleted()
             case Observed(kind=CLAIM.kind, object=Mapping() as obj) if newer(obj, self.obj):
-                changed = generation(obj) != generation(self.obj)
+                changed = generation(obj) != generation(self.obj) or approval_state(obj) != approval_state(self.obj)
                 self.obj = obj
                 if changed:
                     await self._evaluate()
@@ -207,6 +208,9 @@ class ClaimActor(ObjectActor):
             self.schedule("start", _Evaluate(), at=start)
             await self._write_status()
             return
+        if self._awaiting_approval() is not None:
+            await self._write_status()  # Bound=False, ApprovalPending or ApprovalRejected; a change of it wakes us
+            return
         if self.asking is None:
             self.pools = await self._matching_pools(self.spec)
             await self._ask_next()
@@ -233,6 +237,10 @@ class ClaimActor(ObjectActor):
             self.schedule("evaluate", _Evaluate(), delay=_RETRY)  # the pools are asked again
         else:
             await self._create_handle(self.spec)
+
+    def _awaiting_approval(self) -> ApprovalWait | None:
+        assert self.obj is not None and self.spec is not None
+        return approval_wait(self.obj, (resource.provider for resource in self.spec.resources))
 
     def _creation_disabled(self) -> str:
         """Why this claim may not get a handle of its own (`spec.disableCreation` of the claim or of one of its
@@ -420,9 +428,12 @@ class ClaimActor(ObjectActor):
             "lifespan": lifespan or None,
             "conditions": conditions,
         }
+        if handle is None and self.spec.valid and (wait := self._awaiting_approval()) and wait.initial:
+            new["approval"] = wait.initial
         if handle is not None and await self._auto_deleted({**status, **new}):
             return
-        if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan")) \
+        if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan", "approval")
+               if key in new) \
                 and same_conditions(status.get("conditions"), conditions):
             return
         if await self.write_status(new):  # else deleted: the deletion event stops us
@@ -473,6 +484,8 @@ class ClaimActor(ObjectActor):
         elif start is not None and (timestamp(start) or now) > now:
             bound = new_condition(BOUND, False, "Scheduled", f"spec.lifespan.start {start}: binding waits until then",
                                   now=now, observed_generation=gen)
+        elif (wait := self._awaiting_approval()) is not None:
+            bound = new_condition(BOUND, False, wait.reason, wait.message, now=now, observed_generation=gen)
         elif why := self._creation_disabled():
             bound = new_condition(BOUND, False, "WaitingForPool", f"{why}: waiting until a ResourcePool has a "
                                   "matching handle", now=now, observed_generation=gen)

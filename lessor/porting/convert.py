@@ -29,7 +29,7 @@ NOT_PORTED_KINDS = {
 _CARRIED: dict[str, frozenset[str]] = {
     "ResourceProvider": frozenset({"default", "override", "match", "matchIgnore", "updateFilters", "validation",
                                    "lifespan", "resourceRequiresClaim", "resourceName", "readinessCheck",
-                                   "template", "vars", "disableCreation"}),
+                                   "template", "vars", "disableCreation", "approval"}),
     "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
                                "resourceLabels", "resourceAnnotations", "vars"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
@@ -44,8 +44,6 @@ _CARRIED: dict[str, frozenset[str]] = {
 
 #: Why a Poolboy field is left out, where there is more to say than "lessor does not implement it".
 _WHY: dict[str, str] = {
-    "approval": "lessor has no approval step: claims of this provider would be served without approval. "
-                "Keep such claims on Poolboy, or gate them with RBAC on ResourceClaims",
     "parameters": "lessor has no provider parameters; put the values in the claim's resource template and "
                   "check them with spec.validation",
     "linkedResourceProviders": "lessor has no linked providers; list every resource in the claim or pool",

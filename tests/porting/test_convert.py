@@ -56,14 +56,20 @@ def test_poolboy_samples_become_lessor_objects_in_the_operator_namespace() -> No
     assert not [n for n in result.notes if n.dropped]  # everything else carries over
 
 
+def test_approval_carries_over() -> None:
+    result = convert([provider(approval={"required": True, "pendingMessage": "Waiting for the lab lead"})])
+    [obj] = result.objects
+    assert obj["spec"]["approval"] == {"required": True, "pendingMessage": "Waiting for the lab lead"}
+    assert "spec.approval" not in notes_of(result)
+
+
 def test_what_lessor_lacks_is_left_out_and_named_with_the_reason() -> None:
-    result = convert([provider(approval={"required": True}, parameters=[{"name": "size"}],
+    result = convert([provider(parameters=[{"name": "size"}],
                                linkedResourceProviders=[{"name": "base"}], healthCheck="true",
                                statusSummaryTemplate={}, futureField=1)])
     notes = notes_of(result)
     [obj] = result.objects
     assert set(obj["spec"]) == {"override"}
-    assert "without approval" in notes["spec.approval"]
     assert "no provider parameters" in notes["spec.parameters"]
     assert "no linked providers" in notes["spec.linkedResourceProviders"]
     assert notes["spec.futureField"] == "lessor does not implement it"
@@ -176,12 +182,12 @@ def test_other_kinds_and_lists_pass_through() -> None:
 
 def test_the_command_writes_yaml_and_reports_on_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
-    code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(approval={}))),
+    code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(healthCheck="x"))),
                        stdout=out, stderr=err)
     assert code == 0
     [obj] = list(yaml.safe_load_all(out.getvalue()))
     assert obj["metadata"]["namespace"] == "ops"
-    assert "ResourceProvider poolboy/p: spec.approval: left out: lessor has no approval step" in err.getvalue()
+    assert "ResourceProvider poolboy/p: spec.healthCheck: left out: lessor has no health check" in err.getvalue()
     assert "1 objects written, 1 fields or objects left out" in err.getvalue()
 
 

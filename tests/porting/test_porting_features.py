@@ -115,9 +115,6 @@ async def test_disable_creation_makes_a_claim_wait_for_a_pool(
                                          "spec": {**claim_spec,
                                                   "resources": [{"provider": {"name": provider}, "template": {}}]}})
 
-    def bound_reason(o: Mapping[str, Any]) -> str | None:
-        return next((c["reason"] for c in (o.get("status") or {}).get("conditions") or () if c["type"] == "Bound"), None)
-
     claim = await until(kube, CLAIM, namespace, "waits", lambda o: bound_reason(o) == "WaitingForPool")
     assert "resourceHandle" not in claim["status"] or claim["status"]["resourceHandle"] is None
     handles, _ = await kube.list(HANDLE, OPS)
@@ -174,3 +171,40 @@ async def test_auto_delete_deletes_a_claim_once_its_condition_holds_and_a_hostil
         failed = [e for e in events if e.get("reason") == "AutoDeleteFailed" and e["regarding"]["name"] == "hostile"]
         await asyncio.sleep(0.2)
     assert failed and "unsafe" in failed[0]["note"]
+
+
+def bound_reason(o: Mapping[str, Any]) -> str | None:
+    return next((c["reason"] for c in (o.get("status") or {}).get("conditions") or () if c["type"] == "Bound"), None)
+
+
+async def test_approval_holds_a_claim_until_approved_and_a_rejected_one_gets_nothing(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "approval", {
+        "approval": {"required": True, "pendingMessage": "Waiting for the lab lead."},
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace}}})
+    for name in ("approve-me", "reject-me"):
+        await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+                                             "spec": {"resources": [{"provider": {"name": provider},
+                                                                     "template": {"data": {"who": name}}}]}})
+    for name in ("approve-me", "reject-me"):
+        claim = await until(kube, CLAIM, namespace, name, lambda o: bound_reason(o) == "ApprovalPending")
+        assert claim["status"]["approval"] == {"state": "pending", "message": "Waiting for the lab lead."}
+        bound = next(c for c in claim["status"]["conditions"] if c["type"] == "Bound")
+        assert f"kubectl patch rclaim {name} --subresource=status" in bound["message"], bound
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert not [h for h in handles if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace]
+
+    await kube.patch_status(CLAIM, namespace, "approve-me", {"approval": {"state": "approved"}})
+    await kube.patch_status(CLAIM, namespace, "reject-me", {"approval": {"state": "rejected",
+                                                                          "message": "not this week"}})
+    claim = await until(kube, CLAIM, namespace, "approve-me", ready)
+    assert claim["status"]["approval"]["state"] == "approved"  # the operator never overwrites the approver
+    made_map = await kube.get(CONFIGMAP, namespace, claim["status"]["resources"][0]["reference"]["name"])
+    assert made_map["data"] == {"who": "approve-me"}
+    rejected = await until(kube, CLAIM, namespace, "reject-me", lambda o: bound_reason(o) == "ApprovalRejected")
+    bound = next(c for c in rejected["status"]["conditions"] if c["type"] == "Bound")
+    assert "not this week" in bound["message"], bound
+    assert not (rejected["status"].get("resourceHandle") or {}).get("name")
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert [h["spec"]["resourceClaim"]["name"] for h in handles
+            if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace] == ["approve-me"]

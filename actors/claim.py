@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, generation, name_of, newer, timestamp
+from lessor.model.fields import created_at, deleting, generation, mapping_at, name_of, newer, timestamp
 from lessor.model.handles import CLAIM_TEMPLATES, claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 
 _ANSWER_TIMEOUT = 10.0  # a pool that has not answered by then may have died with the question: ask again
 _RETRY = 5.0  # seconds before trying again what the API refused
+DETACHED = "Detached"  # Bound and Ready reason of a claim whose autoDetach.when held
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,13 @@ class ClaimActor(ObjectActor):
             await self._deleted()
             return
         named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]
+        if self._detached():  # its handle is gone for good: it waits for its end, and binds nothing
+            for extra in named:
+                await self._delete_extra(extra)
+            end = _lifespan_end(self.obj.get("status"))
+            if not await self._ended(end) and end is not None:
+                self.schedule("end", _Ended(end), at=end)
+            return
         mine = ((self.obj.get("status") or {}).get("resourceHandle") or {}).get("name")
         if mine:
             self.decided_generation = generation(self.obj)  # an end clamped before is not clamped anew
@@ -185,7 +193,9 @@ class ClaimActor(ObjectActor):
             return
         if obj is None or deleting(obj) or claim_of(obj) != (self.namespace, self.name):
             return
-        if self.handle is None:  # a handle names us (a pool's commit whose answer was lost): it is ours
+        if self._detached():
+            await self._delete_extra(obj)
+        elif self.handle is None:  # a handle names us (a pool's commit whose answer was lost): it is ours
             await self._adopt(obj, base=None, start=None)
         else:
             await self._delete_extra(obj)
@@ -194,6 +204,8 @@ class ClaimActor(ObjectActor):
 
     async def _evaluate(self) -> None:
         assert self.obj is not None
+        if self._detached():
+            return
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
         self.spec = await offload(resolve_claim, self.obj, self.providers, now=now)
@@ -398,6 +410,8 @@ class ClaimActor(ObjectActor):
     # --- status ---------------------------------------------------------------------------
 
     async def _write_status(self) -> None:
+        if self._detached():  # its last status stays as the detach wrote it
+            return
         assert self.obj is not None and self.spec is not None
         now = self.ctx.now()
         status = self.obj.get("status") or {}
@@ -432,6 +446,8 @@ class ClaimActor(ObjectActor):
             new["approval"] = wait.initial
         if handle is not None and await self._auto_deleted({**status, **new}):
             return
+        if handle is not None and await self._auto_detached({**status, **new}, conditions):
+            return
         if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan", "approval")
                if key in new) \
                 and same_conditions(status.get("conditions"), conditions):
@@ -440,29 +456,10 @@ class ClaimActor(ObjectActor):
             record_transitions(self.ctx.events, CLAIM, self.obj, status.get("conditions"), conditions)
 
     async def _auto_deleted(self, status: Mapping[str, Any]) -> bool:
-        """Delete the claim when its `spec.autoDelete.when` holds (Poolboy's feature, run here in the sandbox).
-
-        The expression sees `metadata`, `spec` and `status` of the claim (the status about to be written),
-        `resource_claim`, `resource_handle` and `resource_provider` (of the first resource). One that cannot
-        be evaluated deletes nothing: it is logged and recorded as an Event.
-        """
-        assert self.obj is not None and self.handle is not None
-        when = ((self.obj.get("spec") or {}).get("autoDelete") or {}).get("when")
-        if not isinstance(when, str) or not when.strip():
-            return False
-        first = self.spec.resources[0].provider if self.spec is not None and self.spec.resources else None
-        claim = {**self.obj, "status": dict(status)}
-        variables = {"metadata": claim.get("metadata"), "spec": claim.get("spec"), "status": claim["status"],
-                     "resource_claim": claim, "resource_handle": self.handle,
-                     "resource_provider": first.definition if first is not None else None}
-        try:
-            due = await offload(check_expression, f"({when}) | bool", variables)
-        except TemplateError as error:
-            log.info("claim %s/%s: spec.autoDelete.when: %s", self.namespace, self.name, error.message)
-            self.ctx.events.record(CLAIM, self.obj, WARNING, "AutoDeleteFailed",
-                                   f"spec.autoDelete.when could not be evaluated: {error.message}", "AutoDelete")
-            return False
-        if not due:
+        """Delete the claim when its `spec.autoDelete.when` holds (Poolboy's feature, run here in the sandbox)."""
+        assert self.obj is not None
+        when = await self._holds("autoDelete", status)
+        if when is None:
             return False
         self.ctx.events.record(CLAIM, self.obj, NORMAL, "AutoDelete", f"spec.autoDelete.when is true: {when}",
                                "Delete")
@@ -471,6 +468,66 @@ class ClaimActor(ObjectActor):
         except NotFound:
             pass
         return True
+
+    async def _auto_detached(self, status: Mapping[str, Any], conditions: Any) -> bool:
+        """Detach the claim when its `spec.autoDetach.when` holds (Poolboy's feature, run here in the sandbox):
+        its handle, and so its resources, are deleted; the claim stays, with its last status and
+        `status.resourceHandle.detached`, until its lifespan ends."""
+        assert self.obj is not None and self.handle is not None
+        when = await self._holds("autoDetach", status)
+        if when is None:
+            return False
+        now, gen, handle = self.ctx.now(), generation(self.obj), self.handle
+        end = _lifespan_end(status)
+        until = f"until its lifespan ends at {format_timestamp(end)}" if end is not None else "until it is deleted"
+        message = (f"spec.autoDetach.when is true ({when}): ResourceHandle {name_of(handle)} and its resources "
+                   f"are deleted; the claim stays, {until}")
+        detached = merge_condition(merge_condition(conditions, new_condition(
+            BOUND, False, DETACHED, message, now=now, observed_generation=gen)), new_condition(
+            READY, False, DETACHED, message, now=now, observed_generation=gen))
+        if not await self.write_status({"resourceHandle": {"name": name_of(handle),
+                                                           "namespace": self.ctx.operator_namespace,
+                                                           "detached": True},
+                                        "conditions": detached}):
+            return True  # deleted meanwhile: the deletion event stops us
+        self.ctx.events.record(CLAIM, self.obj, NORMAL, "AutoDetach", message, "Detach")
+        self.handle, self.base = None, None
+        try:
+            await self.ctx.api.delete(HANDLE, self.ctx.operator_namespace, name_of(handle))
+        except NotFound:
+            pass
+        if end is not None:
+            self.schedule("end", _Ended(end), at=end)
+        return True
+
+    async def _holds(self, field: str, status: Mapping[str, Any]) -> str | None:
+        """`spec.<field>.when` when it holds for the claim with `status` (about to be written), else None.
+
+        The expression sees `metadata`, `spec` and `status` of the claim, `resource_claim`, `resource_handle`
+        and `resource_provider` (of the first resource). One that cannot be evaluated holds not: it is
+        logged and recorded as a Warning Event (`AutoDeleteFailed`, `AutoDetachFailed`).
+        """
+        assert self.obj is not None
+        when = ((self.obj.get("spec") or {}).get(field) or {}).get("when")
+        if not isinstance(when, str) or not when.strip():
+            return None
+        first = self.spec.resources[0].provider if self.spec is not None and self.spec.resources else None
+        claim = {**self.obj, "status": dict(status)}
+        variables = {"metadata": claim.get("metadata"), "spec": claim.get("spec"), "status": claim["status"],
+                     "resource_claim": claim, "resource_handle": self.handle,
+                     "resource_provider": first.definition if first is not None else None}
+        try:
+            due = await offload(check_expression, f"({when}) | bool", variables)
+        except TemplateError as error:
+            action = field[0].upper() + field[1:]
+            log.info("claim %s/%s: spec.%s.when: %s", self.namespace, self.name, field, error.message)
+            self.ctx.events.record(CLAIM, self.obj, WARNING, f"{action}Failed",
+                                   f"spec.{field}.when could not be evaluated: {error.message}", action)
+            return None
+        return when if due else None
+
+    def _detached(self) -> bool:
+        return mapping_at(mapping_at(self.obj, "status"), "resourceHandle").get("detached") is True
 
     def _unbound_conditions(self, now: datetime, gen: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
         assert self.obj is not None and self.spec is not None

@@ -34,7 +34,7 @@ _CARRIED: dict[str, frozenset[str]] = {
                                "resourceLabels", "resourceAnnotations", "vars"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
                                  "resourceLabels", "resourceAnnotations"}),
-    "ResourceClaim": frozenset({"resources", "lifespan", "disableCreation", "autoDelete"}),
+    "ResourceClaim": frozenset({"resources", "lifespan", "disableCreation", "autoDelete", "autoDetach"}),
     "Client": frozenset({"username"}),
     "Exporter": frozenset({"enabled", "username"}),
     "ExporterAccessPolicy": frozenset({"exporterSelector", "policies"}),
@@ -53,7 +53,6 @@ _WHY: dict[str, str] = {
     "resourceClaimLabels": "lessor does not label or annotate claims for the provider",
     "preferenceScore": "lessor reads preferenceScore on pools (a claim asks the highest first), not on handles",
     "deleteUnhealthyResourceHandles": "lessor has no health check to act on",
-    "autoDetach": "lessor has no autoDetach condition; set spec.lifespan.end",
     "provider": "provider mode (a provider with parameters instead of resources) is not implemented in lessor",
 }
 

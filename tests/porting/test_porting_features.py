@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timedelta, timezone
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -208,3 +209,29 @@ async def test_approval_holds_a_claim_until_approved_and_a_rejected_one_gets_not
     handles, _ = await kube.list(HANDLE, OPS)
     assert [h["spec"]["resourceClaim"]["name"] for h in handles
             if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace] == ["approve-me"]
+
+
+async def test_auto_detach_deletes_the_handle_and_its_resource_and_the_claim_stays_until_its_end(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "detach", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "metadata": {"namespace": namespace}}})
+    end = (datetime.now(timezone.utc) + timedelta(seconds=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = "status.resources[0].state.data.phase == 'failed'"
+    for name, phase in (("failed", "failed"), ("running", "running")):
+        await kube.create(CLAIM, namespace, {
+            "apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"autoDetach": {"when": when}, "lifespan": {"end": end},
+                     "resources": [{"provider": {"name": provider}, "template": {"data": {"phase": phase}}}]}})
+    detached = await until(kube, CLAIM, namespace, "failed", lambda o: bound_reason(o) == "Detached")
+    assert detached["status"]["resourceHandle"]["detached"] is True
+    handle, resource = detached["status"]["resourceHandle"]["name"], detached["status"]["resources"][0]["reference"]
+    await gone(kube, HANDLE, OPS, handle)
+    await gone(kube, CONFIGMAP, namespace, resource["name"])
+    running = await until(kube, CLAIM, namespace, "running", ready)  # its condition does not hold: untouched
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert [h["spec"]["resourceClaim"]["name"] for h in handles
+            if (h["spec"].get("resourceClaim") or {}).get("namespace") == namespace] == ["running"]
+    claim = await kube.get(CLAIM, namespace, "failed")  # still there, with no other handle, until its end
+    assert claim["status"]["resourceHandle"] == detached["status"]["resourceHandle"]
+    await gone(kube, CLAIM, namespace, "failed", timeout=40)
+    assert running["status"]["resourceHandle"]["name"]

@@ -235,9 +235,6 @@ _CACHE_LIMIT = 4_096
 _compiled: dict[tuple[str, str, str], AccessPolicy] = {}
 """Each policy version compiled once, shared by every caller (immutable): keyed by (uid, resourceVersion, name)."""
 _sets: dict[tuple[tuple[str, str, str], ...], PolicySet] = {}
-_by_tuple: dict[int, tuple[tuple[Mapping[str, Any], ...], PolicySet]] = {}
-_TUPLES_LIMIT = 64  # a tuple holds a namespace's policy objects alive: few are kept
-"""The same tuple of policy objects (by identity) compiled once more is the same `PolicySet`."""
 """Each set of policy versions compiled once, so its memos serve every lease that sees the same versions."""
 
 
@@ -259,16 +256,11 @@ def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
     """Compile ExporterAccessPolicy objects; broken parts admit no one and say why (admission refuses them).
 
     Objects from the API server (with uid and resourceVersion) are compiled once per version, and the same
-    versions give back the same `PolicySet`; the result must be treated as immutable. A tuple seen before (the
-    topology hands out one per namespace until a policy in it changes) is answered without a walk over it."""
-    if isinstance(objects, tuple) and (seen := _by_tuple.get(id(objects))) is not None and seen[0] is objects:
-        return seen[1]
-    given = objects
+    versions give back the same `PolicySet`; the result must be treated as immutable."""
     objects = list(objects)
     versions = [_version(obj) for obj in objects]
     whole = tuple(sorted(v for v in versions if v is not None)) if all(versions) else None
     if whole is not None and (known := _sets.get(whole)) is not None:
-        _remember_tuple(given, known)
         return known
     compiled = []
     for obj, version in zip(objects, versions):
@@ -282,15 +274,7 @@ def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
     result = PolicySet(tuple(compiled))
     if whole is not None:
         _remember(_sets, whole, result)
-        _remember_tuple(given, result)
     return result
-
-
-def _remember_tuple(objects: Iterable[Mapping[str, Any]], compiled: PolicySet) -> None:
-    if isinstance(objects, tuple):  # kept alive here, so its id cannot be reused while remembered
-        if len(_by_tuple) >= _TUPLES_LIMIT:
-            _by_tuple.pop(next(iter(_by_tuple)))
-        _by_tuple[id(objects)] = (objects, compiled)
 
 
 def _compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:

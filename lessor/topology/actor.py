@@ -73,14 +73,11 @@ class TopologyState:
 
 
 class TopologyActor(Actor):
-    __slots__ = ("state", "topology", "policy_lists")
+    __slots__ = ("state", "topology")
 
     def __init__(self, state: TopologyState) -> None:
         self.state = state
         self.topology = state.topology
-        # Each namespace's policies as one tuple, the same object until one of them changes: every lease
-        # asks for them, and the policy compiler knows a tuple it has seen (no per-lease walk over them).
-        self.policy_lists: dict[str, tuple[JSON, ...]] = {}
 
     async def started(self) -> None:
         # A restart may have lost the routing of the event it was handling: announce everything.
@@ -91,8 +88,6 @@ class TopologyActor(Actor):
         match message:
             case Event(type=event_type, object=obj):
                 change = self.topology.apply(event_type, dict(obj))
-                if change is not None and change.key.kind == POLICY:
-                    self.policy_lists.pop(change.key.namespace, None)
                 if change is not None and self.state.synced:
                     targets = self.topology.route(change)
                     if change.key.kind == PROVIDER:  # which provider an unbound claim uses may change with it
@@ -153,12 +148,6 @@ class TopologyActor(Actor):
         keys = sorted(self.topology.keys(kind, namespace))
         return tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
 
-    def _policies(self, namespace: str) -> tuple[JSON, ...]:
-        found = self.policy_lists.get(namespace)
-        if found is None:
-            found = self.policy_lists[namespace] = self._objects(POLICY, namespace)
-        return found
-
     def _existing(self, keys: set[ObjectKey]) -> tuple[JSON, ...]:
         return tuple(obj for key in sorted(keys) if (obj := self.topology.get(key)) is not None)
 
@@ -191,7 +180,7 @@ class TopologyActor(Actor):
                 holders[ref] = lease
         return LeaseWorldView(
             exporters=exporters,
-            policies=self._policies(ns),
+            policies=self._objects(POLICY, ns),
             client=self.topology.get(ObjectKey(CLIENT, ns, query.client)),
             holders=holders,
         )

@@ -225,32 +225,3 @@ def test_what_changed_while_down_is_told_to_the_actors_that_must_act(lab: Topolo
     ]
     pool, handle = key("ResourcePool", "p-gone", OPS), key("ResourceHandle", "guid-a", OPS)
     assert lab.dangling("spec.resourcePool") == {pool: {handle}}
-
-
-async def test_a_lease_gets_the_same_compiled_policies_until_one_of_them_changes() -> None:
-    """Every lease asks for its namespace's policies: one tuple and one compilation serve them all, and a
-    change of any policy gives the next lease the new set (not a stale one)."""
-    from lessor.actors.access_policy import compile_policies
-    from lessor.actors.queries import TOPOLOGY, LeaseWorld
-    from lessor.mailbox import ActorSystem
-    from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
-
-    def policy(name: str, version: str, priority: int) -> dict:
-        return obj("ExporterAccessPolicy", name, metadata={
-            "name": name, "namespace": "lab", "uid": f"uid-{name}", "resourceVersion": version},
-            spec={"exporterSelector": {}, "policies": [{"priority": priority, "from": [{"clientSelector": {}}]}]})
-
-    state = TopologyState(Topology(OPS))
-    async with ActorSystem(registry=None) as system:
-        system.register(TOPOLOGY, lambda _: TopologyActor(state))
-        for p in (policy("a", "1", 1), policy("b", "2", 2)):
-            system.tell(TOPOLOGY, Event(ADDED, p))
-        system.tell(TOPOLOGY, Synced())
-        ask = LeaseWorld("lab", {"matchLabels": {"board": "rpi4"}}, None, "alice")
-        first, again = await system.ask(TOPOLOGY, ask), await system.ask(TOPOLOGY, ask)
-        assert first.policies is again.policies
-        assert compile_policies(first.policies) is compile_policies(again.policies)
-        system.tell(TOPOLOGY, Event(MODIFIED, policy("b", "3", 7)))
-        changed = await system.ask(TOPOLOGY, ask)
-        assert changed.policies is not first.policies
-        assert [rule.priority for p in compile_policies(changed.policies).policies for rule in p.rules] == [1, 7]

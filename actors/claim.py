@@ -57,7 +57,7 @@ from .claim_updates import plan_update
 from .conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
 from .context import Context
 from .events import NORMAL, WARNING, record_transitions
-from .handle_render import POOL_NAME
+from .handle_render import POOL_NAME, status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from .object_actor import ObjectActor
 from .observed import Observed
@@ -441,6 +441,7 @@ class ClaimActor(ObjectActor):
             "resources": resources,
             "lifespan": lifespan or None,
             "conditions": conditions,
+            "summary": await self._summary(handle, resources, now) if handle is not None else None,
         }
         if handle is None and self.spec.valid and (wait := self._awaiting_approval()) and wait.initial:
             new["approval"] = wait.initial
@@ -448,12 +449,24 @@ class ClaimActor(ObjectActor):
             return
         if handle is not None and await self._auto_detached({**status, **new}, conditions):
             return
-        if all(status.get(key) == new[key] for key in ("resourceHandle", "resources", "lifespan", "approval")
-               if key in new) \
+        if all(status.get(key) == new[key]
+               for key in ("resourceHandle", "resources", "lifespan", "approval", "summary") if key in new) \
                 and same_conditions(status.get("conditions"), conditions):
             return
         if await self.write_status(new):  # else deleted: the deletion event stops us
             record_transitions(self.ctx.events, CLAIM, self.obj, status.get("conditions"), conditions)
+
+    async def _summary(self, handle: Mapping[str, Any], resources: list[dict[str, Any]], now: datetime) -> Any:
+        """`status.summary` from the last resource's provider's `statusSummaryTemplate` (as the pool/claim tool
+        does); a template that fails leaves none and says why in a Warning Event."""
+        assert self.obj is not None and self.spec is not None
+        last = self.spec.resources[-1].provider if self.spec.resources else None
+        if last is None:
+            return None
+        summary, error = await offload(status_summary, last, handle, self.obj, resources, now)
+        if error:
+            self.ctx.events.record(CLAIM, self.obj, WARNING, "SummaryFailed", error, "Summarize")
+        return summary
 
     async def _auto_deleted(self, status: Mapping[str, Any]) -> bool:
         """Delete the claim when its `spec.autoDelete.when` holds (Poolboy's feature, run here in the sandbox)."""

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.keys import reference_key
-from lessor.templates import TemplateError, template_variables
+from lessor.templates import TemplateError, render_object, template_variables
 
 from .conditions import new_condition
 from .provider import Object, Provider, clock
@@ -278,3 +278,28 @@ def rendered_condition(results: list[RenderedResource], *, now: datetime,
     waiting = "; ".join(result.message for result in results if result.waiting)
     return new_condition("Rendered", True, "Rendered", waiting or "every resource is rendered",
                          now=now, observed_generation=generation)
+
+
+def status_summary(provider: Provider, handle: Mapping[str, Any], claim: Mapping[str, Any],
+                   resources: list[Mapping[str, Any]], now: datetime) -> tuple[Any, str]:
+    """The provider's `statusSummaryTemplate` rendered for a bound claim (its `status.summary`, as the
+    pool/claim tool writes it): (summary, "") or (None, what went wrong); (None, "") without a template.
+
+    Every string is a template that sees the usual variables, the handle's (`guid`, `resource_states`,
+    ...), the provider's and handle's `vars`, and `resources`: the claim's `status.resources`.
+    """
+    template = (provider.definition.get("spec") or {}).get("statusSummaryTemplate")
+    if not isinstance(template, Mapping) or not template:
+        return None, ""
+    last = len((handle.get("spec") or {}).get("resources") or []) - 1
+    states = [entry.get("state") for entry in resources]
+    variables = {
+        **template_variables(resource_claim=claim, resource_handle=handle, resource_provider=provider.definition,
+                             clock=clock(now)),
+        **(handle_variables(handle, last, states, None) if last >= 0 else {}),
+        "resources": resources,
+    }
+    try:
+        return render_object(template, provider.with_vars(variables, handle), "/spec/statusSummaryTemplate"), ""
+    except TemplateError as error:
+        return None, f"ResourceProvider {provider.name} could not render {error}"

@@ -236,6 +236,7 @@ def _compile(canonical: str) -> Provider:
         errors += _template_errors("spec.default", default)
         errors += _template_errors("spec.override", override)
         errors += _template_errors("spec.vars", section("vars"))
+    errors += _template_errors("spec.statusSummaryTemplate", section("statusSummaryTemplate"))
     match = spec.get("match")
     if match is not None and not isinstance(match, Mapping):
         errors.append("spec.match: must be an object")

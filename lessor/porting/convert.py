@@ -29,7 +29,7 @@ NOT_PORTED_KINDS = {
 _CARRIED: dict[str, frozenset[str]] = {
     "ResourceProvider": frozenset({"default", "override", "match", "matchIgnore", "updateFilters", "validation",
                                    "lifespan", "resourceRequiresClaim", "resourceName", "readinessCheck",
-                                   "template", "vars", "disableCreation", "approval"}),
+                                   "template", "vars", "disableCreation", "approval", "statusSummaryTemplate"}),
     "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
                                "resourceLabels", "resourceAnnotations", "vars"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
@@ -48,7 +48,6 @@ _WHY: dict[str, str] = {
                   "check them with spec.validation",
     "linkedResourceProviders": "lessor has no linked providers; list every resource in the claim or pool",
     "healthCheck": "lessor has no health check; readinessCheck decides readiness",
-    "statusSummaryTemplate": "lessor writes no status summary",
     "resourceClaimAnnotations": "lessor does not label or annotate claims for the provider",
     "resourceClaimLabels": "lessor does not label or annotate claims for the provider",
     "preferenceScore": "lessor reads preferenceScore on pools (a claim asks the highest first), not on handles",

@@ -235,3 +235,32 @@ async def test_auto_detach_deletes_the_handle_and_its_resource_and_the_claim_sta
     assert claim["status"]["resourceHandle"] == detached["status"]["resourceHandle"]
     await gone(kube, CLAIM, namespace, "failed", timeout=40)
     assert running["status"]["resourceHandle"]["name"]
+
+
+async def test_the_status_summary_template_fills_a_bound_claims_summary_and_a_broken_one_fills_nothing(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    summary = {"phase": "{{ resources[0].state.data.phase }}", "handle": "{{ resource_handle.metadata.name }}",
+               "guid": "{{ guid }}", "fixed": "text"}
+    good = await made.create(PROVIDER, "summary", {
+        "statusSummaryTemplate": summary,
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace}}})
+    broken = await made.create(PROVIDER, "nosummary", {
+        "statusSummaryTemplate": {"x": "{{ resources[5].state }}"},  # valid Jinja2, fails when rendered
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace}}})
+    for name, provider in (("summed", good), ("unsummed", broken)):
+        await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name},
+                                             "spec": {"resources": [{"provider": {"name": provider},
+                                                                     "template": {"data": {"phase": "up"}}}]}})
+    claim = await until(kube, CLAIM, namespace, "summed", lambda o: ready(o) and (o["status"].get("summary")))
+    handle = claim["status"]["resourceHandle"]["name"]
+    assert claim["status"]["summary"] == {"phase": "up", "handle": handle, "guid": handle.split("-")[-1],
+                                          "fixed": "text"}
+    claim = await until(kube, CLAIM, namespace, "unsummed", ready)  # Ready all the same
+    assert claim["status"].get("summary") is None
+    failed: list[dict[str, Any]] = []
+    deadline = asyncio.get_running_loop().time() + 30
+    while not failed and asyncio.get_running_loop().time() < deadline:
+        events, _ = await kube.list(Resource("events.k8s.io", "v1", "Event", "events"), namespace)
+        failed = [e for e in events if e.get("reason") == "SummaryFailed" and e["regarding"]["name"] == "unsummed"]
+        await asyncio.sleep(0.2)
+    assert failed and "statusSummaryTemplate" in failed[0]["note"], failed

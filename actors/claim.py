@@ -393,6 +393,32 @@ class ClaimActor(ObjectActor):
         except ApiFailure as error:
             log.warning("claim %s/%s: writing the lifespan end failed: %s", self.namespace, self.name, error)
 
+    async def _default_end_from_first_ready(self, now: datetime) -> datetime | None:
+        """On first Ready, a claim that asked for no end gets the default lifespan from now (as the pool/claim
+        tool resets it): time spent provisioning is not taken from it. Still within the limits."""
+        assert self.obj is not None and self.handle is not None
+        if ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end") is not None:
+            return None
+        handle_lifespan = (self.handle.get("spec") or {}).get("lifespan") or {}
+        config, _ = LifespanConfig.parse(handle_lifespan, "spec.lifespan")
+        if config.default is None:
+            return None
+        now = now.replace(microsecond=0)
+        limit, _ = config.limit(created=created_at(self.obj) or now, now=now)
+        end = now + config.default if limit is None else min(now + config.default, limit)
+        current = timestamp(handle_lifespan.get("end"))
+        if current is not None and end <= current:
+            return None
+        try:
+            self.handle = await self.ctx.api.merge_patch(
+                HANDLE, self.ctx.operator_namespace, name_of(self.handle),
+                {"spec": {"lifespan": {"end": format_timestamp(end)}}})
+        except ApiFailure as error:
+            log.warning("claim %s/%s: moving the lifespan end on first Ready failed: %s", self.namespace, self.name,
+                        error)
+            return None
+        return end
+
     async def _ended(self, end: datetime | None) -> bool:
         """After `end` (its lifespan's) a claim whose handle is gone deletes itself (rule: resources, then
         the handle, then the claim)."""
@@ -434,6 +460,8 @@ class ClaimActor(ObjectActor):
             lifespan = self._lifespan_status(handle, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_timestamp(now.replace(microsecond=0))
+                if (end := await self._default_end_from_first_ready(now)) is not None:
+                    lifespan["end"] = format_timestamp(end)
         conditions = merge_condition(merge_condition(conditions, bound), ready)
         new = {
             "resourceHandle": ({"name": name_of(handle), "namespace": self.ctx.operator_namespace}

@@ -264,3 +264,29 @@ async def test_the_status_summary_template_fills_a_bound_claims_summary_and_a_br
         failed = [e for e in events if e.get("reason") == "SummaryFailed" and e["regarding"]["name"] == "unsummed"]
         await asyncio.sleep(0.2)
     assert failed and "statusSummaryTemplate" in failed[0]["note"], failed
+
+
+async def test_the_default_lifespan_counts_from_the_first_ready_not_from_binding(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    """Provisioning time is not taken from the default lifespan (the pool/claim tool's firstReady reset)."""
+    provider = await made.create(PROVIDER, "firstready", {
+        "lifespan": {"default": "1h", "maximum": "1d"},
+        "readinessCheck": "data is defined and data.ready is defined and data.ready == 'yes'",
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace}}})
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "slow"},
+                                         "spec": {"resources": [{"provider": {"name": provider},
+                                                                 "template": {"data": {"a": "b"}}}]}})
+    bound = await until(kube, CLAIM, namespace, "slow",
+                        lambda o: bound_reason(o) == "Bound" and (o["status"].get("resources") or [{}])[0].get("state"))
+    assert not ready(bound) and "firstReady" not in bound["status"]["lifespan"]
+    await asyncio.sleep(4)  # provisioning takes a while
+    await kube.merge_patch(CONFIGMAP, namespace, bound["status"]["resources"][0]["reference"]["name"],
+                           {"data": {"ready": "yes"}})
+    claim = await until(kube, CLAIM, namespace, "slow", ready)
+    lifespan = claim["status"]["lifespan"]
+    start, first_ready, end = (datetime.fromisoformat(lifespan[k].replace("Z", "+00:00"))
+                               for k in ("start", "firstReady", "end"))
+    assert first_ready - start >= timedelta(seconds=3), lifespan
+    assert end == first_ready + timedelta(hours=1), lifespan
+    handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
+    assert handle["spec"]["lifespan"]["end"] == lifespan["end"]

@@ -1,5 +1,5 @@
 """Waiting on the real API server, for the tests: read an object, poll it until a check holds, wait
-until it is gone. One copy, which the `until` fixture (conftest.py) and the test modules share."""
+until it is gone, wait for an object's Events. One copy, which the `until` fixture (conftest.py) and the test modules share."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway.resources import EVENT
 
 Check = Callable[[Mapping[str, Any]], bool]
 
@@ -60,3 +61,21 @@ async def record(kube: Gateway, res: Resource, ns: str, version: str, seen: Call
             history.append(seen(json.loads(line)["object"]))
     finally:
         resp.release()
+
+
+async def events_of(kube: Gateway, ns: str, name: str, kind: str | None = None) -> list[dict[str, Any]]:
+    items, _ = await kube.list(EVENT, ns)
+    return [e for e in items if e["regarding"].get("name") == name and kind in (None, e["regarding"].get("kind"))]
+
+
+async def wait_events(kube: Gateway, ns: str, name: str, check: Callable[[list[dict[str, Any]]], bool], *,
+                      kind: str | None = None, timeout: float = 30) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    found: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        found = await events_of(kube, ns, name, kind)
+        if check(found):
+            return found
+        await asyncio.sleep(0.2)
+    shown = [(e["type"], e["reason"], e.get("note"), e.get("series")) for e in found]
+    raise AssertionError(f"events of {ns}/{name} never got there: {shown}")

@@ -23,8 +23,8 @@ from lessor.actors.events import NORMAL, WARNING, record_transitions, severity
 from lessor.controlplane import ControlPlane
 from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EVENT, EXPORTER, LEASE, PROVIDER
-from tests.polling import until
+from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, LEASE, PROVIDER
+from tests.polling import events_of, until, wait_events
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -32,24 +32,6 @@ CONFIGMAP_KIND = Kind("v1", "ConfigMap")
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-
-
-async def events_of(kube: Gateway, ns: str, name: str, kind: str | None = None) -> list[dict[str, Any]]:
-    items, _ = await kube.list(EVENT, ns)
-    return [e for e in items if e["regarding"].get("name") == name and kind in (None, e["regarding"].get("kind"))]
-
-
-async def wait_events(kube: Gateway, ns: str, name: str, check: Callable[[list[dict[str, Any]]], bool], *,
-                      kind: str | None = None, timeout: float = 30) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    found: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        found = await events_of(kube, ns, name, kind)
-        if check(found):
-            return found
-        await asyncio.sleep(0.2)
-    shown = [(e["type"], e["reason"], e.get("note"), e.get("series")) for e in found]
-    raise AssertionError(f"events of {ns}/{name} never got there: {shown}")
 
 
 def with_reason(reason: str, type_: str = NORMAL) -> Callable[[list[dict[str, Any]]], bool]:

@@ -13,7 +13,7 @@ import pytest
 
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, POOL, PROVIDER
-from tests.polling import get, gone, until
+from tests.polling import get, gone, until, wait_events
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -165,13 +165,9 @@ async def test_auto_delete_deletes_a_claim_once_its_condition_holds_and_a_hostil
     for name in ("hostile", "running"):
         claim = await until(kube, CLAIM, namespace, name, ready)
         assert claim["metadata"].get("deletionTimestamp") is None
-    failed: list[dict[str, Any]] = []
-    deadline = asyncio.get_running_loop().time() + 30
-    while not failed and asyncio.get_running_loop().time() < deadline:
-        events, _ = await kube.list(Resource("events.k8s.io", "v1", "Event", "events"), namespace)
-        failed = [e for e in events if e.get("reason") == "AutoDeleteFailed" and e["regarding"]["name"] == "hostile"]
-        await asyncio.sleep(0.2)
-    assert failed and "unsafe" in failed[0]["note"]
+    events = await wait_events(kube, namespace, "hostile", lambda found: any(
+        e["reason"] == "AutoDeleteFailed" for e in found))
+    assert "unsafe" in next(e for e in events if e["reason"] == "AutoDeleteFailed")["note"]
 
 
 def bound_reason(o: Mapping[str, Any]) -> str | None:
@@ -257,13 +253,9 @@ async def test_the_status_summary_template_fills_a_bound_claims_summary_and_a_br
                                           "fixed": "text"}
     claim = await until(kube, CLAIM, namespace, "unsummed", ready)  # Ready all the same
     assert claim["status"].get("summary") is None
-    failed: list[dict[str, Any]] = []
-    deadline = asyncio.get_running_loop().time() + 30
-    while not failed and asyncio.get_running_loop().time() < deadline:
-        events, _ = await kube.list(Resource("events.k8s.io", "v1", "Event", "events"), namespace)
-        failed = [e for e in events if e.get("reason") == "SummaryFailed" and e["regarding"]["name"] == "unsummed"]
-        await asyncio.sleep(0.2)
-    assert failed and "statusSummaryTemplate" in failed[0]["note"], failed
+    events = await wait_events(kube, namespace, "unsummed", lambda found: any(
+        e["reason"] == "SummaryFailed" for e in found))
+    assert "statusSummaryTemplate" in next(e for e in events if e["reason"] == "SummaryFailed")["note"]
 
 
 async def test_the_default_lifespan_counts_from_the_first_ready_not_from_binding(

@@ -315,11 +315,14 @@ class HandleActor(ObjectActor):
             state = resource_state(live) if live is not None else None
             readiness = (await offload(provider.readiness, state, handle=self.obj, claim=self.claim, now=now)
                          if provider else Readiness(False))
+            health = (await offload(provider.healthy, state, handle=self.obj, claim=self.claim, now=now)
+                      if provider else None)
             item: dict[str, Any] = {
                 "name": entry.get("name") or (provider.resource_name if provider else ""),
                 "provider": {"name": provider_name},
                 "ready": readiness.ready is True,
-                "healthy": (result.rendered or result.waiting) and result.index not in self.failures,
+                "healthy": bool(result.rendered or result.waiting) and result.index not in self.failures
+                and health is not False,
             }
             if live is not None and reference is not None:
                 item["reference"] = dict(reference)

@@ -171,6 +171,7 @@ class PoolActor(ObjectActor):
             return
         await self._bind()
         await self._replace_unclaimed()
+        await self._delete_unhealthy()
         await self._replenish()
         if not self.status_due:
             self.status_due = True
@@ -213,7 +214,8 @@ class PoolActor(ObjectActor):
         return self.handles.bound_to((namespace, claim))
 
     def _best_match(self, spec: ClaimSpec, taken: set[str]) -> Mapping[str, Any] | None:
-        return self.handles.unbound.best(spec, taken)  # an index, not a scan (`handle_index`)
+        unhealthy = {name for name, h in self.handles.unbound.free.items() if not _healthy(h)}  # never given away
+        return self.handles.unbound.best(spec, taken | unhealthy)  # an index, not a scan (`handle_index`)
 
     async def _commit(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> Mapping[str, Any] | None:
         """Bind `handle` to the claim under a resourceVersion precondition.
@@ -332,6 +334,18 @@ class PoolActor(ObjectActor):
                 await self._delete_unbound(handle)
             else:
                 self.schedule(("unclaimed", name_of(handle)), _Unclaimed(name_of(handle)), at=end)
+
+    async def _delete_unhealthy(self) -> None:
+        """With `spec.deleteUnhealthyResourceHandles`, an unbound handle whose provider's healthCheck fails is
+        deleted (replenishing replaces it); without it, it stays but is never bound."""
+        assert self.obj is not None
+        if (self.obj.get("spec") or {}).get("deleteUnhealthyResourceHandles") is not True:
+            return
+        unhealthy = [h for h in self._unbound() if not _healthy(h)]
+        for handle in unhealthy:
+            self.ctx.events.record(HANDLE, handle, NORMAL, "Unhealthy", f"ResourcePool {self.name} deletes it "
+                                   "(deleteUnhealthyResourceHandles): a resource failed its healthCheck", "Delete")
+        await _gather(self._delete_unbound(h) for h in unhealthy)
 
     async def _delete_unbound(self, handle: Mapping[str, Any]) -> None:
         """Delete a handle only as a version known to be unbound: a precondition keeps a bound one alive."""

@@ -81,6 +81,7 @@ class Provider:
     resource_requires_claim: bool
     resource_name: str
     readiness_check: str | None
+    health_check: str | None
     api_version: str | None
     """The apiVersion the provider fixes, when known before rendering (None: a template in override sets it)."""
     kind: str | None
@@ -162,6 +163,19 @@ class Provider:
                 status = f"Ready is {condition.get('status')} ({reason})"
                 return Readiness(False, f"{status}: {detail}" if detail else status)
         return Readiness(True)
+
+    def healthy(self, state: Mapping[str, Any] | None, *, handle: Mapping[str, Any] | None = None,
+                claim: Mapping[str, Any] | None = None, now: datetime) -> bool | None:
+        """`healthCheck` (a Jinja2 expression, the pool/claim tool's) on a created resource: None when there is
+        no check, no resource yet, or the expression cannot be evaluated (unknown is not unhealthy)."""
+        if self.health_check is None or state is None:
+            return None
+        variables = check_variables(state, resource_claim=claim, resource_handle=handle,
+                                    resource_provider=self.definition, clock=clock(now))
+        try:
+            return bool(check_expression(self.health_check, variables))
+        except TemplateError:
+            return None
 
 
 def provider_from(obj: Mapping[str, Any]) -> Provider:
@@ -273,12 +287,13 @@ def _compile(canonical: str) -> Provider:
             continue
         checks.append(Check(str(entry.get("name") or expression), expression))
 
-    readiness_check = spec.get("readinessCheck")
-    if readiness_check is not None:
-        try:
-            compile_expression(readiness_check)
-        except Exception as error:
-            errors.append(f"spec.readinessCheck: {describe(error)}")
+    readiness_check, health_check = spec.get("readinessCheck"), spec.get("healthCheck")
+    for field, expression in (("readinessCheck", readiness_check), ("healthCheck", health_check)):
+        if expression is not None:
+            try:
+                compile_expression(expression)
+            except Exception as error:
+                errors.append(f"spec.{field}: {describe(error)}")
 
     lifespan, lifespan_errors = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
     errors += lifespan_errors
@@ -305,6 +320,7 @@ def _compile(canonical: str) -> Provider:
         resource_requires_claim=spec.get("resourceRequiresClaim") is True,
         resource_name=str(spec.get("resourceName") or name),
         readiness_check=readiness_check,
+        health_check=health_check,
         api_version=api_version,
         kind=kind,
         errors=tuple(errors),

@@ -29,9 +29,10 @@ NOT_PORTED_KINDS = {
 _CARRIED: dict[str, frozenset[str]] = {
     "ResourceProvider": frozenset({"default", "override", "match", "matchIgnore", "updateFilters", "validation",
                                    "lifespan", "resourceRequiresClaim", "resourceName", "readinessCheck",
-                                   "template", "vars", "disableCreation", "approval", "statusSummaryTemplate"}),
+                                   "template", "vars", "disableCreation", "approval", "statusSummaryTemplate",
+                                   "healthCheck"}),
     "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
-                               "resourceLabels", "resourceAnnotations", "vars"}),
+                               "resourceLabels", "resourceAnnotations", "vars", "deleteUnhealthyResourceHandles"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
                                  "resourceLabels", "resourceAnnotations"}),
     "ResourceClaim": frozenset({"resources", "lifespan", "disableCreation", "autoDelete", "autoDetach"}),
@@ -47,11 +48,9 @@ _WHY: dict[str, str] = {
     "parameters": "lessor has no provider parameters; put the values in the claim's resource template and "
                   "check them with spec.validation",
     "linkedResourceProviders": "lessor has no linked providers; list every resource in the claim or pool",
-    "healthCheck": "lessor has no health check; readinessCheck decides readiness",
     "resourceClaimAnnotations": "lessor does not label or annotate claims for the provider",
     "resourceClaimLabels": "lessor does not label or annotate claims for the provider",
     "preferenceScore": "lessor reads preferenceScore on pools (a claim asks the highest first), not on handles",
-    "deleteUnhealthyResourceHandles": "lessor has no health check to act on",
     "provider": "provider mode (a provider with parameters instead of resources) is not implemented in lessor",
 }
 

@@ -59,24 +59,23 @@ def test_poolboy_samples_become_lessor_objects_in_the_operator_namespace() -> No
 def test_approval_and_the_status_summary_carry_over() -> None:
     summary = {"url": "{{ resources[0].state.data.url }}"}
     result = convert([provider(approval={"required": True, "pendingMessage": "Waiting for the lab lead"},
-                               statusSummaryTemplate=summary)])
+                               statusSummaryTemplate=summary, healthCheck="status.phase != 'Failed'")])
     [obj] = result.objects
     assert obj["spec"]["approval"] == {"required": True, "pendingMessage": "Waiting for the lab lead"}
     assert obj["spec"]["statusSummaryTemplate"] == summary
-    assert not {"spec.approval", "spec.statusSummaryTemplate"} & set(notes_of(result))
+    assert obj["spec"]["healthCheck"] == "status.phase != 'Failed'"
+    assert not {"spec.approval", "spec.statusSummaryTemplate", "spec.healthCheck"} & set(notes_of(result))
 
 
 def test_what_lessor_lacks_is_left_out_and_named_with_the_reason() -> None:
     result = convert([provider(parameters=[{"name": "size"}],
-                               linkedResourceProviders=[{"name": "base"}], healthCheck="true",
-                               futureField=1)])
+                               linkedResourceProviders=[{"name": "base"}], futureField=1)])
     notes = notes_of(result)
     [obj] = result.objects
     assert set(obj["spec"]) == {"override"}
     assert "no provider parameters" in notes["spec.parameters"]
     assert "no linked providers" in notes["spec.linkedResourceProviders"]
     assert notes["spec.futureField"] == "lessor does not implement it"
-    assert "spec.healthCheck" in notes
     assert all(str(n).startswith("ResourceProvider poolboy/p: ") for n in result.notes)
 
 
@@ -185,12 +184,12 @@ def test_other_kinds_and_lists_pass_through() -> None:
 
 def test_the_command_writes_yaml_and_reports_on_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
-    code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(healthCheck="x"))),
+    code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(parameters=[]))),
                        stdout=out, stderr=err)
     assert code == 0
     [obj] = list(yaml.safe_load_all(out.getvalue()))
     assert obj["metadata"]["namespace"] == "ops"
-    assert "ResourceProvider poolboy/p: spec.healthCheck: left out: lessor has no health check" in err.getvalue()
+    assert "ResourceProvider poolboy/p: spec.parameters: left out: lessor has no provider parameters" in err.getvalue()
     assert "1 objects written, 1 fields or objects left out" in err.getvalue()
 
 

@@ -282,3 +282,32 @@ async def test_the_default_lifespan_counts_from_the_first_ready_not_from_binding
     assert end == first_ready + timedelta(hours=1), lifespan
     handle = await kube.get(HANDLE, OPS, claim["status"]["resourceHandle"]["name"])
     assert handle["spec"]["lifespan"]["end"] == lifespan["end"]
+
+
+async def test_an_unhealthy_pool_handle_is_never_bound_and_deleted_when_the_pool_says_so(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "health", {
+        "healthCheck": "data is not defined or data.health is not defined or data.health != 'bad'",
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace}}})
+    entries = [{"provider": {"name": provider}, "template": {"data": {"a": "b"}}}]
+    keeps = await made.create(POOL, "keeps", {"minAvailable": 1, "resources": entries})
+    await until(kube, POOL, OPS, keeps, available(1))
+    [kept] = [h for h in (await kube.list(HANDLE, OPS))[0] if (h["spec"].get("resourcePool") or {}).get("name") == keeps]
+    await kube.merge_patch(CONFIGMAP, namespace, kept["status"]["resources"][0]["reference"]["name"],
+                           {"data": {"health": "bad"}})
+    await until(kube, HANDLE, OPS, kept["metadata"]["name"], lambda h: h["status"].get("healthy") is False)
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c1"},
+                                         "spec": {"resources": entries}})
+    claim = await until(kube, CLAIM, namespace, "c1", ready)  # a handle of its own, not the unhealthy one
+    assert claim["status"]["resourceHandle"]["name"] != kept["metadata"]["name"]
+    assert (await kube.get(HANDLE, OPS, kept["metadata"]["name"]))["spec"].get("resourceClaim") is None
+
+    deletes = await made.create(POOL, "deletes", {"minAvailable": 1, "deleteUnhealthyResourceHandles": True,
+                                                  "resources": entries})
+    await until(kube, POOL, OPS, deletes, available(1))
+    [sick] = [h for h in (await kube.list(HANDLE, OPS))[0] if (h["spec"].get("resourcePool") or {}).get("name") == deletes]
+    await kube.merge_patch(CONFIGMAP, namespace, sick["status"]["resources"][0]["reference"]["name"],
+                           {"data": {"health": "bad"}})
+    await gone(kube, HANDLE, OPS, sick["metadata"]["name"])  # deleted, with its resource
+    await gone(kube, CONFIGMAP, namespace, sick["status"]["resources"][0]["reference"]["name"])
+    await until(kube, POOL, OPS, deletes, available(1))  # and replaced

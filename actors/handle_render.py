@@ -237,9 +237,13 @@ POOL_TO_HANDLE = ("vars", "resourceLabels", "resourceAnnotations")
 
 
 def carried_to_handles(pool: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The pool's `spec.vars`, `resourceLabels` and `resourceAnnotations`, for the spec of a handle it creates."""
+    """The pool's `spec.vars`, `resourceLabels`, `resourceAnnotations` and `preferenceScore`, for the spec of a
+    handle it creates."""
     spec = (pool or {}).get("spec") or {}
-    return {key: copy.deepcopy(spec[key]) for key in POOL_TO_HANDLE if isinstance(spec.get(key), Mapping)}
+    carried = {key: copy.deepcopy(spec[key]) for key in POOL_TO_HANDLE if isinstance(spec.get(key), Mapping)}
+    if isinstance(spec.get("preferenceScore"), int | float) and not isinstance(spec["preferenceScore"], bool):
+        carried["preferenceScore"] = spec["preferenceScore"]
+    return carried
 
 
 def handle_variables(handle: Mapping[str, Any], index: int, states: list[Mapping[str, Any] | None] | None,

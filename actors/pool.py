@@ -408,10 +408,13 @@ def _seconds(moment: datetime) -> datetime:
     return moment.replace(microsecond=0)
 
 
-def _preference(handle: Mapping[str, Any]) -> tuple[bool, str, str]:
-    """Ready handles first, then the oldest: the order in which the pool hands them out."""
+def _preference(handle: Mapping[str, Any]) -> tuple[bool, float, str, str]:
+    """Ready handles first, then the highest `spec.preferenceScore`, then the oldest: the order in which the pool
+    hands them out."""
     created = created_at(handle)
-    return not _ready(handle), format_timestamp(created) if created else "", name_of(handle)
+    score = (handle.get("spec") or {}).get("preferenceScore")
+    score = float(score) if isinstance(score, int | float) and not isinstance(score, bool) else 0.0
+    return not _ready(handle), -score, format_timestamp(created) if created else "", name_of(handle)
 
 
 async def _gather(coroutines: Iterable[Awaitable[Any]]) -> list[Any]:

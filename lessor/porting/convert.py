@@ -34,7 +34,7 @@ _CARRIED: dict[str, frozenset[str]] = {
     "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
                                "resourceLabels", "resourceAnnotations", "vars", "deleteUnhealthyResourceHandles"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
-                                 "resourceLabels", "resourceAnnotations"}),
+                                 "resourceLabels", "resourceAnnotations", "preferenceScore"}),
     "ResourceClaim": frozenset({"resources", "lifespan", "disableCreation", "autoDelete", "autoDetach"}),
     "Client": frozenset({"username"}),
     "Exporter": frozenset({"enabled", "username"}),
@@ -50,7 +50,6 @@ _WHY: dict[str, str] = {
     "linkedResourceProviders": "lessor has no linked providers; list every resource in the claim or pool",
     "resourceClaimAnnotations": "lessor does not label or annotate claims for the provider",
     "resourceClaimLabels": "lessor does not label or annotate claims for the provider",
-    "preferenceScore": "lessor reads preferenceScore on pools (a claim asks the highest first), not on handles",
     "provider": "provider mode (a provider with parameters instead of resources) is not implemented in lessor",
 }
 

@@ -311,3 +311,24 @@ async def test_an_unhealthy_pool_handle_is_never_bound_and_deleted_when_the_pool
     await gone(kube, HANDLE, OPS, sick["metadata"]["name"])  # deleted, with its resource
     await gone(kube, CONFIGMAP, namespace, sick["status"]["resources"][0]["reference"]["name"])
     await until(kube, POOL, OPS, deletes, available(1))  # and replaced
+
+
+async def test_among_a_pools_ready_handles_the_highest_preference_score_is_bound_first(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "hscore", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                   "metadata": {"namespace": namespace}}})
+    entries = [{"provider": {"name": provider}, "template": {"data": {"a": "b"}}}]
+    pool = await made.create(POOL, "hscore", {"minAvailable": 2, "preferenceScore": 3, "resources": entries})
+    await until(kube, POOL, OPS, pool, available(2))
+    handles = sorted((h for h in (await kube.list(HANDLE, OPS))[0]
+                      if (h["spec"].get("resourcePool") or {}).get("name") == pool),
+                     key=lambda h: (h["metadata"]["creationTimestamp"], h["metadata"]["name"]))
+    assert [h["spec"]["preferenceScore"] for h in handles] == [3, 3]  # copied from the pool
+    newest = handles[-1]["metadata"]["name"]
+    await kube.merge_patch(HANDLE, OPS, newest, {"spec": {"preferenceScore": 10}})
+    await until(kube, HANDLE, OPS, newest, lambda h: h["spec"].get("preferenceScore") == 10)
+    await asyncio.sleep(1)  # the pool sees the change
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c1"},
+                                         "spec": {"resources": entries}})
+    claim = await until(kube, CLAIM, namespace, "c1", ready)
+    assert claim["status"]["resourceHandle"]["name"] == newest  # not the oldest: the highest score

@@ -261,7 +261,13 @@ class LeaseActor(ObjectActor):
                                               holder=_holder(o, view.holders)) for o in view.exporters]
         self.shapes = {(o.get("metadata") or {}).get("name", ""): _shape(o) for o in view.exporters}
         client_labels = ((view.client.get("metadata") or {}).get("labels") or {}) if view.client else None
-        result = resolve(request, client_labels, exporters, compile_policies(view.policies), now=now)
+        policies = compile_policies(view.policies)
+        if policies.open and request.created and now < request.created + _SETTLE:
+            # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
+            # still be on its way (another watch), and open access would grant what it forbids.
+            self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
+            return
+        result = resolve(request, client_labels, exporters, policies, now=now)
         if isinstance(result, Verdict):
             if result.reason in _SETTLING and request.created and now < request.created + _SETTLE:
                 self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)

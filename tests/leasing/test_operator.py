@@ -196,6 +196,30 @@ async def test_a_policy_created_after_a_waiting_lease_ends_it_when_too_short(kub
     assert ready(await kube.get(LEASE, namespace, "short"))
 
 
+async def test_a_lease_applied_with_its_policy_is_not_granted_under_open_access_first(
+        kube: Gateway, namespace: str) -> None:
+    """Found by `lessor dev`: its sample policy's watch event came after the lease's, and the lease, seeing no
+    policy at all, was granted under open access what the policy forbids. A young lease in a namespace without
+    policies waits the settle time before it counts on there being none."""
+    await exporter(kube, namespace, "e1", board="rpi")
+    await client(kube, namespace, "alice", team="qa")
+    await lease(kube, namespace, "long", selector={"board": "rpi"}, duration="4h")
+    await asyncio.sleep(0.5)  # the policy a moment later, as a second watch may deliver it
+    await policy(kube, namespace, "p", {"matchLabels": {"board": "rpi"}}, rule(20, team="qa", max_duration="2h"))
+    got = await until(kube, namespace, "long", has("Unsatisfiable", "DurationExceeded"))
+    assert not ready(got)
+    assert "exporterRef" not in (got.get("status") or {})
+
+
+async def test_a_lease_in_a_namespace_without_policies_is_granted_under_open_access(
+        kube: Gateway, namespace: str) -> None:
+    await exporter(kube, namespace, "e1", board="rpi")
+    await client(kube, namespace, "alice", team="qa")
+    await lease(kube, namespace, "open", selector={"board": "rpi"}, duration="4h")
+    got = await until(kube, namespace, "open", ready)
+    assert got["status"]["exporterRef"]["name"] == "e1"
+
+
 async def test_a_policy_without_limit_is_used_when_the_limited_one_is_too_short(kube: Gateway, namespace: str) -> None:
     await exporter(kube, namespace, "e1", board="rpi")
     await client(kube, namespace, "alice", team="qa")

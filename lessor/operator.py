@@ -50,7 +50,6 @@ from lessor.telemetry import configure_telemetry
 from lessor.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
-_tracer = trace.get_tracer("lessor.operator")
 
 
 @dataclass
@@ -78,10 +77,14 @@ class OperatorConfig:
 
 
 class Operator:
-    def __init__(self, config: OperatorConfig, gateway: Gateway, registry: CollectorRegistry) -> None:
+    def __init__(self, config: OperatorConfig, gateway: Gateway, registry: CollectorRegistry,
+                 tracer_provider: trace.TracerProvider | None = None) -> None:
+        """`tracer_provider`: where the spans go (default: the global one `lessor.telemetry` installs)."""
         self.config = config
         self.gateway = gateway
         self.registry = registry
+        self.tracer_provider = tracer_provider
+        self._tracer = trace.get_tracer("lessor.operator", tracer_provider=tracer_provider)
         self.informers = [
             Informer(gateway, res, self.on_event, inactivity_timeout=config.watch_inactivity_timeout)
             for res in LESSOR_RESOURCES
@@ -126,10 +129,13 @@ class Operator:
         if kind == "ResourceProvider" and event.type != "DELETED":
             self.created_kinds.watch_provider(event.object)
         # The root of a trace: from this watch event through every actor message it causes.
-        with _tracer.start_as_current_span(
-            f"receive {event.object.get('kind', '')} {event.type}", kind=trace.SpanKind.CONSUMER,
-            attributes={"messaging.system": "kubernetes-watch", "messaging.operation.type": "receive",
-                        "k8s.object.name": event.object.get("metadata", {}).get("name", "")},
+        metadata = event.object.get("metadata") or {}
+        with self._tracer.start_as_current_span(
+            f"receive {kind}", kind=trace.SpanKind.CONSUMER,
+            attributes={"messaging.system": "kubernetes-watch", "messaging.operation.name": "receive",
+                        "messaging.operation.type": "receive", "messaging.destination.name": kind,
+                        "k8s.event.type": event.type, "k8s.namespace.name": metadata.get("namespace", ""),
+                        "k8s.object.name": metadata.get("name", "")},
         ):
             await self._to_topology(Event(event.type, event.object))
 
@@ -204,7 +210,8 @@ class Operator:
         rebuilt from the informers' caches (no relist), and the replica follows again.
         """
         while True:
-            async with ActorSystem(registry=self.registry, on_escalation=_escalated) as system:
+            async with ActorSystem(registry=self.registry, on_escalation=_escalated,
+                                   tracer_provider=self.tracer_provider) as system:
                 self.system = system
                 self._register_actors(system)
                 self._accepting.set()

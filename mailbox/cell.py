@@ -255,7 +255,12 @@ class Cell:
             self.actor = actor
             self.starting = True
             try:
-                await actor.started()
+                first = self.inbox[0] if self.inbox else None
+                if first is not None and first.context is not None:
+                    with self.system._tracing.start(self.address, first):
+                        await actor.started()
+                else:
+                    await actor.started()
             finally:
                 self.starting = False
         except asyncio.CancelledError:

@@ -120,16 +120,18 @@ def _cumulative(h: Handling) -> list[tuple[str, float]]:
 
 
 def _by_name(handling: Mapping[type, Handling]) -> dict[str, Handling]:
-    """Key by class name, the label value; classes sharing a name are summed rather than emitted twice."""
+    """Key by public class name (`_Decide` is `Decide`), the label value; classes sharing a name are summed
+    rather than emitted twice."""
     named: dict[str, Handling] = {}
     for cls, h in handling.items():
-        total = named.get(cls.__name__)
+        name = cls.__name__.lstrip("_")
+        total = named.get(name)
         if total is None:
-            named[cls.__name__] = h
+            named[name] = h
             continue
         merged = Handling()
         merged.failed = total.failed + h.failed
         merged.seconds = total.seconds + h.seconds
         merged.buckets = [a + b for a, b in zip(total.buckets, h.buckets, strict=True)]
-        named[cls.__name__] = merged
+        named[name] = merged
     return named

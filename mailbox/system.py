@@ -210,12 +210,13 @@ class ActorSystem:
         key: Hashable | None,
         links: tuple[Context, ...] = (),
         bounded: bool = True,
+        parent: Context | None = None,
     ) -> None:
         envelope = Envelope(message, sender, None, key)
         if not self._tracing.enabled:
             self._post(address, envelope, bounded)
             return
-        span, envelope.context, envelope.id = self._tracing.send(address, message, links)
+        span, envelope.context, envelope.id = self._tracing.send(address, message, links, parent)
         with trace.use_span(span, end_on_exit=True):
             self._post(address, envelope, bounded)
 
@@ -283,8 +284,9 @@ class ActorSystem:
     def _timer_due(self, address: str, message: Any, context: Context | None) -> None:
         # Timer messages skip the mailbox bound: an actor's own keyed timers
         # are few, and dropping one (a lease's expiry) would be a silent bug.
-        # The delivery starts a new trace linked to the one that armed it.
-        self._tell(address, message, address, None, (context,) if context is not None else (), bounded=False)
+        # The delivery continues the trace that armed it (a child, and a link that says so).
+        self._tell(address, message, address, None, (context,) if context is not None else (), bounded=False,
+                   parent=context)
 
     def _escalated(self, address: str, error: BaseException) -> None:
         if self._on_escalation is None:

@@ -32,25 +32,40 @@ class Tracing:
         self._tracer = provider.get_tracer("lessor.mailbox")
         self._ids = itertools.count(1)
 
-    def send(self, address: str, message: Any, links: Sequence[Context] = ()) -> tuple[Span, Context, int]:
-        """Start the PRODUCER span under the current context; return it, the context carrying it, the message id."""
+    def send(self, address: str, message: Any, links: Sequence[Context] = (),
+             parent: Context | None = None) -> tuple[Span, Context, int]:
+        """Start the PRODUCER span under `parent` (default: the current context); return it, the context
+        carrying it, the message id. A timer passes the context that armed it as both parent and link."""
         message_id = next(self._ids)
         span = self._tracer.start_span(
-            f"send {type(message).__name__}",
+            f"send {destination_template(address)}",
+            context=parent,
             kind=SpanKind.PRODUCER,
-            attributes=_attributes(address, "send", message_id),
+            attributes=_attributes(address, "send", message_id, message),
             links=_links(links),
         )
-        return span, trace.set_span_in_context(span, otel_context.get_current()), message_id
+        return span, trace.set_span_in_context(span, parent or otel_context.get_current()), message_id
 
     @contextmanager
     def process(self, address: str, envelope: Envelope) -> Iterator[None]:
         """The CONSUMER span around one handling: child of the send, linked to the sends it superseded."""
+        with self._consumer(f"process {destination_template(address)}", address, envelope, "process"):
+            yield
+
+    @contextmanager
+    def start(self, address: str, envelope: Envelope) -> Iterator[None]:
+        """An actor's start-up (`started`) in the trace of the message that activated it: what it reads and
+        writes to rebuild its state belongs to that message's story, not to a trace of its own."""
+        with self._consumer(f"start {destination_template(address)}", address, envelope, "start"):
+            yield
+
+    @contextmanager
+    def _consumer(self, name: str, address: str, envelope: Envelope, operation: str) -> Iterator[None]:
         span = self._tracer.start_span(
-            f"process {type(envelope.message).__name__}",
+            name,
             context=envelope.context,
             kind=SpanKind.CONSUMER,
-            attributes=_attributes(address, "process", envelope.id),
+            attributes=_attributes(address, operation, envelope.id, envelope.message),
             links=_links(envelope.links or ()),
         )
         with trace.use_span(span, end_on_exit=True):
@@ -61,12 +76,29 @@ class Tracing:
                 raise
 
 
-def _attributes(address: str, operation: str, message_id: int) -> dict[str, str]:
+def destination_template(address: str) -> str:
+    """An address with its object's namespace and name as placeholders: `lease/lab/l1` is
+    `lease/{namespace}/{name}` (OpenTelemetry's low-cardinality destination template)."""
+    kind, _, rest = address.partition("/")
+    if not rest:
+        return kind
+    return f"{kind}/{{namespace}}/{{name}}" if "/" in rest else f"{kind}/{{name}}"
+
+
+def message_type(message: Any) -> str:
+    """The message's type, as spans and metrics name it: a private `_Decide` is `Decide`."""
+    return type(message).__name__.lstrip("_")
+
+
+def _attributes(address: str, operation: str, message_id: int, message: Any) -> dict[str, str]:
     return {
         "messaging.system": SYSTEM,
-        "messaging.operation.type": operation,
+        "messaging.operation.name": operation,
+        "messaging.operation.type": "send" if operation == "send" else "process",
         "messaging.destination.name": address,
+        "messaging.destination.template": destination_template(address),
         "messaging.message.id": str(message_id),
+        "lessor.message.type": message_type(message),
     }
 
 

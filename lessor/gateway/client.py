@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -141,6 +141,10 @@ def open_session(cfg: Configuration) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
 
 
+EXPECTED_REFUSALS = frozenset({404, 409})
+"""Answers that are how lessor learns something (gone; lost a compare-and-set), not errors of the request."""
+
+
 class Gateway:
     """One connection pool to one API server; every request is counted by verb and kind."""
 
@@ -155,6 +159,10 @@ class Gateway:
         self._reads = asyncio.Semaphore(READ_CONCURRENCY)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
         self.host = (cfg.host or "").rstrip("/")
+        split = urlsplit(self.host)
+        # OpenTelemetry's HTTP client attributes: the host alone, and the port apart (default by scheme).
+        self._server: dict[str, str | int] = {"server.address": split.hostname or "",
+                                              "server.port": split.port or (443 if split.scheme == "https" else 80)}
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._metric = Counter(
             "lessor_api_requests", "Requests to the API server by verb, kind and HTTP code (connection: no "
@@ -174,8 +182,9 @@ class Gateway:
         self._discovered: dict[tuple[str, str], Resource] = {}
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, *, registry: CollectorRegistry | None = None) -> Gateway:
-        return cls(await load_configuration(kubeconfig), registry=registry)
+    async def connect(cls, kubeconfig: str | None = None, *, registry: CollectorRegistry | None = None,
+                      tracer_provider: trace.TracerProvider | None = None) -> Gateway:
+        return cls(await load_configuration(kubeconfig), registry=registry, tracer_provider=tracer_provider)
 
     async def close(self) -> None:
         await self._http.close()
@@ -237,7 +246,8 @@ class Gateway:
         data = orjson.dumps(body) if body is not None else None
         with self._tracer.start_as_current_span(
             f"{verb} {kind}", kind=trace.SpanKind.CLIENT,
-            attributes={"http.request.method": method, "url.path": path, "server.address": self.host},
+            attributes={"http.request.method": method, "url.full": self.url(path, params), **self._server,
+                        "lessor.api.verb": verb, "lessor.api.kind": kind},
         ) as span:
             began = time.monotonic()
             try:
@@ -245,10 +255,15 @@ class Gateway:
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 self._observe(verb, kind, failure_code(err), began)
                 self.reachability.failed(f"{method} {path}: {_describe(err)}")
+                span.set_attribute("error.type", type(err).__name__)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, _describe(err)))
                 raise
             self._observe(verb, kind, str(result[0]), began)
             self._answered(result[0], f"{method} {path}")
             span.set_attribute("http.response.status_code", result[0])
+            if result[0] >= 400 and result[0] not in EXPECTED_REFUSALS:
+                span.set_attribute("error.type", str(result[0]))
+                span.set_status(trace.Status(trace.StatusCode.ERROR, f"HTTP {result[0]}"))
         if result[0] >= 300:
             raise ApiError(result[0], result[1], f"{method} {path}")
         return result[1] or {}

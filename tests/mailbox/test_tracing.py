@@ -1,4 +1,5 @@
-"""Tracing: a conversation across actors is one trace; a coalesced message's span links the sends it replaced."""
+"""Tracing: a conversation across actors is one trace, an actor's start-up and its timers included; a coalesced
+message's span links the sends it replaced; names and attributes follow OpenTelemetry's messaging conventions."""
 
 from __future__ import annotations
 
@@ -83,7 +84,12 @@ class Harness:
         system.register("relay", lambda _: Relay(self.answers, self.done, self.entered, self.gate))
 
     def span(self, name: str) -> ReadableSpan:
-        (found,) = [s for s in self.exporter.get_finished_spans() if s.name == name]
+        """`send Forward`: the span of that operation on a message of that type; else a span by its name."""
+        operation, _, message_type = name.partition(" ")
+        (found,) = [s for s in self.exporter.get_finished_spans()
+                    if (s.attributes or {}).get("messaging.operation.name") == operation
+                    and (s.attributes or {}).get("lessor.message.type") == message_type] \
+            or [s for s in self.exporter.get_finished_spans() if s.name == name]
         return found
 
 
@@ -122,12 +128,16 @@ async def test_tell_then_ask_across_three_actors_is_one_trace() -> None:
     assert [s.kind for s in chain[1:]] == [SpanKind.PRODUCER, SpanKind.CONSUMER] * 3
     send = dict(h.span("send Forward").attributes or {})
     process = dict(h.span("process Forward").attributes or {})
+    assert (h.span("send Forward").name, h.span("process Forward").name) == ("send relay/{name}", "process relay/{name}")
     assert send["messaging.operation.type"] == "send"
     assert process == {
         "messaging.system": "lessor",
+        "messaging.operation.name": "process",
         "messaging.operation.type": "process",
         "messaging.destination.name": "relay/b",
+        "messaging.destination.template": "relay/{name}",
         "messaging.message.id": send["messaging.message.id"],
+        "lessor.message.type": "Forward",
     }
 
 
@@ -141,20 +151,46 @@ async def test_a_coalesced_message_is_processed_under_the_newest_send_and_links_
             system.tell("relay/d", Snapshot(version), coalesce="snapshot")
         h.gate.set()
         await h.done.wait()
-    sends = [s for s in h.exporter.get_finished_spans() if s.name == "send Snapshot"]
-    (process,) = [s for s in h.exporter.get_finished_spans() if s.name == "process Snapshot"]
+    sends = [s for s in h.exporter.get_finished_spans() if (s.attributes or {}).get("lessor.message.type") == "Snapshot"
+             and s.kind == SpanKind.PRODUCER]
+    process = h.span("process Snapshot")
     assert len(sends) == 3
     assert parent_of(process, sends[2])
     assert [link.context.span_id for link in process.links] == [context_of(s).span_id for s in sends[:2]]
 
 
-async def test_a_timer_delivery_starts_a_new_trace_linked_to_the_handling_that_armed_it() -> None:
+async def test_a_timer_delivery_continues_the_trace_that_armed_it_and_links_it() -> None:
     h = Harness()
     async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
         h.register(system)
         system.tell("relay/t", Arm())
         await h.done.wait()
     armed_by, fired, delivered = h.span("process Arm"), h.span("send WakeUp"), h.span("process WakeUp")
-    assert fired.parent is None
+    assert parent_of(fired, armed_by)
     assert [link.context.span_id for link in fired.links] == [context_of(armed_by).span_id]
     assert parent_of(delivered, fired)
+
+
+class Greeter(Actor):
+    """Its start-up tells another actor: that work belongs to the trace of the message that woke it."""
+
+    async def started(self) -> None:
+        self.tell("relay/s", Forward())
+
+    async def receive(self, message: Any) -> Any:
+        return None
+
+
+async def test_an_actors_start_up_runs_in_the_trace_of_the_message_that_activated_it() -> None:
+    h = Harness()
+    async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
+        h.register(system)
+        system.register("greeter", lambda _: Greeter())
+        system.tell("greeter/g", Start())
+        await h.done.wait()
+    sent, start, told = h.span("send Start"), h.span("start Start"), h.span("send Forward")
+    assert start.name == "start greeter/{name}"
+    assert parent_of(start, sent) and parent_of(told, start)
+    assert context_of(h.span("process Question")).trace_id == context_of(sent).trace_id
+    assert all(s.attributes and s.attributes["messaging.destination.template"] in (
+        "greeter/{name}", "relay/{name}") for s in h.exporter.get_finished_spans())

@@ -1,0 +1,152 @@
+"""Traces a developer can follow, against the real API server: one lease, from the watch event of its creation
+to the write that makes it Ready, is one trace with one root; every span follows OpenTelemetry's messaging and
+HTTP client conventions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from prometheus_client import CollectorRegistry
+
+from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.controlplane.processes import free_port
+from lessor.gateway import Gateway
+from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
+from lessor.install import install
+from lessor.operator import Operator, OperatorConfig
+from tests.polling import until
+
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+NS = "lab"
+
+pytestmark = pytest.mark.apiserver
+
+
+@contextlib.asynccontextmanager
+async def traced_operator(tmp_path: Path) -> AsyncIterator[tuple[Gateway, InMemorySpanExporter]]:
+    """Its own control plane and an operator in this process whose spans go to memory."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
+        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+            await install(kube, OPS, progress=lambda _: None)
+            await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            config = OperatorConfig(operator_namespace=OPS, bind_address="127.0.0.1", health_port=free_port(),
+                                    metrics_port=free_port(), exporter_heartbeat_timeout=60.0)
+            async with await Gateway.connect(str(cp.kubeconfig), registry=CollectorRegistry(),
+                                             tracer_provider=provider) as gateway:
+                op = Operator(config, gateway, CollectorRegistry(), tracer_provider=provider)
+                task = asyncio.create_task(op.run())
+                try:
+                    while not op.ready()[0]:
+                        assert not task.done(), task.exception()
+                        await asyncio.sleep(0.05)
+                    yield kube, spans
+                finally:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+
+async def lab(kube: Gateway, exporters: int) -> None:
+    for i in range(exporters):
+        await kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter",
+                                         "metadata": {"name": f"e{i}", "labels": {"board": "rpi"}}})
+        await kube.patch_status(EXPORTER, NS, f"e{i}", {
+            "lastSeen": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "exporterStatus": "Available"})
+    await kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client",
+                                   "metadata": {"name": "alice", "labels": {"team": "qa"}}})
+    await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "p"},
+                                   "spec": {"exporterSelector": {"matchLabels": {"board": "rpi"}}, "policies": [
+                                       {"priority": 10, "from": [{"clientSelector": {"matchLabels": {"team": "qa"}}}]}]}})
+
+
+async def a_lease(kube: Gateway, name: str) -> None:
+    await kube.create(LEASE, NS, {"apiVersion": API, "kind": "Lease", "metadata": {"name": name}, "spec": {
+        "clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi"}}, "duration": "1h"}})
+
+
+def ready(obj: Any) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def writes(spans: Sequence[ReadableSpan], verb: str, kind: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.kind == SpanKind.CLIENT and attributes(s).get("lessor.api.verb") == verb
+            and attributes(s).get("lessor.api.kind") == kind]
+
+
+async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_root(tmp_path: Path) -> None:
+    async with traced_operator(tmp_path) as (kube, spans):
+        await lab(kube, 2)
+        await asyncio.sleep(1)
+        spans.clear()
+        await a_lease(kube, "l1")
+        lease = await until(kube, LEASE, NS, "l1", ready)
+        await asyncio.sleep(0.5)  # the spans of the Ready write end just after it
+        finished = spans.get_finished_spans()
+    exporter = lease["status"]["exporterRef"]["name"]
+    commit = [s for s in writes(finished, "patch", "Exporter") if exporter in attributes(s)["url.full"]]
+    ready_write = [s for s in writes(finished, "patch", "Lease") if "/leases/l1/status" in attributes(s)["url.full"]]
+    assert commit and ready_write, [s.name for s in finished]
+    trace_id = ready_write[-1].context.trace_id
+    assert commit[0].context.trace_id == trace_id  # the exporter's commit and the lease's Ready: one trace
+    story = [s for s in finished if s.context.trace_id == trace_id]
+    roots = [s for s in story if s.parent is None]
+    assert [r.name for r in roots] == ["receive Lease"], [r.name for r in roots]
+    assert attributes(roots[0])["k8s.object.name"] == "l1" and attributes(roots[0])["k8s.event.type"] == "ADDED"
+    ids = {s.context.span_id for s in story}
+    assert all(s.parent is None or s.parent.span_id in ids for s in story), "a span whose parent is elsewhere"
+    types = {attributes(s).get("lessor.message.type") for s in story}
+    assert {"Observed", "Want", "Offer", "Accept", "Granted"} <= types, types
+    assert any(s.name == "start lease/{namespace}/{name}" for s in story)  # the lease actor's start-up, in it
+
+
+async def test_every_span_of_a_small_storm_follows_the_conventions(tmp_path: Path) -> None:
+    async with traced_operator(tmp_path) as (kube, spans):
+        await lab(kube, 3)
+        await asyncio.gather(*(a_lease(kube, f"l{i}") for i in range(6)))
+        for i in range(6):
+            await until(kube, LEASE, NS, f"l{i}", lambda o: bool((o.get("status") or {}).get("conditions")))
+        await asyncio.sleep(0.5)
+        finished = spans.get_finished_spans()
+    assert finished
+    problems = []
+    for span in finished:
+        a = attributes(span)
+        if "_" in span.name.split(" ")[-1][:1]:
+            problems.append(f"{span.name}: a private name")
+        if span.kind in (SpanKind.PRODUCER, SpanKind.CONSUMER):
+            missing = {"messaging.system", "messaging.operation.name", "messaging.operation.type",
+                       "messaging.destination.name"} - a.keys()
+            if missing:
+                problems.append(f"{span.name}: without {sorted(missing)}")
+            elif a["messaging.system"] == "lessor":
+                if span.name != f"{a['messaging.operation.name']} {a['messaging.destination.template']}":
+                    problems.append(f"{span.name}: not '{{operation}} {{destination template}}'")
+                if a["lessor.message.type"].startswith("_"):
+                    problems.append(f"{span.name}: private message type {a['lessor.message.type']}")
+        elif span.kind == SpanKind.CLIENT:
+            missing = {"http.request.method", "url.full", "server.address", "server.port"} - a.keys()
+            if missing:
+                problems.append(f"{span.name}: without {sorted(missing)}")
+            elif "://" in str(a["server.address"]) or not isinstance(a["server.port"], int):
+                problems.append(f"{span.name}: server.address {a['server.address']!r} port {a['server.port']!r}")
+            elif "http.response.status_code" not in a and span.status.is_ok:
+                problems.append(f"{span.name}: no status code and no error")
+    assert not problems, problems[:20]

@@ -101,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "and print the URL of a graph")
     dev.add_argument("--prometheus-port", type=int, default=19090,
                      help="with --metrics: Prometheus' port on 127.0.0.1 (default: %(default)s)")
+    dev.add_argument("--traces", action="store_true",
+                     help="trace the operator into DIR/traces.jsonl, for `lessor trace lease NAMESPACE/NAME`")
+
+    tr = sub.add_parser(
+        "trace", help="print the trace of a lease's or claim's creation as a waterfall",
+        description="Read the spans `lessor dev --traces` (or `lessor run` with OTEL_TRACES_EXPORTER=jsonl and "
+        "LESSOR_TRACES_FILE) wrote, find the trace that starts at the watch event of the object's creation, "
+        "and print every span in it, indented under its parent: when it started after that event (ms), how "
+        "long it took, where it ran, errors. It answers `why did my lease wait 4 s?`.",
+    )
+    tr.add_argument("kind", choices=["lease", "claim"], help="what to trace")
+    tr.add_argument("target", metavar="NAMESPACE/NAME", help="the lease or claim")
+    tr.add_argument("--file", type=Path, default=Path(".lessor/dev/traces.jsonl"),
+                    help="the spans file (default: %(default)s, where `lessor dev --traces` writes)")
 
     topo = sub.add_parser(
         "topology", help="print the topology of a cluster (Graphviz DOT)",
@@ -295,6 +309,10 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         from lessor.dev import run_dev
 
         return await run_dev(args)
+    if args.command == "trace":
+        from lessor.tracefile import print_trace
+
+        return print_trace(args.kind, args.target, args.file, sys.stdout)
     if args.command == "topology":
         from lessor.gateway import LESSOR_RESOURCES, Gateway
         from lessor.topology import ADDED, Topology

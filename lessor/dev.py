@@ -23,6 +23,7 @@ from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import Child
 from lessor.dev_prometheus import SCRAPE_SECONDS, find_prometheus, graph_url, prometheus_child
 from lessor.devlock import folder_lock
+from lessor.tracefile import TRACES_FILE_ENV
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER
 from lessor.install import install
@@ -125,6 +126,10 @@ async def _dev(args: argparse.Namespace, prometheus: str | None) -> None:
 async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, gateway: Gateway,
                          prometheus: str | None) -> None:
     webhook = ["--no-webhook"] if args.no_webhook else ["--webhook-port", str(args.webhook_port)]
+    if args.traces:  # the operator inherits the environment
+        traces = (args.dir / "traces.jsonl").resolve()
+        os.environ.update({"OTEL_TRACES_EXPORTER": "jsonl", TRACES_FILE_ENV: str(traces)})
+        _say(f"tracing the operator into {traces}: `lessor trace lease NAMESPACE/NAME` prints one lease's trace")
     operator = Child("lessor run", [
         sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
         "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -21,8 +22,10 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 
+from lessor.tracefile import DEFAULT_TRACES_FILE, TRACES_FILE_ENV, JsonLinesExporter
+
 DEFAULT_SERVICE_NAME = "lessor"
-EXPORTERS = ("otlp", "console", "none")
+EXPORTERS = ("otlp", "console", "jsonl", "none")
 
 
 def tracer_provider_from_env() -> TracerProvider | None:
@@ -31,7 +34,8 @@ def tracer_provider_from_env() -> TracerProvider | None:
     `OTEL_TRACES_EXPORTER` is a comma-separated list of `otlp` (OTLP over
     HTTP/protobuf; endpoint, headers, timeout, TLS and compression come from
     the `OTEL_EXPORTER_OTLP_*` variables, default http://localhost:4318),
-    `console` and `none`. Unset means `none`: an operator that nobody traces
+    `console`, `jsonl` (lessor's: JSON lines appended to `LESSOR_TRACES_FILE`, which `lessor trace`
+    reads) and `none`. Unset means `none`: an operator that nobody traces
     pays nothing for spans. `OTEL_SDK_DISABLED=true` also turns tracing off.
     `OTEL_SERVICE_NAME` defaults to `lessor`; `OTEL_RESOURCE_ATTRIBUTES`,
     `OTEL_TRACES_SAMPLER` and the span limits are read by the SDK itself.
@@ -50,6 +54,9 @@ def tracer_provider_from_env() -> TracerProvider | None:
     for name in dict.fromkeys(names):
         if name == "otlp":
             provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
+        elif name == "jsonl":
+            path = Path(os.environ.get(TRACES_FILE_ENV) or DEFAULT_TRACES_FILE)
+            provider.add_span_processor(BatchSpanProcessor(JsonLinesExporter(path), schedule_delay_millis=1000))
         else:
             # stdout as it is now: the exporter's default is bound when its module is imported.
             provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(service_name=service, out=sys.stdout)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,13 +25,13 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
 from lessor.install import install
 from lessor.operator import Operator, OperatorConfig
+from lessor.tracefile import JsonLinesExporter, print_trace
 from tests.polling import until
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
 NS = "lab"
 
-pytestmark = pytest.mark.apiserver
 
 
 @contextlib.asynccontextmanager
@@ -39,6 +40,7 @@ async def traced_operator(tmp_path: Path) -> AsyncIterator[tuple[Gateway, InMemo
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(tmp_path / "traces.jsonl")))
     async with ControlPlane(tmp_path / "cp", ensure_binaries(), controller_manager=False) as cp:
         async with await Gateway.connect(str(cp.kubeconfig)) as kube:
             await install(kube, OPS, progress=lambda _: None)
@@ -91,6 +93,7 @@ def writes(spans: Sequence[ReadableSpan], verb: str, kind: str) -> list[Readable
             and attributes(s).get("lessor.api.kind") == kind]
 
 
+@pytest.mark.apiserver
 async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_root(tmp_path: Path) -> None:
     async with traced_operator(tmp_path) as (kube, spans):
         await lab(kube, 2)
@@ -116,7 +119,17 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
     assert {"Observed", "Want", "Offer", "Accept", "Granted"} <= types, types
     assert any(s.name == "start lease/{namespace}/{name}" for s in story)  # the lease actor's start-up, in it
 
+    out = io.StringIO()  # `lessor trace lease lab/l1`, from the file the same spans went to
+    assert print_trace("lease", "lab/l1", tmp_path / "traces.jsonl", out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1].split()[2:4] == ["receive", "Lease"] and len(lines) == len(story) + 1, lines
+    shown = "\n".join(lines)
+    assert "patch Exporter" in shown and "patch Lease" in shown and "Granted @ lease/lab/l1" in shown, shown
+    offsets = [float(line.split()[0]) for line in lines[1:]]
+    assert offsets[0] == 0.0 and all(offset >= 0 for offset in offsets)
 
+
+@pytest.mark.apiserver
 async def test_every_span_of_a_small_storm_follows_the_conventions(tmp_path: Path) -> None:
     async with traced_operator(tmp_path) as (kube, spans):
         await lab(kube, 3)
@@ -150,3 +163,13 @@ async def test_every_span_of_a_small_storm_follows_the_conventions(tmp_path: Pat
             elif "http.response.status_code" not in a and span.status.is_ok:
                 problems.append(f"{span.name}: no status code and no error")
     assert not problems, problems[:20]
+
+
+def test_lessor_trace_says_what_to_do_without_a_file_or_a_trace(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="run `lessor dev --traces`"):
+        print_trace("lease", "lab/l1", tmp_path / "none.jsonl", io.StringIO())
+    (tmp_path / "t.jsonl").write_text("")
+    with pytest.raises(ValueError, match="no trace of the creation of lease lab/l1"):
+        print_trace("lease", "lab/l1", tmp_path / "t.jsonl", io.StringIO())
+    with pytest.raises(ValueError, match="NAMESPACE/NAME"):
+        print_trace("lease", "l1", tmp_path / "t.jsonl", io.StringIO())

@@ -21,8 +21,8 @@ from lessor.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES, VALIDATING_WEBHOOK as WEBHOOKS
 
-COMMANDS = ["controlplane", "install", "run", "dev", "topology", "convert", "migrate", "bench", "bench apiserver",
-            "bench leases"]
+COMMANDS = ["controlplane", "install", "run", "dev", "topology", "trace", "convert", "migrate", "bench",
+            "bench apiserver", "bench leases"]
 
 
 def lessor(*args: str, cwd: Path, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,137 @@
+"""Spans to a file of JSON lines, and one object's trace read back from it as a terminal waterfall.
+
+No trace viewer can be installed here from the registries this project reaches (Jaeger's Go module
+leaves out its web UI), so `lessor dev --traces` has the operator write its spans to a file
+(`OTEL_TRACES_EXPORTER=jsonl`, `LESSOR_TRACES_FILE`) and `lessor trace lease NAMESPACE/NAME` prints
+the trace of that lease's creation: every span, indented under its parent, with when it started
+after the watch event, how long it took, the actor it ran in and its status. Any OTLP viewer still
+works with `OTEL_TRACES_EXPORTER=otlp`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+TRACES_FILE_ENV = "LESSOR_TRACES_FILE"
+DEFAULT_TRACES_FILE = "lessor-traces.jsonl"
+ROOTS = {"lease": "Lease", "claim": "ResourceClaim"}
+"""`lessor trace KIND`: the kind whose watch event roots the trace."""
+
+
+class JsonLinesExporter(SpanExporter):
+    """One JSON object per span, appended: what `lessor trace` reads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = b"".join(orjson.dumps(_record(span)) + b"\n" for span in spans)
+        with self._lock, self.path.open("ab") as out:
+            out.write(lines)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _record(span: ReadableSpan) -> dict[str, Any]:
+    context = span.context
+    return {
+        "trace": f"{context.trace_id:032x}" if context else "",
+        "span": f"{context.span_id:016x}" if context else "",
+        "parent": f"{span.parent.span_id:016x}" if span.parent else None,
+        "name": span.name,
+        "start": span.start_time or 0,
+        "end": span.end_time or span.start_time or 0,
+        "error": not span.status.is_ok,
+        "description": span.status.description or "",
+        "attributes": {key: value for key, value in (span.attributes or {}).items()
+                       if isinstance(value, str | int | float | bool)},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    trace: str
+    span: str
+    parent: str | None
+    name: str
+    start: int  # nanoseconds since the epoch
+    end: int
+    error: bool
+    description: str
+    attributes: Mapping[str, Any]
+
+
+def read_spans(lines: Iterable[str | bytes]) -> list[Span]:
+    spans = []
+    for line in lines:
+        if line.strip():
+            record = orjson.loads(line)
+            spans.append(Span(**{key: record.get(key) for key in Span.__slots__}))
+    return spans
+
+
+def creation_trace(spans: Sequence[Span], kind: str, namespace: str, name: str) -> list[Span]:
+    """The spans of the trace rooted at the watch event that created `kind` NAMESPACE/NAME (the latest, if it
+    was created more than once); empty when the file has none."""
+    roots = [s for s in spans if s.parent is None and s.name == f"receive {kind}"
+             and s.attributes.get("k8s.event.type") == "ADDED"
+             and s.attributes.get("k8s.namespace.name") == namespace and s.attributes.get("k8s.object.name") == name]
+    if not roots:
+        return []
+    root = max(roots, key=lambda s: s.start)
+    return [s for s in spans if s.trace == root.trace]
+
+
+def waterfall(spans: Sequence[Span]) -> Iterator[str]:
+    """Lines of an indented waterfall: offset from the root, duration, span, where it ran, status."""
+    children: dict[str | None, list[Span]] = {}
+    ids = {s.span for s in spans}
+    for s in sorted(spans, key=lambda s: s.start):
+        children.setdefault(s.parent if s.parent in ids else None, []).append(s)
+    roots = children.get(None, [])
+    if not roots:
+        return
+    origin = roots[0].start
+    yield f"{'at ms':>9} {'took ms':>9}  span"
+
+    def walk(span: Span, depth: int) -> Iterator[str]:
+        where = span.attributes.get("messaging.destination.name") or span.attributes.get("url.full") or ""
+        what = span.attributes.get("lessor.message.type")
+        status = f"  ERROR {span.description}".rstrip() if span.error else ""
+        detail = " ".join(str(part) for part in (what, f"@ {where}" if where else "") if part)
+        yield (f"{(span.start - origin) / 1e6:9.1f} {(span.end - span.start) / 1e6:9.1f}  "
+               f"{'  ' * depth}{span.name}{'  ' + detail if detail else ''}{status}")
+        for child in children.get(span.span, []):
+            yield from walk(child, depth + 1)
+
+    for root in roots:
+        yield from walk(root, 0)
+
+
+def print_trace(kind: str, target: str, path: Path, out: IO[str]) -> int:
+    """`lessor trace`: 0 when the trace was printed, 1 with a message saying what to do otherwise."""
+    namespace, _, name = target.partition("/")
+    if not namespace or not name:
+        raise ValueError(f"{target!r}: name the object as NAMESPACE/NAME")
+    if not path.is_file():
+        raise ValueError(f"no traces at {path}: run `lessor dev --traces` (or `lessor run` with "
+                         f"OTEL_TRACES_EXPORTER=jsonl {TRACES_FILE_ENV}={path}), then create the {kind}")
+    with path.open("rb") as lines:
+        spans = creation_trace(read_spans(lines), ROOTS[kind], namespace, name)
+    if not spans:
+        raise ValueError(f"{path} holds no trace of the creation of {kind} {target} (was it created while "
+                         "tracing was on? spans are written in batches: wait a few seconds)")
+    for line in waterfall(spans):
+        out.write(line + "\n")
+    return 0

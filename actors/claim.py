@@ -386,12 +386,19 @@ class ClaimActor(ObjectActor):
         if lifespan.clamped and not asked_anew and current is not None and current <= lifespan.end:
             return
         self.decided_generation = generation(self.obj)
+        await self._write_end(lifespan.end)
+
+    async def _write_end(self, end: datetime) -> bool:
+        """The handle's `spec.lifespan.end` (its actor ends it then); False when the API refused it."""
+        assert self.handle is not None
         try:
             self.handle = await self.ctx.api.merge_patch(
                 HANDLE, self.ctx.operator_namespace, name_of(self.handle),
-                {"spec": {"lifespan": {"end": format_timestamp(lifespan.end)}}})
+                {"spec": {"lifespan": {"end": format_timestamp(end)}}})
         except ApiFailure as error:
             log.warning("claim %s/%s: writing the lifespan end failed: %s", self.namespace, self.name, error)
+            return False
+        return True
 
     async def _default_end_from_first_ready(self, now: datetime) -> datetime | None:
         """On first Ready, a claim that asked for no end gets the default lifespan from now (as the pool/claim
@@ -409,15 +416,7 @@ class ClaimActor(ObjectActor):
         current = timestamp(handle_lifespan.get("end"))
         if current is not None and end <= current:
             return None
-        try:
-            self.handle = await self.ctx.api.merge_patch(
-                HANDLE, self.ctx.operator_namespace, name_of(self.handle),
-                {"spec": {"lifespan": {"end": format_timestamp(end)}}})
-        except ApiFailure as error:
-            log.warning("claim %s/%s: moving the lifespan end on first Ready failed: %s", self.namespace, self.name,
-                        error)
-            return None
-        return end
+        return end if await self._write_end(end) else None
 
     async def _ended(self, end: datetime | None) -> bool:
         """After `end` (its lifespan's) a claim whose handle is gone deletes itself (rule: resources, then

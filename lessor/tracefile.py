@@ -1,11 +1,11 @@
 """Spans to a file of JSON lines, and one object's trace read back from it as a terminal waterfall.
 
 No trace viewer with a web UI can be built here from the registries this project reaches (Jaeger's Go
-module embeds a placeholder page; its UI is built from another repository), so `lessor dev --traces` has the operator write its spans to a file
-(`OTEL_TRACES_EXPORTER=jsonl`, `LESSOR_TRACES_FILE`) and `lessor trace lease NAMESPACE/NAME` prints
-the trace of that lease's creation: every span, indented under its parent, with when it started
-after the watch event, how long it took, the actor it ran in and its status. Any OTLP viewer still
-works with `OTEL_TRACES_EXPORTER=otlp`.
+module embeds a placeholder page; its UI is built from another repository), so `lessor dev --traces` has
+the operator write its spans to a file (`OTEL_TRACES_EXPORTER=jsonl`, `LESSOR_TRACES_FILE`) and
+`lessor trace lease NAMESPACE/NAME` prints the trace of that lease's creation: every span, indented
+under its parent, with when it started after the watch event, how long it took, the actor it ran in
+and its status. Any OTLP viewer still works with `OTEL_TRACES_EXPORTER=otlp`.
 """
 
 from __future__ import annotations

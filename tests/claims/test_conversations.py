@@ -1,0 +1,84 @@
+"""The pool, handle and claim conversations (WantHandle, HandleBound, NoHandle) between the real actors, over
+an in-memory API (tests/memory_api.py): fast, and able to see every write."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lessor.actors.api import CLAIM
+from tests.memory_api import OPS, MemoryApi, world
+
+API = "lessor.dev/v1alpha1"
+NS = "team"
+ENTRIES = [{"provider": {"name": "cm"}, "template": {"data": {"a": "b"}}}]
+
+
+def provider_and_pool(api: MemoryApi, available: int) -> None:
+    api.seed({"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": "cm", "namespace": OPS},
+              "spec": {"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": NS}}}})
+    api.seed({"apiVersion": API, "kind": "ResourcePool", "metadata": {"name": "p", "namespace": OPS},
+              "spec": {"minAvailable": available, "resources": ENTRIES}})
+
+
+def claim(api: MemoryApi, name: str) -> None:
+    api.seed({"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": name, "namespace": NS},
+              "spec": {"resources": ENTRIES}})
+
+
+def handles(api: MemoryApi) -> list[dict[str, Any]]:
+    return [obj for (kind, _, _), obj in api.objects.items() if kind == "ResourceHandle"]
+
+
+def bound_to(handle: dict[str, Any]) -> str | None:
+    return ((handle.get("spec") or {}).get("resourceClaim") or {}).get("name")
+
+
+def claim_handle(api: MemoryApi, name: str) -> str | None:
+    return (((api.object("ResourceClaim", NS, name) or {}).get("status") or {}).get("resourceHandle") or {}).get("name")
+
+
+async def until(check: Any, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "never got there"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_pool_fills_and_a_claim_binds_one_of_its_handles() -> None:
+    async with world() as (_, api):
+        provider_and_pool(api, 2)
+        await until(lambda: len(handles(api)) == 2)
+        pooled = {h["metadata"]["name"] for h in handles(api)}
+        claim(api, "c1")
+        await until(lambda: claim_handle(api, "c1") is not None)
+        assert claim_handle(api, "c1") in pooled
+        await until(lambda: len(handles(api)) == 3)  # the pool replaces what it gave away
+    assert sorted(bound_to(h) or "" for h in handles(api)) == ["", "", "c1"]
+
+
+async def test_two_claims_racing_for_one_handle_each_get_their_own() -> None:
+    async with world() as (_, api):
+        provider_and_pool(api, 1)
+        await until(lambda: len(handles(api)) == 1)
+        claim(api, "c1")
+        claim(api, "c2")
+        await until(lambda: claim_handle(api, "c1") is not None and claim_handle(api, "c2") is not None)
+        await asyncio.sleep(0.2)
+    assert claim_handle(api, "c1") != claim_handle(api, "c2")
+    bound = [bound_to(h) for h in handles(api) if bound_to(h)]
+    assert sorted(bound) == ["c1", "c2"]  # no handle bound twice, no claim with two handles
+    binds = [w for w in api.writes if w.kind == "ResourceHandle" and bound_to(w.object or {})]
+    assert len({(w.name, bound_to(w.object or {})) for w in binds}) == 2
+
+
+async def test_a_deleted_claim_takes_its_handle_and_the_pool_refills() -> None:
+    async with world() as (_, api):
+        provider_and_pool(api, 1)
+        await until(lambda: len(handles(api)) == 1)
+        claim(api, "c1")
+        await until(lambda: claim_handle(api, "c1") is not None)
+        taken = claim_handle(api, "c1")
+        await api.delete(CLAIM, NS, "c1")  # as kubectl delete would
+        await until(lambda: api.object("ResourceHandle", OPS, taken) is None)
+        await until(lambda: len(handles(api)) == 1 and not bound_to(handles(api)[0]))

@@ -1,0 +1,117 @@
+"""The leasing conversations (Want, Offer, Accept, Granted, Evicted) between the real exporter, lease and
+topology actors, over an in-memory API (tests/memory_api.py): fast, and able to see the order of writes."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from tests.memory_api import MemoryApi, Write, world
+
+API = "lessor.dev/v1alpha1"
+NS = "lab"
+
+
+def exporter(api: MemoryApi, name: str) -> None:
+    api.seed({"apiVersion": API, "kind": "Exporter", "metadata": {"name": name, "namespace": NS,
+                                                                  "labels": {"board": "rpi"}},
+              "spec": {}, "status": {"lastSeen": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                     "exporterStatus": "Available"}})
+
+
+def lab(api: MemoryApi, *exporters: str) -> None:
+    for name in exporters:
+        exporter(api, name)
+    api.seed({"apiVersion": API, "kind": "Client", "metadata": {"name": "alice", "namespace": NS,
+                                                                "labels": {"team": "qa"}}})
+    api.seed({"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "p", "namespace": NS},
+              "spec": {"exporterSelector": {"matchLabels": {"board": "rpi"}}, "policies": [
+                  {"priority": 20, "from": [{"clientSelector": {"matchLabels": {"team": "qa"}}}]},
+                  {"priority": 5, "spotAccess": True, "from": [{"clientSelector": {"matchLabels": {"spot": "yes"}}}]},
+              ]}})
+
+
+def lease(api: MemoryApi, name: str, client: str = "alice") -> None:
+    api.seed({"apiVersion": API, "kind": "Lease", "metadata": {"name": name, "namespace": NS},
+              "spec": {"clientRef": {"name": client}, "selector": {"matchLabels": {"board": "rpi"}},
+                       "duration": "1h"}})
+
+
+def is_ready(obj: Any) -> bool:
+    status = (obj or {}).get("status") or {}
+    return not status.get("ended") and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                           for c in status.get("conditions") or ())
+
+
+async def until(check: Any, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "never got there"
+        await asyncio.sleep(0.01)
+
+
+def first(writes: list[Write], match: Any) -> int:
+    return next(i for i, w in enumerate(writes) if match(w))
+
+
+def commit_of(lease_name: str) -> Any:
+    return lambda w: w.kind == "Exporter" and ((w.object or {}).get("status") or {}).get(
+        "leaseRef") == {"name": lease_name}
+
+
+def ready_write_of(lease_name: str) -> Any:
+    return lambda w: w.kind == "Lease" and w.name == lease_name and is_ready(w.object)
+
+
+async def test_a_grant_commits_on_the_exporter_before_the_lease_says_ready() -> None:
+    async with world(decision_window=0.05) as (_, api):
+        lab(api, "e1")
+        lease(api, "l1")
+        await until(lambda: is_ready(api.object("Lease", NS, "l1")))
+    assert first(api.writes, commit_of("l1")) < first(api.writes, ready_write_of("l1"))
+    assert api.object("Lease", NS, "l1")["status"]["exporterRef"] == {"name": "e1"}
+
+
+async def test_leases_created_together_are_served_by_priority_one_exporter_each_time() -> None:
+    async with world(decision_window=0.2) as (_, api):
+        lab(api, "e1")
+        api.seed({"apiVersion": API, "kind": "Client", "metadata": {"name": "sam", "namespace": NS,
+                                                                    "labels": {"spot": "yes"}}})
+        lease(api, "low", client="sam")  # first, but only spot priority 5
+        lease(api, "high")
+        await until(lambda: is_ready(api.object("Lease", NS, "high")))
+        await asyncio.sleep(0.2)
+        assert not is_ready(api.object("Lease", NS, "low"))
+    holders = [(w.object or {}).get("status", {}).get("leaseRef") for w in api.writes if w.kind == "Exporter"]
+    assert {"name": "low"} not in holders  # never granted to the lower priority, not even for a moment
+
+
+async def test_a_spot_holder_is_ended_before_the_evicting_lease_is_ready() -> None:
+    async with world(decision_window=0.05) as (_, api):
+        lab(api, "e1")
+        api.seed({"apiVersion": API, "kind": "Client", "metadata": {"name": "sam", "namespace": NS,
+                                                                    "labels": {"spot": "yes"}}})
+        lease(api, "spot", client="sam")
+        await until(lambda: is_ready(api.object("Lease", NS, "spot")))
+        lease(api, "boss")
+        await until(lambda: is_ready(api.object("Lease", NS, "boss")))
+    ended = first(api.writes, lambda w: w.kind == "Lease" and w.name == "spot"
+                  and ((w.object or {}).get("status") or {}).get("ended"))
+    assert ended < first(api.writes, ready_write_of("boss"))
+    ready_now: set[str] = set()  # replay the writes: never two leases Ready at once
+    for w in api.writes:
+        if w.kind == "Lease":
+            (ready_now.add if is_ready(w.object) else ready_now.discard)(w.name)
+            assert len(ready_now) <= 1, (w, ready_now)
+
+
+async def test_an_exporter_killed_mid_conversation_still_grants_one_lease() -> None:
+    async with world(decision_window=0.1, offer_timeout=0.5) as (system, api):
+        lab(api, "e1")
+        lease(api, "l1")
+        await asyncio.sleep(0.05)  # inside the decision window: the exporter holds the Want
+        system.kill("exporter/lab/e1")
+        await until(lambda: is_ready(api.object("Lease", NS, "l1")))
+    commits = [w for w in api.writes if commit_of("l1")(w)]
+    assert len(commits) == 1

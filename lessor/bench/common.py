@@ -88,12 +88,14 @@ async def gather_limited(coros: list[Any], limit: int = 32) -> None:
     await asyncio.gather(*(one(c) for c in coros))
 
 
-def start_operator(kubeconfig: Path, tmp: Path, health: int, metrics: int, *extra: str) -> subprocess.Popen[bytes]:
-    """`lessor run` against `kubeconfig`, without the webhook, logging to `tmp/operator.log`."""
+def start_operator(kubeconfig: Path, tmp: Path, health: int, metrics: int, *extra: str,
+                   env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`lessor run` against `kubeconfig`, without the webhook, logging to `tmp/operator.log`; `env` adds to the
+    environment (the OTEL_* variables of a traced run)."""
     return subprocess.Popen(
         [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook", *extra,
          "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)],
-        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"))
+        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"), env={**os.environ, **(env or {})})
 
 
 async def stop_operator(proc: subprocess.Popen[bytes]) -> None:

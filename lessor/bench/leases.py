@@ -40,6 +40,7 @@ from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install
+from lessor.tracefile import TRACES_FILE_ENV
 
 API = "lessor.dev/v1alpha1"
 NS = "storm"
@@ -51,17 +52,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=20, help="default: %(default)s")
     parser.add_argument("--groups", type=int, default=50, help="exporter groups a lease selects from (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=600, help="give up after this many seconds (default: %(default)s)")
+    parser.add_argument("--trace", action="store_true",
+                        help="also run the storm traced (spans to a file), at 100%% and 1%% parent-based sampling, "
+                        "each on a fresh control plane, and report their throughput against the untraced run")
+
+
+#: The traced runs of `--trace`: the operator's environment for each.
+TRACED = {
+    "100%": {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.0"},
+    "1%": {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"},
+}
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
-        async with ControlPlane(Path(tmp) / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
-            async with await Gateway.connect(str(cp.kubeconfig)) as kube:
-                await install(kube, "lessor-system", progress=say)
-                say("measuring the API server's ceiling first")
-                ceiling = await measure_ceiling(kube, seconds=3, watch_samples=50)
-                await _lab(kube, args)
-                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args)
+    storm, ceiling = await _on_fresh_control_plane(args, None, measure=True)
+    assert ceiling is not None
+    traced = {}
+    for mode, env in TRACED.items() if args.trace else ():
+        say(f"the same storm traced, sampling {mode}")
+        run_, _ = await _on_fresh_control_plane(args, env, measure=False)
+        traced[mode] = {
+            "leases_granted_per_second": run_["leases_granted_per_second"],
+            "create_to_ready_ms": run_["create_to_ready_ms"],
+            "operator_cpu_seconds": run_["operator_cpu_seconds"],
+            "spans_written": run_["spans_written"],
+            "on_off_ratio": round(run_["leases_granted_per_second"] / max(storm["leases_granted_per_second"], 1e-9), 3),
+        }
     allowed = ceiling["status_patches_per_second"]["8"] / max(storm["api_writes_per_granted_lease"], 1e-9)
     return {
         "benchmark": "leases",
@@ -72,7 +88,31 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "apiserver_ceiling": ceiling,
         "ratio_to_ceiling": round(storm["leases_granted_per_second"] / allowed, 3),
         "ratio_explained": "granted/s divided by (status patches/s at 8 writers / API writes per granted lease)",
+        **({"traced": traced, "traced_explained": "each on a fresh control plane; spans written as JSON lines "
+            "(OTEL_TRACES_EXPORTER=jsonl); on_off_ratio: granted/s traced over untraced"} if traced else {}),
     }
+
+
+async def _on_fresh_control_plane(args: argparse.Namespace, trace_env: dict[str, str] | None,
+                                  measure: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
+        async with ControlPlane(Path(tmp) / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
+            async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+                await install(kube, "lessor-system", progress=say)
+                ceiling = None
+                if measure:
+                    say("measuring the API server's ceiling first")
+                    ceiling = await measure_ceiling(kube, seconds=3, watch_samples=50)
+                await _lab(kube, args)
+                env = None
+                if trace_env is not None:
+                    env = {"OTEL_TRACES_EXPORTER": "jsonl", TRACES_FILE_ENV: str(Path(tmp) / "traces.jsonl"),
+                           **trace_env}
+                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args, env)
+                if env is not None:  # the operator flushed its spans when it stopped
+                    spans = await asyncio.to_thread(Path(env[TRACES_FILE_ENV]).read_bytes)
+                    storm["spans_written"] = spans.count(b"\n")
+    return storm, ceiling
 
 
 async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
@@ -101,11 +141,12 @@ async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
     raise TimeoutError("the operator did not write every exporter's Online condition")
 
 
-async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
     health, metrics = free_port(), free_port()
     # The exporters' agents are not simulated (their heartbeats would compete for the API
     # server), so the heartbeat timeout is long enough to keep them online through the storm.
-    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h")
+    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env)
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from opentelemetry import trace
+
 from lessor.mailbox import Actor
 from lessor.model.keys import split_address
 
@@ -49,16 +51,36 @@ class ObjectActor(Guarded, Actor):
 
     async def write_status(self, status: Mapping[str, Any]) -> bool:
         """Patch the object's status and keep the written object; False (and `obj` unchanged) when it is gone."""
+        before = ((self.obj or {}).get("status") or {}).get("conditions")
         try:
             self.obj = await self.ctx.api.patch_status(self.kind, self.namespace, self.name, dict(status))
         except NotFound:
             return False
+        if "conditions" in status:
+            _condition_events(before, status["conditions"])
         return True
 
     def unexpected(self, message: Any) -> None:
         """A message no case of `receive` knows: a bug in the sender, said loudly but harmlessly."""
         log.warning("%s %s/%s: unexpected message %r", self.kind.kind, self.namespace, self.name, message)
 
+
+
+def _condition_events(before: Any, after: Any) -> None:
+    """A span event per condition the write changed (type, status, reason, message): a trace then says why
+    a lease waited, where its spans alone say only how long."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    old = {c.get("type"): c for c in before or () if isinstance(c, Mapping)}
+    for condition in after or ():
+        if not isinstance(condition, Mapping):
+            continue
+        previous = old.get(condition.get("type")) or {}
+        if (previous.get("status"), previous.get("reason"), previous.get("message")) != (
+                condition.get("status"), condition.get("reason"), condition.get("message")):
+            span.add_event("condition changed", {f"lessor.condition.{key}": str(condition.get(key) or "")
+                                                 for key in ("type", "status", "reason", "message")})
 
 @dataclass(frozen=True, slots=True)
 class Written(Generic[T]):

@@ -54,9 +54,13 @@ def _record(span: ReadableSpan) -> dict[str, Any]:
         "end": span.end_time or span.start_time or 0,
         "error": not span.status.is_ok,
         "description": span.status.description or "",
-        "attributes": {key: value for key, value in (span.attributes or {}).items()
-                       if isinstance(value, str | int | float | bool)},
+        "attributes": _plain(span.attributes),
+        "events": [{"name": event.name, "attributes": _plain(event.attributes)} for event in span.events],
     }
+
+
+def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {key: value for key, value in (attributes or {}).items() if isinstance(value, str | int | float | bool)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class Span:
     error: bool
     description: str
     attributes: Mapping[str, Any]
+    events: Sequence[Mapping[str, Any]] = ()
 
 
 def read_spans(lines: Iterable[str | bytes]) -> list[Span]:
@@ -77,7 +82,7 @@ def read_spans(lines: Iterable[str | bytes]) -> list[Span]:
     for line in lines:
         if line.strip():
             record = orjson.loads(line)
-            spans.append(Span(**{key: record.get(key) for key in Span.__slots__}))
+            spans.append(Span(**{key: record[key] for key in Span.__slots__ if key in record}))
     return spans
 
 
@@ -112,6 +117,12 @@ def waterfall(spans: Sequence[Span]) -> Iterator[str]:
         detail = " ".join(str(part) for part in (what, f"@ {where}" if where else "") if part)
         yield (f"{(span.start - origin) / 1e6:9.1f} {(span.end - span.start) / 1e6:9.1f}  "
                f"{'  ' * depth}{span.name}{'  ' + detail if detail else ''}{status}")
+        for event in span.events:  # condition changes: why, beside how long
+            a = event.get("attributes") or {}
+            if event.get("name") == "condition changed":
+                yield (f"{'':9} {'':9}  {'  ' * depth}  · {a.get('lessor.condition.type')}="
+                       f"{a.get('lessor.condition.status')} {a.get('lessor.condition.reason')}: "
+                       f"{a.get('lessor.condition.message')}")
         for child in children.get(span.span, []):
             yield from walk(child, depth + 1)
 

@@ -118,14 +118,19 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
     types = {attributes(s).get("lessor.message.type") for s in story}
     assert {"Observed", "Want", "Offer", "Accept", "Granted"} <= types, types
     assert any(s.name == "start lease/{namespace}/{name}" for s in story)  # the lease actor's start-up, in it
+    changes = [dict(e.attributes or {}) for s in story for e in s.events if e.name == "condition changed"]
+    assert {"lessor.condition.type": "Ready", "lessor.condition.status": "True", "lessor.condition.reason": "Ready",
+            "lessor.condition.message": f"exporter {exporter} is leased"} in changes, changes
 
     out = io.StringIO()  # `lessor trace lease lab/l1`, from the file the same spans went to
     assert print_trace("lease", "lab/l1", tmp_path / "traces.jsonl", out) == 0
     lines = out.getvalue().splitlines()
-    assert lines[1].split()[2:4] == ["receive", "Lease"] and len(lines) == len(story) + 1, lines
     shown = "\n".join(lines)
+    assert lines[1].split()[2:4] == ["receive", "Lease"], lines
+    assert len([line for line in lines if "·" not in line]) == len(story) + 1, lines
+    assert f"· Ready=True Ready: exporter {exporter} is leased" in shown, shown
     assert "patch Exporter" in shown and "patch Lease" in shown and "Granted @ lease/lab/l1" in shown, shown
-    offsets = [float(line.split()[0]) for line in lines[1:]]
+    offsets = [float(line.split()[0]) for line in lines[1:] if "·" not in line]
     assert offsets[0] == 0.0 and all(offset >= 0 for offset in offsets)
 
 

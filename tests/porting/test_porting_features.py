@@ -55,18 +55,24 @@ def available(count: int) -> Any:
     return lambda o: ((o.get("status") or {}).get("resourceHandleCount") or {}).get("ready") == count
 
 
-async def test_a_claim_binds_from_the_pool_with_the_highest_preference_score(
-        kube: Gateway, namespace: str, made: Made) -> None:
-    provider = await made.create(PROVIDER, "pref", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
-                                                                 "metadata": {"namespace": namespace}}})
+async def scored_pools(kube: Gateway, made: Made, provider: str, scores: Mapping[str, int | None]) -> dict[str, str]:
+    """One pool of one ready handle per name, with that preferenceScore (None: unset); name -> pool."""
     pools = {}
-    for base, score in (("pref-a", 10), ("pref-b", 20), ("pref-c", None)):  # by name, a would come first
+    for base, score in scores.items():
         spec: dict[str, Any] = {"minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}]}
         if score is not None:
             spec["preferenceScore"] = score
         pools[base] = await made.create(POOL, base, spec)
     for name in pools.values():
         await until(kube, POOL, OPS, name, available(1))
+    return pools
+
+
+async def test_a_claim_binds_from_the_pool_with_the_highest_preference_score(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    provider = await made.create(PROVIDER, "pref", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                 "metadata": {"namespace": namespace}}})
+    pools = await scored_pools(kube, made, provider, {"pref-a": 10, "pref-b": 20, "pref-c": None})  # by name, a first
     for claim_name in ("first", "second"):
         await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": claim_name},
                                              "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
@@ -132,14 +138,7 @@ async def test_a_claim_pinned_to_a_pool_by_annotation_binds_only_from_it(
         kube: Gateway, namespace: str, made: Made) -> None:
     provider = await made.create(PROVIDER, "pinned", {"override": {"apiVersion": "v1", "kind": "ConfigMap",
                                                                    "metadata": {"namespace": namespace}}})
-    pools = {}
-    for base, score in (("pinned-a", None), ("pinned-b", 50)):  # unpinned, b would win
-        spec: dict[str, Any] = {"minAvailable": 1, "resources": [{"provider": {"name": provider}, "template": {}}]}
-        if score is not None:
-            spec["preferenceScore"] = score
-        pools[base] = await made.create(POOL, base, spec)
-    for name in pools.values():
-        await until(kube, POOL, OPS, name, available(1))
+    pools = await scored_pools(kube, made, provider, {"pinned-a": None, "pinned-b": 50})  # unpinned, b would win
     await kube.create(CLAIM, namespace, {
         "apiVersion": API, "kind": "ResourceClaim",
         "metadata": {"name": "pinned", "annotations": {"lessor.dev/resource-pool-name": pools["pinned-a"]}},

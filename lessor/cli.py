@@ -102,7 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--prometheus-port", type=int, default=19090,
                      help="with --metrics: Prometheus' port on 127.0.0.1 (default: %(default)s)")
     dev.add_argument("--traces", action="store_true",
-                     help="trace the operator into DIR/traces.jsonl, for `lessor trace lease NAMESPACE/NAME`")
+                     help="also run Zipkin, a trace viewer (fetched once with Maven, run with Java 17+), trace "
+                     "the operator into it and into DIR/traces.jsonl (for `lessor trace lease NAMESPACE/NAME`), "
+                     "and print the viewer's URL")
+    dev.add_argument("--zipkin-port", type=int, default=19411,
+                     help="with --traces: Zipkin's port on 127.0.0.1 (default: %(default)s)")
 
     tr = sub.add_parser(
         "trace", help="print the trace of a lease's or claim's creation as a waterfall",

@@ -22,6 +22,7 @@ from lessor import manifests
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import Child
 from lessor.dev_prometheus import SCRAPE_SECONDS, find_prometheus, graph_url, prometheus_child
+from lessor.dev_zipkin import ensure_zipkin, find_java, search_url, spans_endpoint, zipkin_child
 from lessor.devlock import folder_lock
 from lessor.tracefile import TRACES_FILE_ENV
 from lessor.gateway import ApiError, Gateway
@@ -76,6 +77,8 @@ def _ports(args: argparse.Namespace) -> dict[str, int]:
         ports["--webhook-port"] = args.webhook_port
     if args.metrics:
         ports["--prometheus-port"] = args.prometheus_port
+    if args.traces:
+        ports["--zipkin-port"] = args.zipkin_port
     return ports
 
 
@@ -97,11 +100,12 @@ async def run_dev(args: argparse.Namespace) -> int:
                      independent="another --dir, --kubeconfig-out and ports"):
         _check_ports_free(_ports(args))
         prometheus = find_prometheus() if args.metrics else None
-        await _dev(args, prometheus)
+        zipkin = (find_java(), ensure_zipkin(_say)) if args.traces else None
+        await _dev(args, prometheus, zipkin)
     return 0
 
 
-async def _dev(args: argparse.Namespace, prometheus: str | None) -> None:
+async def _dev(args: argparse.Namespace, prometheus: str | None, zipkin: tuple[str, Path] | None) -> None:
     binaries = ensure_binaries(_say)
     _say(f"starting the local control plane in {args.dir}")
     async with ControlPlane(args.dir, binaries, progress=_say) as cp:
@@ -114,7 +118,10 @@ async def _dev(args: argparse.Namespace, prometheus: str | None) -> None:
             async with await Gateway.connect(str(out)) as gateway:
                 _say("installing the CRDs")
                 await install(gateway, args.operator_namespace, progress=_say)
-                await _with_operator(args, cp, out, gateway, prometheus)
+                async with contextlib.AsyncExitStack() as viewer:  # stops after the operator's last spans
+                    if zipkin is not None:
+                        await _start_zipkin(*zipkin, args, cp, viewer)
+                    await _with_operator(args, cp, out, gateway, prometheus)
         finally:
             _say("stopping the control plane (" + ", ".join(
                 ["kube-controller-manager"] * cp.run_controller_manager + ["kube-apiserver", "etcd"]) + ")")
@@ -128,8 +135,10 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
     webhook = ["--no-webhook"] if args.no_webhook else ["--webhook-port", str(args.webhook_port)]
     if args.traces:  # the operator inherits the environment
         traces = (args.dir / "traces.jsonl").resolve()
-        os.environ.update({"OTEL_TRACES_EXPORTER": "jsonl", TRACES_FILE_ENV: str(traces)})
-        _say(f"tracing the operator into {traces}: `lessor trace lease NAMESPACE/NAME` prints one lease's trace")
+        os.environ.update({"OTEL_TRACES_EXPORTER": "jsonl,zipkin", TRACES_FILE_ENV: str(traces),
+                           "OTEL_EXPORTER_ZIPKIN_ENDPOINT": spans_endpoint(args.zipkin_port)})
+        _say(f"tracing the operator into Zipkin and {traces}: `lessor trace lease NAMESPACE/NAME` prints "
+             "one lease's trace")
     operator = Child("lessor run", [
         sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
         "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",
@@ -164,6 +173,8 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
         if prometheus is not None:
             waits.append(_child_exit(await _start_prometheus(prometheus, args, cp, stack)))
             graph = f"    open {graph_url(args.prometheus_port)}\n"
+        if args.traces:
+            graph += f"    open {search_url(args.zipkin_port)}   # traces\n"
         _say(f"ready. In another terminal:\n\n    export KUBECONFIG={out}\n"
              f"    kubectl get lessor -A\n{graph}\nCtrl-C stops everything.")
         await _until_stopped(cp.wait(), _child_exit(operator), *waits)
@@ -190,6 +201,21 @@ async def _start_prometheus(binary: str, args: argparse.Namespace, cp: ControlPl
 async def _stop_prometheus(child: Child) -> None:
     await child.stop()
     _say("stopped Prometheus")
+
+
+async def _start_zipkin(java: str, jar: Path, args: argparse.Namespace, cp: ControlPlane,
+                        stack: contextlib.AsyncExitStack) -> None:
+    child = zipkin_child(java, jar, cp.directory / "zipkin", args.zipkin_port)
+    await child.start_in(cp.directory)
+    stack.push_async_callback(_stop_zipkin, child)
+    _say(f"started Zipkin {jar.name} (log: {child.log_path})")
+    await _wait_ready(f"http://127.0.0.1:{args.zipkin_port}/health", child)
+    _say(f"Zipkin on {search_url(args.zipkin_port)} (spans in memory, gone when lessor dev stops)")
+
+
+async def _stop_zipkin(child: Child) -> None:
+    await child.stop()
+    _say("stopped Zipkin")
 
 
 def _now() -> str:

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import (
 from lessor.tracefile import DEFAULT_TRACES_FILE, TRACES_FILE_ENV, JsonLinesExporter
 
 DEFAULT_SERVICE_NAME = "lessor"
-EXPORTERS = ("otlp", "console", "jsonl", "none")
+EXPORTERS = ("otlp", "zipkin", "console", "jsonl", "none")
 
 
 def tracer_provider_from_env() -> TracerProvider | None:
@@ -34,6 +34,8 @@ def tracer_provider_from_env() -> TracerProvider | None:
     `OTEL_TRACES_EXPORTER` is a comma-separated list of `otlp` (OTLP over
     HTTP/protobuf; endpoint, headers, timeout, TLS and compression come from
     the `OTEL_EXPORTER_OTLP_*` variables, default http://localhost:4318),
+    `zipkin` (Zipkin's JSON to `OTEL_EXPORTER_ZIPKIN_ENDPOINT`, default
+    http://localhost:9411/api/v2/spans: the viewer `lessor dev --traces` runs),
     `console`, `jsonl` (lessor's: JSON lines appended to `LESSOR_TRACES_FILE`, which `lessor trace`
     reads) and `none`. Unset means `none`: an operator that nobody traces
     pays nothing for spans. `OTEL_SDK_DISABLED=true` also turns tracing off.
@@ -54,6 +56,8 @@ def tracer_provider_from_env() -> TracerProvider | None:
     for name in dict.fromkeys(names):
         if name == "otlp":
             provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
+        elif name == "zipkin":
+            provider.add_span_processor(BatchSpanProcessor(_zipkin_exporter(), schedule_delay_millis=1000))
         elif name == "jsonl":
             path = Path(os.environ.get(TRACES_FILE_ENV) or DEFAULT_TRACES_FILE)
             provider.add_span_processor(BatchSpanProcessor(JsonLinesExporter(path), schedule_delay_millis=1000))
@@ -82,3 +86,9 @@ def _otlp_exporter() -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter()
+
+
+def _zipkin_exporter() -> SpanExporter:
+    from opentelemetry.exporter.zipkin.json import ZipkinExporter  # as above: loaded only when used
+
+    return ZipkinExporter()

@@ -27,7 +27,7 @@ OPERATOR_NAMESPACE = "lessor-system"
 # Fixtures that bring up a control plane: a test using one (directly or through another fixture) is an
 # `apiserver` test. Tests that start their own `ControlPlane` say so with `@pytest.mark.apiserver`.
 CONTROL_PLANE_FIXTURES = frozenset({"controlplane", "killed_operator", "operator_process", "operator_pod",
-                                    "dev_metrics"})
+                                    "dev_metrics", "dev_traces"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

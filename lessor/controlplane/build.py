@@ -75,9 +75,14 @@ class Binaries:
         return cls(directory / "etcd", directory / "kube-apiserver", kcm if kcm.is_file() else None)
 
 
-def cache_root() -> Path:
+def user_cache(name: str) -> Path:
+    """lessor's folder `name` under the user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lessor" / "controlplane"
+    return Path(base) / "lessor" / name
+
+
+def cache_root() -> Path:
+    return user_cache("controlplane")
 
 
 def _recipe_key() -> str:

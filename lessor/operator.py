@@ -128,10 +128,13 @@ class Operator:
         self._events.labels(kind).set(sum(len(i.store) for i in informers if i.resource.kind == kind))
         if kind == "ResourceProvider" and event.type != "DELETED":
             self.created_kinds.watch_provider(event.object)
-        # The root of a trace: from this watch event through every actor message it causes.
+        # The root of a trace, from this watch event through every actor message it causes; or, when the
+        # event reports one of lessor's own writes, the next step of that write's trace (gateway/causes.py).
         metadata = event.object.get("metadata") or {}
+        cause = self.gateway.causes.cause_of(kind, event.object)
         with self._tracer.start_as_current_span(
             f"receive {kind}", kind=trace.SpanKind.CONSUMER,
+            context=trace.set_span_in_context(trace.NonRecordingSpan(cause)) if cause else None,
             attributes={"messaging.system": "kubernetes-watch", "messaging.operation.name": "receive",
                         "messaging.operation.type": "receive", "messaging.destination.name": kind,
                         "k8s.event.type": event.type, "k8s.namespace.name": metadata.get("namespace", ""),

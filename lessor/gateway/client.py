@@ -20,6 +20,7 @@ from kubernetes_asyncio.client import Configuration
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from lessor.gateway.causes import Key, WriteCauses, key_of
 from lessor.gateway.resources import GROUP, Resource, known
 
 FIELD_MANAGER = "lessor"
@@ -179,6 +180,7 @@ class Gateway:
             "(connection: no answer, timeout: no answer in time)", ["kind", "code"], registry=registry,
         ) if registry is not None else None
         self.reachability = Reachability()
+        self.causes = WriteCauses()  # the operator continues a write's trace at the write's watch event
         self._discovered: dict[tuple[str, str], Resource] = {}
 
     @classmethod
@@ -235,13 +237,16 @@ class Gateway:
         accept: str = "application/json",
         timeout: float = 30.0,
         gated: bool = False,
+        writes: Key | None = None,
     ) -> dict[str, Any]:
         """`accept` may ask for another view, e.g. the Table that `kubectl get` prints. `gated`: one
-        of lessor's own objects, so the request waits for a read or write slot (see READ_CONCURRENCY)."""
+        of lessor's own objects, so the request waits for a read or write slot (see READ_CONCURRENCY).
+        `writes`: the object a write changes, whose watch event continues this request's trace."""
         if gated:
             async with self._reads if method == "GET" else self._writes:
                 return await self.request(verb, kind, method, path, params=params, body=body,
-                                          content_type=content_type, accept=accept, timeout=timeout)
+                                          content_type=content_type, accept=accept, timeout=timeout,
+                                          writes=writes)
         self.count(verb, kind)
         data = orjson.dumps(body) if body is not None else None
         with self._tracer.start_as_current_span(
@@ -250,14 +255,21 @@ class Gateway:
                         "lessor.api.verb": verb, "lessor.api.kind": kind},
         ) as span:
             began = time.monotonic()
+            written = writes if span.is_recording() else None  # only sampled writes are remembered
+            if written is not None:
+                self.causes.writing(written, span.get_span_context())
             try:
                 result = await self._send(method, path, params, data, content_type, accept, timeout)
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                if written is not None:
+                    self.causes.wrote(written, None, span.get_span_context())
                 self._observe(verb, kind, failure_code(err), began)
                 self.reachability.failed(f"{method} {path}: {_describe(err)}")
                 span.set_attribute("error.type", type(err).__name__)
                 span.set_status(trace.Status(trace.StatusCode.ERROR, _describe(err)))
                 raise
+            if written is not None:
+                self.causes.wrote(written, result[1] if result[0] < 300 else None, span.get_span_context())
             self._observe(verb, kind, str(result[0]), began)
             self._answered(result[0], f"{method} {path}")
             span.set_attribute("http.response.status_code", result[0])
@@ -336,12 +348,12 @@ class Gateway:
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("create", res.kind, "POST", res.path(namespace), body=body,
-                                  gated=res.group == GROUP)
+                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, body))
 
     async def replace(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any],
                       subresource: str | None = None) -> dict[str, Any]:
         return await self.request("update", res.kind, "PUT", res.path(namespace, name, subresource), body=body,
-                                  gated=res.group == GROUP)
+                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, None, name))
 
     async def delete(
         self, res: Resource, namespace: str | None, name: str, *,
@@ -352,18 +364,20 @@ class Gateway:
         if preconditions:
             body["preconditions"] = preconditions
         return await self.request("delete", res.kind, "DELETE", res.path(namespace, name), body=body,
-                                  gated=res.group == GROUP)
+                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, None, name))
 
     async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: dict[str, Any],
                           subresource: str | None = None) -> dict[str, Any]:
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
-                                  body=patch, content_type="merge", gated=res.group == GROUP)
+                                  body=patch, content_type="merge", gated=res.group == GROUP,
+                                  writes=key_of(res.kind, namespace, None, name))
 
     async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: builtins.list[dict[str, Any]],
                          subresource: str | None = None) -> dict[str, Any]:
         """RFC 6902; a leading `test` op makes it a compare-and-set (the commit points)."""
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
-                                  body=ops, content_type="json-patch", gated=res.group == GROUP)
+                                  body=ops, content_type="json-patch", gated=res.group == GROUP,
+                                  writes=key_of(res.kind, namespace, None, name))
 
     async def patch_status(self, res: Resource, namespace: str | None, name: str,
                            status: dict[str, Any]) -> dict[str, Any]:
@@ -376,6 +390,7 @@ class Gateway:
             "patch", res.kind, "PATCH", res.path(namespace, name, subresource),
             params={"fieldManager": FIELD_MANAGER, "force": "true" if force else None},
             body=body, content_type="apply", gated=res.group == GROUP,
+            writes=key_of(res.kind, namespace, None, name),
         )
 
     async def resolve(self, api_version: str, kind: str) -> Resource:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
+from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY, PROVIDER
 from lessor.install import install
 from lessor.operator import Operator, OperatorConfig
 from lessor.tracefile import JsonLinesExporter, print_trace
@@ -132,6 +132,42 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
     assert "patch Exporter" in shown and "patch Lease" in shown and "Granted @ lease/lab/l1" in shown, shown
     offsets = [float(line.split()[0]) for line in lines[1:] if "·" not in line]
     assert offsets[0] == 0.0 and all(offset >= 0 for offset in offsets)
+
+
+@pytest.mark.apiserver
+async def test_one_claim_from_its_watch_event_to_ready_is_one_trace_through_the_objects_lessor_writes(
+        tmp_path: Path) -> None:
+    """The claim's actor creates a handle, the handle's actor creates the ConfigMap, the handle's status brings
+    the claim its Ready: three watch events of lessor's own writes, each continuing the trace of the write."""
+    async with traced_operator(tmp_path) as (kube, spans):
+        await kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": "p"},
+                                          "spec": {"override": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                "metadata": {"namespace": OPS}}}})
+        await asyncio.sleep(1)
+        spans.clear()
+        await kube.create(CLAIM, NS, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c1"},
+                                      "spec": {"resources": [{"provider": {"name": "p"},
+                                                              "template": {"data": {"x": "1"}}}]}})
+        await until(kube, CLAIM, NS, "c1", ready)
+        await asyncio.sleep(0.5)
+        finished = spans.get_finished_spans()
+    roots = [s for s in finished if s.parent is None and s.name == "receive ResourceClaim"
+             and attributes(s)["k8s.event.type"] == "ADDED"]
+    assert len(roots) == 1, [s.name for s in finished if s.parent is None]
+    story = [s for s in finished if s.context.trace_id == roots[0].context.trace_id]
+    assert [s.name for s in story if s.parent is None] == ["receive ResourceClaim"]
+    ids = {s.context.span_id for s in story}
+    assert all(s.parent is None or s.parent.span_id in ids for s in story), "a span whose parent is elsewhere"
+    names = [s.name for s in story]
+    assert {"create ResourceHandle", "receive ResourceHandle", "create ConfigMap", "receive ConfigMap"} <= set(names)
+    claim_ready = [s for s in story for e in s.events if e.name == "condition changed"
+                   and dict(e.attributes or {}).get("lessor.condition.type") == "Ready"
+                   and dict(e.attributes or {}).get("lessor.condition.status") == "True"]
+    assert claim_ready, names  # the write that made the claim Ready is in the claim's trace
+
+    out = io.StringIO()
+    assert print_trace("claim", "lab/c1", tmp_path / "traces.jsonl", out) == 0
+    assert "create ConfigMap" in out.getvalue() and "Ready=True" in out.getvalue(), out.getvalue()
 
 
 @pytest.mark.apiserver

@@ -205,7 +205,7 @@ class ExporterActor(ObjectActor):
             self.tell(_lease_address(self.namespace, want.lease), Granted(self.name))
             return
         burst = not len(self.queue)  # the first request after a quiet spell opens a decision window
-        self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot))
+        self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot, self.cause()))
         if want.allow_disabled:
             self.allow_disabled.add(want.lease)
         if self.offer is not None and self.offer[0] == want.lease:  # a restarted lease lost our offer
@@ -252,8 +252,9 @@ class ExporterActor(ObjectActor):
             return
         self.tickets += 1
         self.offer = (waiter.name, self.tickets)
+        # In the waiter's trace (its Want's), linked to what made the exporter free now (a release, a burst's window).
         self.tell(_lease_address(self.namespace, waiter.name),
-                  Offer(self.name, self.tickets, holder.lease if holder else None))
+                  Offer(self.name, self.tickets, holder.lease if holder else None), on_behalf_of=waiter.cause)
         self.schedule("offer", _OfferExpired(self.tickets), delay=self.ctx.offer_timeout)
 
     def _available(self) -> bool:

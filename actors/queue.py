@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+
+from lessor.mailbox import Cause
 
 Key = tuple[int, datetime, str]
 
@@ -24,6 +26,7 @@ class Waiter:
     priority: int
     created: datetime
     spot: bool = False  # granted with spot access: not part of the order
+    cause: Cause | None = field(default=None, compare=False)  # the trace of its Want: the offer goes on in it
 
     @property
     def key(self) -> Key:

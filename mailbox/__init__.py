@@ -11,12 +11,14 @@ from .dead_letters import DeadLetter, DeadLetters
 from .errors import ActorKilled, AskTimeout, MailboxError, MailboxFull, Undeliverable
 from .supervision import Supervision
 from .system import ActorSystem
+from .tracing import Cause
 
 __all__ = [
     "Actor",
     "ActorKilled",
     "ActorSystem",
     "AskTimeout",
+    "Cause",
     "ChaosMonkey",
     "DeadLetter",
     "DeadLetters",

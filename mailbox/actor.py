@@ -6,8 +6,11 @@ from collections.abc import Hashable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
+
 if TYPE_CHECKING:
     from .cell import Cell
+    from .tracing import Cause
 
 DEFAULT_ASK_TIMEOUT = 5.0
 
@@ -62,9 +65,20 @@ class Actor:
     def address(self) -> str:
         return self._cell.address
 
-    def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
-        """Send without waiting; see `ActorSystem.tell`."""
-        self._cell.system._tell(address, message, self._cell.address, coalesce)
+    def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None,
+             on_behalf_of: Cause | None = None) -> None:
+        """Send without waiting; see `ActorSystem.tell`. `on_behalf_of`, a `cause()` kept from an earlier
+        message: this send goes on in that message's trace, linked to the one in hand (an offer made on a
+        release's turn belongs to the request it answers, and says which release made it possible)."""
+        if on_behalf_of is None:
+            self._cell.system._tell(address, message, self._cell.address, coalesce)
+        else:
+            self._cell.system._tell(address, message, self._cell.address, coalesce,
+                                    links=(otel_context.get_current(),), parent=on_behalf_of.context)
+
+    def cause(self) -> Cause | None:
+        """The trace of the message in hand, to keep for `tell(on_behalf_of=)`; None when tracing is off."""
+        return self._cell.system._tracing.cause()
 
     async def ask(self, address: str, message: Any, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
         """Send and wait for the reply; see `ActorSystem.ask`. Asking oneself would deadlock, so it raises."""

@@ -18,6 +18,16 @@ from .envelope import Envelope
 SYSTEM = "lessor"
 
 
+class Cause:
+    """Why something is done, as a trace sees it: an opaque token an actor keeps with a request, so that
+    the answer sent much later, on another message's turn, still belongs to the request's trace."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+
 class Tracing:
     """Opens the PRODUCER span of a send and the CONSUMER span of its handling.
 
@@ -31,6 +41,10 @@ class Tracing:
         self.enabled = not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
         self._tracer = provider.get_tracer("lessor.mailbox")
         self._ids = itertools.count(1)
+
+    def cause(self) -> Cause | None:
+        """The trace of what runs now, kept to carry on later on its behalf; None when tracing is off."""
+        return Cause(otel_context.get_current()) if self.enabled else None
 
     def send(self, address: str, message: Any, links: Sequence[Context] = (),
              parent: Context | None = None) -> tuple[Span, Context, int]:

@@ -1,5 +1,5 @@
-"""Waiting on the real API server, for the tests: read an object, poll it until a check holds, wait
-until it is gone, wait for an object's Events. One copy, which the `until` fixture (conftest.py) and the test modules share."""
+"""Waiting on the real API server, for the tests: read an object, poll it until a check holds, delete it
+if it is there, wait until it is gone, wait for an object's Events. One copy, which the `until` fixture (conftest.py) and the test modules share."""
 
 from __future__ import annotations
 
@@ -22,6 +22,15 @@ async def get(kube: Gateway, res: Resource, ns: str, name: str) -> dict[str, Any
         if error.not_found:
             return None
         raise
+
+
+async def discard(kube: Gateway, res: Resource, ns: str | None, name: str) -> None:
+    """Delete the object if it is there; one the operator deleted first is no failure of a clean-up."""
+    try:
+        await kube.delete(res, ns, name)
+    except ApiError as error:
+        if not error.not_found:
+            raise
 
 
 async def until(kube: Gateway, res: Resource, ns: str, name: str, check: Check,

@@ -135,6 +135,38 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
 
 
 @pytest.mark.apiserver
+async def test_a_lease_that_waits_for_another_ones_release_is_one_trace_linked_to_the_release(
+        tmp_path: Path) -> None:
+    async with traced_operator(tmp_path) as (kube, spans):
+        await lab(kube, 1)
+        await asyncio.sleep(1)
+        spans.clear()
+        await a_lease(kube, "first")
+        await until(kube, LEASE, NS, "first", ready)
+        await a_lease(kube, "second")
+        await until(kube, LEASE, NS, "second", lambda o: bool((o.get("status") or {}).get("conditions")))
+        await asyncio.sleep(1)
+        await kube.delete(LEASE, NS, "first")
+        await until(kube, LEASE, NS, "second", ready)
+        await asyncio.sleep(0.5)
+        finished = spans.get_finished_spans()
+    root = [s for s in finished if s.parent is None and s.name == "receive Lease"
+            and attributes(s)["k8s.object.name"] == "second" and attributes(s)["k8s.event.type"] == "ADDED"]
+    assert len(root) == 1
+    story = [s for s in finished if s.context.trace_id == root[0].context.trace_id]
+    assert [s.name for s in story if s.parent is None] == ["receive Lease"]
+    became_ready = [(s.context.trace_id, dict(e.attributes or {})) for s in finished for e in s.events
+                    if e.name == "condition changed" and dict(e.attributes or {}).get("lessor.condition.type") == "Ready"
+                    and dict(e.attributes or {}).get("lessor.condition.status") == "True"]
+    ready_write = [a for t, a in became_ready if t == root[0].context.trace_id]
+    assert ready_write, became_ready  # second's Ready is written in second's trace
+    release = {s.context.trace_id for s in finished if s.parent is None and attributes(s).get("k8s.object.name")
+               == "first" and attributes(s).get("k8s.event.type") != "ADDED"}
+    linked = {link.context.trace_id for s in story for link in s.links}
+    assert release & linked, "the offer to the waiting lease links to nothing of the first one's release"
+
+
+@pytest.mark.apiserver
 async def test_one_claim_from_its_watch_event_to_ready_is_one_trace_through_the_objects_lessor_writes(
         tmp_path: Path) -> None:
     """The claim's actor creates a handle, the handle's actor creates the ConfigMap, the handle's status brings

@@ -19,7 +19,7 @@ import pytest
 
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, NAMESPACE, POOL, PROVIDER
-from tests.polling import get, gone, until
+from tests.polling import discard, get, gone, until
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -71,8 +71,7 @@ class Lab:
 
     async def clean(self) -> None:
         for resource, name in sorted(self.made, key=lambda made: made[0] is PROVIDER):  # pools first
-            if await get(self.kube, resource, OPS, name) is not None:
-                await self.kube.delete(resource, OPS, name)
+            await discard(self.kube, resource, OPS, name)
 
 
 @pytest.fixture

@@ -90,10 +90,13 @@ async def _zipkin_trace_of(base: str, name: str, timeout: float = 60) -> list[di
     deadline = time.monotonic() + timeout
     while True:
         found = await asyncio.to_thread(_get, f"{base}/api/v2/traces?{query}")
-        # Spans arrive in batches: wait for the Ready write to be among them.
+        # Zipkin finds traces with such a span and such tags anywhere in them: keep the one whose root is the
+        # event, and wait for the Ready write to be among its spans (they arrive in batches).
         for spans in found:
-            if any(s["name"] == "patch lease" and f"/leases/{name}/status" in s["tags"].get("url.full", "")
-                   for s in spans):
+            created = any("parentId" not in s and s["name"] == "receive lease" and s["tags"].get("k8s.object.name")
+                          == name and s["tags"].get("k8s.event.type") == "ADDED" for s in spans)
+            if created and any(s["name"] == "patch lease" and f"/leases/{name}/status" in s["tags"].get("url.full", "")
+                               for s in spans):
                 return list(spans)
         assert time.monotonic() < deadline, f"no trace of lease {name} with its Ready write in Zipkin: {found}"
         await asyncio.sleep(1)

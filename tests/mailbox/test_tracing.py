@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind
 
-from lessor.mailbox import Actor, ActorSystem
+from lessor.mailbox import Actor, ActorSystem, Cause
 
 
 @dataclass(frozen=True)
@@ -194,3 +194,63 @@ async def test_an_actors_start_up_runs_in_the_trace_of_the_message_that_activate
     assert context_of(h.span("process Question")).trace_id == context_of(sent).trace_id
     assert all(s.attributes and s.attributes["messaging.destination.template"] in (
         "greeter/{name}", "relay/{name}") for s in h.exporter.get_finished_spans())
+
+
+@dataclass(frozen=True)
+class Request:
+    pass
+
+
+@dataclass(frozen=True)
+class Free:
+    pass
+
+
+@dataclass(frozen=True)
+class Answer:
+    pass
+
+
+class Keeper(Actor):
+    """Keeps a request's cause and answers it on another message's turn, as an exporter answers a waiting lease
+    when another releases it."""
+
+    def __init__(self, done: asyncio.Event, causes: list[object]) -> None:
+        self.done, self.causes = done, causes
+        self.waiting: Cause | None = None
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, Request):
+            self.waiting = self.cause()
+            self.causes.append(self.waiting)
+        elif isinstance(message, Free):
+            self.tell("keeper/asker", Answer(), on_behalf_of=self.waiting)
+        elif isinstance(message, Answer):
+            self.done.set()
+        return None
+
+
+async def test_an_answer_sent_on_behalf_of_a_kept_cause_continues_its_trace_and_links_the_turn_it_ran_on() -> None:
+    h = Harness()
+    causes: list[object] = []
+    async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
+        system.register("keeper", lambda _: Keeper(h.done, causes))
+        system.tell("keeper/k", Request())
+        await asyncio.sleep(0.01)
+        system.tell("keeper/k", Free())
+        await h.done.wait()
+    request, free, answer = h.span("process Request"), h.span("process Free"), h.span("send Answer")
+    assert context_of(request).trace_id != context_of(free).trace_id  # two stories
+    assert parent_of(answer, request)  # the answer goes on in the request's
+    assert [link.context.span_id for link in answer.links] == [context_of(free).span_id]  # and says what freed it
+
+
+async def test_without_tracing_there_is_no_cause_to_keep() -> None:
+    causes: list[object] = []
+    done = asyncio.Event()
+    async with ActorSystem(registry=None) as system:
+        system.register("keeper", lambda _: Keeper(done, causes))
+        system.tell("keeper/k", Request())
+        system.tell("keeper/k", Free())
+        await asyncio.wait_for(done.wait(), 5)
+    assert causes == [None]

@@ -19,7 +19,7 @@ import yaml
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, EXPORTER, HANDLE, LEASE, NAMESPACE, POOL, PROVIDER
 from lessor.porting.migrate import make_plan
-from tests.polling import get, gone, until
+from tests.polling import discard, get, gone, until
 
 pytestmark = pytest.mark.usefixtures("operator")
 DATA = Path(__file__).parent / "data"
@@ -196,8 +196,7 @@ async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_noth
     finally:
         for res, name in ((POOL, provider), (HANDLE, f"guid-a{sfx}"), (HANDLE, f"guid-b{sfx}"),
                           (HANDLE, f"guid-c{sfx}"), (PROVIDER, provider)):
-            if await get(kube, res, OPS, name) is not None:
-                await kube.delete(res, OPS, name)
+            await discard(kube, res, OPS, name)
         for res, name in ((HANDLE, f"guid-a{sfx}"), (HANDLE, f"guid-b{sfx}"), (HANDLE, f"guid-c{sfx}")):
             await gone(kube, res, OPS, name)
         for res, ns, name in ((PB_CLAIM, user, "bound"), (PB_CLAIM, user, "other"), (PB_CLAIM, pb, "elsewhere"), *(

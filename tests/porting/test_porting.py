@@ -17,7 +17,7 @@ from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import (
     CLAIM, CLIENT, CONFIGMAP, EXPORTER, HANDLE, LEASE, NAMESPACE, POLICY, POOL, PROVIDER,
 )
-from tests.polling import get, gone, until
+from tests.polling import discard, get, gone, until
 
 pytestmark = pytest.mark.usefixtures("operator")
 DATA = Path(__file__).parent / "data"
@@ -180,5 +180,4 @@ async def test_the_migration_guide_examples_work_verbatim(
         assert lease["status"]["exporterRef"]["name"] == "rpi4-01"
     finally:
         for ns in ("poolboy-test", "lab"):
-            if await get(kube, NAMESPACE, "", ns) is not None:
-                await kube.delete(NAMESPACE, None, ns)
+            await discard(kube, NAMESPACE, None, ns)

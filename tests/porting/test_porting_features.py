@@ -13,7 +13,7 @@ import pytest
 
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, POOL, PROVIDER
-from tests.polling import get, gone, until, wait_events
+from tests.polling import discard, gone, until, wait_events
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -41,8 +41,7 @@ async def made(kube: Gateway) -> AsyncIterator[Made]:
     m = Made(kube)
     yield m
     for res, name in reversed(m.objects):
-        if await get(kube, res, OPS, name) is not None:
-            await kube.delete(res, OPS, name)
+        await discard(kube, res, OPS, name)
     for res, name in m.objects:
         await gone(kube, res, OPS, name)
 

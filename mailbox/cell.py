@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from . import dead_letters
 from .actor import Actor
 from .envelope import Envelope
-from .errors import ActorKilled
+from .errors import ActorKilled, Undeliverable
 from .metrics import BUCKETS, Handling
 
 if TYPE_CHECKING:
@@ -375,6 +375,9 @@ class Cell:
         self.backoff = policy.delay(restarts, self.system._rng)
         if reason == KILL:
             log.warning("%s killed; restarting in %.3gs", self.address, self.backoff)
+        elif self.system._closing and isinstance(error, Undeliverable) and error.reason == dead_letters.SHUTDOWN:
+            # Asked an actor that shut down first: the shutdown's doing, not a fault of this actor.
+            log.debug("%s: %s during shutdown", self.address, error)
         else:
             self.system._failure_log.failed(self.kind.name, self.address, error,
                                             f"failed; restarting in {self.backoff:.3g}s")

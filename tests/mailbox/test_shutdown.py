@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import anyio
@@ -87,3 +88,29 @@ async def test_cancelled_from_outside_the_actors_still_stop_cleanly() -> None:
     assert scope.cancelled_caught
     assert stopped == ["polite/1"]
     assert actor_tasks() == []
+
+
+class LateAsker(Actor):
+    """Asks a peer after the shutdown began: the peer is gone by then."""
+
+    def __init__(self, entered: asyncio.Event) -> None:
+        self.entered = entered
+
+    async def receive(self, message: Any) -> Any:
+        if message == "ask later":
+            self.entered.set()
+            await asyncio.sleep(0.02)
+            return await self.ask("peer/1", "ping", timeout=1)
+        return "pong"
+
+
+async def test_an_ask_cut_off_by_the_shutdown_is_not_logged_as_a_failure(caplog: pytest.LogCaptureFixture) -> None:
+    entered = asyncio.Event()
+    async with ActorSystem(registry=None) as system:
+        system.register("asker", lambda _: LateAsker(entered))
+        system.register("peer", lambda _: LateAsker(entered))
+        assert await system.ask("peer/1", "ping") == "pong"
+        system.tell("asker/1", "ask later")
+        await entered.wait()
+    assert system.dead_letters.by_reason["shutdown"] >= 1, "the late ask did meet the shutdown"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -145,6 +145,7 @@ class ExporterActor(ObjectActor):
                 holder = self.holder.lease if self.holder else None
                 if holder != lease and not self.verified:
                     holder = await self._verify()
+                    self._schedule_decision()  # the API may say the exporter is free
                 self.tell(_lease_address(self.namespace, lease),
                           Granted(self.name) if holder == lease else Evicted(self.name, holder or ""))
             case Release(lease=lease):
@@ -232,8 +233,10 @@ class ExporterActor(ObjectActor):
 
     def _schedule_decision(self, *, window: bool = False) -> None:
         """Decide after the messages already queued; after the decision window when a burst of
-        requests is just starting, so that they are all in before the first offer."""
-        if not self.deciding and self.offer is None and len(self.queue):
+        requests is just starting, so that they are all in before the first offer. Not while a non-spot
+        lease holds the exporter: nothing can be offered then, and whatever lets it go decides again."""
+        if (not self.deciding and self.offer is None and len(self.queue)
+                and (self.holder is None or self.holder.spot)):
             self.deciding = True
             self.schedule("decide", _Decide(), delay=self.ctx.decision_window if window else 0)
 

@@ -213,12 +213,9 @@ class ActorSystem:
         parent: Context | None = None,
     ) -> None:
         envelope = Envelope(message, sender, None, key)
-        if not self._tracing.enabled:
-            self._post(address, envelope, bounded)
-            return
-        span, envelope.context, envelope.id = self._tracing.send(address, message, links, parent)
-        with trace.use_span(span, end_on_exit=True):
-            self._post(address, envelope, bounded)
+        if self._tracing.enabled:
+            self._tracing.told(envelope, links, parent)
+        self._post(address, envelope, bounded)
 
     async def _ask(self, address: str, message: Any, sender: str | None, timeout: float) -> Any:
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -1,5 +1,7 @@
-"""Tracing: a conversation across actors is one trace, an actor's start-up and its timers included; a coalesced
-message's span links the sends it replaced; names and attributes follow OpenTelemetry's messaging conventions."""
+"""Tracing: a conversation across actors is one trace, an actor's start-up and its timers included; a tell's
+handling is a child of its sender's span; a coalesced message's span links the senders it replaced; an answer
+sent later on behalf of a kept cause continues its trace; names and attributes follow OpenTelemetry's messaging
+conventions."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from lessor.mailbox import Actor, ActorSystem, Cause
 
@@ -69,6 +71,9 @@ class Relay(Actor):
             self.schedule("wake", WakeUp(), delay=0.001)
         elif isinstance(message, WakeUp):
             self.done.set()
+        elif message == "fail":
+            self.done.set()
+            raise RuntimeError("boom")
         return None
 
 
@@ -113,11 +118,11 @@ async def test_tell_then_ask_across_three_actors_is_one_trace() -> None:
         await h.done.wait()
     assert h.answers == ["42"]
     root = h.span("watch event")
+    # A tell has no span of its own: its handling is a child of the sender's span. An ask's send span
+    # lasts until the reply.
     chain = [
         root,
-        h.span("send Start"),
         h.span("process Start"),
-        h.span("send Forward"),
         h.span("process Forward"),
         h.span("send Question"),
         h.span("process Question"),
@@ -125,38 +130,41 @@ async def test_tell_then_ask_across_three_actors_is_one_trace() -> None:
     assert {context_of(s).trace_id for s in chain} == {context_of(root).trace_id}
     for parent, child in itertools.pairwise(chain):
         assert parent_of(child, parent), f"{child.name} should be a child of {parent.name}"
-    assert [s.kind for s in chain[1:]] == [SpanKind.PRODUCER, SpanKind.CONSUMER] * 3
-    send = dict(h.span("send Forward").attributes or {})
-    process = dict(h.span("process Forward").attributes or {})
-    assert (h.span("send Forward").name, h.span("process Forward").name) == ("send relay/{name}", "process relay/{name}")
+    assert [s.kind for s in chain[1:]] == [SpanKind.CONSUMER, SpanKind.CONSUMER, SpanKind.PRODUCER, SpanKind.CONSUMER]
+    assert not [s for s in h.exporter.get_finished_spans() if s.kind == SpanKind.PRODUCER
+                and (s.attributes or {}).get("lessor.message.type") in ("Start", "Forward")]
+    send = dict(h.span("send Question").attributes or {})
+    process = dict(h.span("process Question").attributes or {})
+    assert (h.span("send Question").name, h.span("process Question").name) == ("send relay/{name}",
+                                                                             "process relay/{name}")
     assert send["messaging.operation.type"] == "send"
     assert process == {
         "messaging.system": "lessor",
         "messaging.operation.name": "process",
         "messaging.operation.type": "process",
-        "messaging.destination.name": "relay/b",
+        "messaging.destination.name": "relay/c",
         "messaging.destination.template": "relay/{name}",
         "messaging.message.id": send["messaging.message.id"],
-        "lessor.message.type": "Forward",
+        "lessor.message.type": "Question",
     }
 
 
-async def test_a_coalesced_message_is_processed_under_the_newest_send_and_links_the_others() -> None:
+async def test_a_coalesced_message_is_processed_under_the_newest_sender_and_links_the_others() -> None:
     h = Harness()
+    tracer = h.provider.get_tracer("test")
     async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
         h.register(system)
         system.tell("relay/d", "hold")
         await h.entered.wait()
         for version in (1, 2, 3):
-            system.tell("relay/d", Snapshot(version), coalesce="snapshot")
+            with tracer.start_as_current_span(f"event {version}"):
+                system.tell("relay/d", Snapshot(version), coalesce="snapshot")
         h.gate.set()
         await h.done.wait()
-    sends = [s for s in h.exporter.get_finished_spans() if (s.attributes or {}).get("lessor.message.type") == "Snapshot"
-             and s.kind == SpanKind.PRODUCER]
+    senders = [h.span(f"event {version}") for version in (1, 2, 3)]
     process = h.span("process Snapshot")
-    assert len(sends) == 3
-    assert parent_of(process, sends[2])
-    assert [link.context.span_id for link in process.links] == [context_of(s).span_id for s in sends[:2]]
+    assert parent_of(process, senders[2])
+    assert [link.context.span_id for link in process.links] == [context_of(s).span_id for s in senders[:2]]
 
 
 async def test_a_timer_delivery_continues_the_trace_that_armed_it_and_links_it() -> None:
@@ -165,10 +173,9 @@ async def test_a_timer_delivery_continues_the_trace_that_armed_it_and_links_it()
         h.register(system)
         system.tell("relay/t", Arm())
         await h.done.wait()
-    armed_by, fired, delivered = h.span("process Arm"), h.span("send WakeUp"), h.span("process WakeUp")
-    assert parent_of(fired, armed_by)
-    assert [link.context.span_id for link in fired.links] == [context_of(armed_by).span_id]
-    assert parent_of(delivered, fired)
+    armed_by, delivered = h.span("process Arm"), h.span("process WakeUp")
+    assert parent_of(delivered, armed_by)
+    assert [link.context.span_id for link in delivered.links] == [context_of(armed_by).span_id]
 
 
 class Greeter(Actor):
@@ -188,10 +195,10 @@ async def test_an_actors_start_up_runs_in_the_trace_of_the_message_that_activate
         system.register("greeter", lambda _: Greeter())
         system.tell("greeter/g", Start())
         await h.done.wait()
-    sent, start, told = h.span("send Start"), h.span("start Start"), h.span("send Forward")
+    start, told = h.span("start Start"), h.span("process Forward")
     assert start.name == "start greeter/{name}"
-    assert parent_of(start, sent) and parent_of(told, start)
-    assert context_of(h.span("process Question")).trace_id == context_of(sent).trace_id
+    assert parent_of(told, start)  # what start-up told is handled in the start-up's trace
+    assert context_of(h.span("process Question")).trace_id == context_of(start).trace_id
     assert all(s.attributes and s.attributes["messaging.destination.template"] in (
         "greeter/{name}", "relay/{name}") for s in h.exporter.get_finished_spans())
 
@@ -239,7 +246,7 @@ async def test_an_answer_sent_on_behalf_of_a_kept_cause_continues_its_trace_and_
         await asyncio.sleep(0.01)
         system.tell("keeper/k", Free())
         await h.done.wait()
-    request, free, answer = h.span("process Request"), h.span("process Free"), h.span("send Answer")
+    request, free, answer = h.span("process Request"), h.span("process Free"), h.span("process Answer")
     assert context_of(request).trace_id != context_of(free).trace_id  # two stories
     assert parent_of(answer, request)  # the answer goes on in the request's
     assert [link.context.span_id for link in answer.links] == [context_of(free).span_id]  # and says what freed it
@@ -254,3 +261,22 @@ async def test_without_tracing_there_is_no_cause_to_keep() -> None:
         system.tell("keeper/k", Free())
         await asyncio.wait_for(done.wait(), 5)
     assert causes == [None]
+
+
+async def test_a_failed_or_killed_handling_shows_as_an_error_on_its_span() -> None:
+    h = Harness()
+    async with ActorSystem(registry=None, tracer_provider=h.provider) as system:
+        h.register(system)
+        system.tell("relay/f", "fail")
+        await h.done.wait()
+        system.tell("relay/k", "hold")
+        await h.entered.wait()
+        system.kill("relay/k")
+        await asyncio.sleep(0.01)
+    failed, killed = [[s for s in h.exporter.get_finished_spans() if s.name == "process relay/{name}"
+                       and (s.attributes or {})["messaging.destination.name"] == address] for address in ("relay/f",
+                                                                                                       "relay/k")]
+    assert [(s.status.status_code, s.status.description) for s in failed] == [(StatusCode.ERROR, "RuntimeError: boom")]
+    assert [e.name for e in failed[0].events] == ["exception"]
+    assert [(s.status.status_code, s.status.description) for s in killed] == [
+        (StatusCode.ERROR, "cancelled (killed or shut down)")]

@@ -209,6 +209,7 @@ class ClaimActor(ObjectActor):
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
         self.spec = await offload(resolve_claim, self.obj, self.providers, now=now)
+        await self._label_claim()
         if self.handle is not None:
             await self._keep_in_step(now)
             return
@@ -226,6 +227,29 @@ class ClaimActor(ObjectActor):
         if self.asking is None:
             self.pools = await self._matching_pools(self.spec)
             await self._ask_next()
+
+    async def _label_claim(self) -> None:
+        """The providers' `resourceClaimLabels` and `resourceClaimAnnotations` on the claim, as the pool/claim tool
+        sets them (so claims can be selected by what they use); a user who changes one sees it set again."""
+        assert self.obj is not None and self.spec is not None
+        metadata = self.obj.get("metadata") or {}
+        patch: dict[str, dict[str, str]] = {}
+        for section in ("labels", "annotations"):
+            current = metadata.get(section) or {}
+            for resource in self.spec.resources:
+                if resource.provider is None:
+                    continue
+                wanted = resource.provider.claim_labels if section == "labels" else resource.provider.claim_annotations
+                patch.setdefault(section, {}).update({k: v for k, v in wanted.items() if current.get(k) != v})
+        patch = {section: values for section, values in patch.items() if values}
+        if not patch:
+            return
+        try:
+            self.obj = await self.ctx.api.merge_patch(CLAIM, self.namespace, self.name, {"metadata": patch})
+        except NotFound:
+            return  # its deletion event tells us
+        except ApiFailure as error:
+            log.warning("claim %s/%s: setting the providers' labels failed: %s", self.namespace, self.name, error)
 
     async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
         """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
@@ -289,7 +313,7 @@ class ClaimActor(ObjectActor):
         assert self.obj is not None
         now = self.ctx.now().replace(microsecond=0)  # lifespans are written to the second
         lifespan, _ = claim_lifespan_of(spec.lifespan, self.obj, start=now, now=now)
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
             "metadata": {"generateName": "guid-", "namespace": self.ctx.operator_namespace,
                          "annotations": {CLAIM_TEMPLATES: templates_record(spec.templates)}},
@@ -299,6 +323,8 @@ class ClaimActor(ObjectActor):
                 "lifespan": handle_lifespan_spec(spec.lifespan, lifespan.end if lifespan else None),
             },
         }
+        if (provider := _provider_mode(spec)) is not None:
+            body["spec"]["provider"] = provider
         try:
             handle = await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, body)
         except ApiFailure as error:
@@ -350,7 +376,11 @@ class ClaimActor(ObjectActor):
                     for entry, resource in zip(entries, spec.resources)]
         plan = await offload(plan_update, base, spec, self.handle, claim=self.obj, now=now)
         self.update_errors = list(plan.errors)
-        if not plan.changed:
+        provider = _provider_mode(spec)
+        provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \
+            if provider is not None and not plan.errors and (self.handle.get("spec") or {}).get("provider") != provider \
+            else []
+        if not plan.changed and not provider_ops:
             return
         base = list(base)
         for update in plan.resources:
@@ -359,7 +389,7 @@ class ClaimActor(ObjectActor):
         try:
             self.handle = await self.ctx.api.json_patch(
                 HANDLE, self.ctx.operator_namespace, name_of(self.handle),
-                [*plan.handle_patch(self.handle), record_templates_op(self.handle, base)])
+                [*plan.handle_patch(self.handle), record_templates_op(self.handle, base), *provider_ops])
         except NotFound:
             return  # its deletion event tells us
         except ApiFailure as error:
@@ -472,12 +502,14 @@ class ClaimActor(ObjectActor):
         }
         if handle is None and self.spec.valid and (wait := self._awaiting_approval()) and wait.initial:
             new["approval"] = wait.initial
+        if self.spec.valid and not self.update_errors and (provider := _provider_mode(self.spec)) is not None:
+            new["provider"] = provider  # what was applied: once bound, immutable parameters are judged against it
         if handle is not None and await self._auto_deleted({**status, **new}):
             return
         if handle is not None and await self._auto_detached({**status, **new}, conditions):
             return
         if all(status.get(key) == new[key]
-               for key in ("resourceHandle", "resources", "lifespan", "approval", "summary") if key in new) \
+               for key in ("resourceHandle", "resources", "lifespan", "approval", "summary", "provider") if key in new) \
                 and same_conditions(status.get("conditions"), conditions):
             return
         if await self.write_status(new):  # else deleted: the deletion event stops us
@@ -675,6 +707,13 @@ def _project(theirs: Any, ours: Any) -> Any:
 def _handle_address(handle: Mapping[str, Any]) -> str:
     metadata = handle.get("metadata") or {}
     return actor_address(HANDLE, str(metadata.get("namespace")), str(metadata.get("name")))
+
+
+def _provider_mode(spec: ClaimSpec) -> dict[str, Any] | None:
+    """`{name, parameterValues}` of a claim in provider mode (for its handle and its status), else None."""
+    if spec.parameters is None or not spec.resources or spec.resources[0].provider is None:
+        return None
+    return {"name": spec.resources[0].provider.name, "parameterValues": dict(spec.parameters)}
 
 
 def _preferred_first(pool: Mapping[str, Any]) -> tuple[float, str]:

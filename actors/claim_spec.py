@@ -36,27 +36,16 @@ from lessor.templates import (
 
 from .conditions import UNKNOWN, new_condition
 from .lifespan import LifespanConfig, combine
+from .parameters import in_provider_terms, parameter_values, render_definition
 from .provider import Object, Provider, Readiness, clock
+from .resource_errors import REASONS, ResourceError
 
-#: Valid condition reasons, most fundamental first: the condition reports the first that occurs.
-REASONS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "Forbidden",
-           "ProviderTemplateError", "InvalidTemplate", "SchemaViolation", "CheckFailed", "InvalidLifespan",
-           "UpdateRefused")
+__all__ = ["REASONS", "ClaimResource", "ClaimSpec", "PoolSpec", "ResourceError", "bound_templates", "forbidden",
+           "lifespan_errors", "matches_handle", "ready_condition", "resolve_claim", "resolve_pool", "resource_state",
+           "status_resources", "valid_condition", "validate_template"]
+
 _GENERATE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[-a-z0-9.])?")
 _DOMAIN = "lessor.dev/"
-
-
-@dataclass(frozen=True)
-class ResourceError:
-    """One problem, at the field to fix; `reason` is one of REASONS."""
-
-    field: str
-    message: str
-    reason: str
-    index: int | None = None
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +69,8 @@ class ClaimSpec:
 
     resources: tuple[ClaimResource, ...]
     errors: tuple[ResourceError, ...] = ()
+    parameters: Mapping[str, Any] | None = None
+    """In provider mode (`spec.provider`), every parameter's value; None otherwise."""
 
     @property
     def all_errors(self) -> tuple[ResourceError, ...]:
@@ -135,10 +126,49 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
              claim: Mapping[str, Any] | None, now: datetime) -> ClaimSpec:
     entries = (obj.get("spec") or {}).get("resources") or []
     whole = lifespan_errors(claim) if claim is not None else []
+    if claim is not None and (claim.get("spec") or {}).get("provider") is not None:
+        if entries:
+            whole.insert(0, ResourceError("spec.provider", "a claim gives either spec.provider (a provider and its "
+                                          "parameter values) or spec.resources, not both", "Forbidden"))
+            return ClaimSpec((), tuple(whole))
+        return _provider_mode(claim, providers, tuple(whole), now)
     if not entries:
         whole.insert(0, ResourceError("spec.resources", "at least one resource is needed", "NoResources"))
         return ClaimSpec((), tuple(whole))
     return ClaimSpec(tuple(_resource(i, entry, providers, claim, now) for i, entry in enumerate(entries)), tuple(whole))
+
+
+def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], whole: tuple[ResourceError, ...],
+                   now: datetime) -> ClaimSpec:
+    """`spec.provider: {name, parameterValues}`: one resource, the provider's `template.definition` rendered with
+    the values. The rendered template is the provider's (no claim-only restrictions); its schema and checks apply."""
+    name = ((claim.get("spec") or {}).get("provider") or {}).get("name")
+    provider = providers.get(name) if isinstance(name, str) else None
+    if provider is None:
+        error = ResourceError("spec.provider.name", f"there is no ResourceProvider {name}", "ProviderNotFound", 0)
+        return ClaimSpec((ClaimResource(0, str(name or ""), None, None, (error,)),), whole)
+    problem = None
+    if not provider.valid:
+        problem = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} is invalid: "
+                                + "; ".join(provider.errors), "ProviderInvalid", 0)
+    elif provider.template_definition is None:
+        problem = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} has no "
+                                "spec.template.definition to render from parameters: name it in "
+                                "spec.resources[].provider instead", "ProviderInvalid", 0)
+    if problem is not None:
+        return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, (problem,)),), whole)
+    values, errors = parameter_values(provider, claim, now=now)
+    if errors:
+        return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, tuple(errors)),), whole, values)
+    try:
+        template = provider.apply_defaults(render_definition(provider, claim, values, now=now),
+                                           claim=claim, index=0, now=now)
+    except TemplateError as failure:
+        error = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} could not render {failure}",
+                              "ProviderTemplateError", 0)
+        return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, (error,)),), whole, values)
+    errors = in_provider_terms(validate_template(provider, template, index=0, claim=claim, now=now), provider.name)
+    return ClaimSpec((ClaimResource(0, provider.resource_name, provider, template, tuple(errors)),), whole, values)
 
 
 def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:

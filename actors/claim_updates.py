@@ -32,6 +32,7 @@ from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operation
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
 from .handle_render import DOMAIN
+from .parameters import in_provider_terms
 from .provider import Object, Provider
 
 Operation = dict[str, Any]
@@ -74,6 +75,8 @@ class ClaimUpdate:
 
     resources: tuple[ResourceUpdate, ...]
     structural: tuple[ResourceError, ...] = ()
+    provider_mode: str | None = None
+    """The provider of a claim in provider mode: its errors are told at its parameter values."""
 
     @property
     def changed(self) -> bool:
@@ -86,7 +89,8 @@ class ClaimUpdate:
     @property
     def errors(self) -> tuple[ResourceError, ...]:
         """For `status.resources[].validationError` and the `Valid` condition (reason UpdateRefused)."""
-        return self.structural + tuple(change.as_error() for change in self.refused)
+        errors = self.structural + tuple(change.as_error() for change in self.refused)
+        return tuple(in_provider_terms(errors, self.provider_mode)) if self.provider_mode else errors
 
     def handle_patch(self, handle: Mapping[str, Any]) -> list[Operation]:
         """A JSON Patch for the handle object applying the allowed operations (empty when nothing changes)."""
@@ -139,7 +143,8 @@ def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpe
         old = old_templates[resource.index] if resource.index < len(old_templates) else None
         updates.append(_plan_resource(resource.index, resource.provider, old if old is not None else current,
                                       resource.template, current, claim, now))
-    return ClaimUpdate(tuple(updates), tuple(structural))
+    mode = new.resources[0].provider.name if new.parameters is not None and new.resources[0].provider else None
+    return ClaimUpdate(tuple(updates), tuple(structural), mode)
 
 
 def _plan_resource(index: int, provider: Provider, old: Mapping[str, Any], new: Mapping[str, Any],

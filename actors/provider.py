@@ -26,21 +26,22 @@ from typing import Any
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import ALL_OPS, json_equal
 from lessor.templates import (
-    InvalidSchemaError,
     TemplateError,
     check_expression,
     check_variables,
+    compiled_checks,
     escape_pointer_token,
-    strings_in,
     render_object,
+    schema_errors,
+    template_errors,
     template_variables,
-    validate_schema,
 )
 from lessor.templates.errors import describe
 from lessor.templates.regexes import regex_errors
-from lessor.templates.sandbox import compile_expression, compile_template
+from lessor.templates.sandbox import compile_expression
 
 from .lifespan import LifespanConfig
+from .parameters import Parameter, parse_parameters
 
 Object = dict[str, Any]
 _MARKUP = ("{{", "{%", "{#")
@@ -82,6 +83,12 @@ class Provider:
     resource_name: str
     readiness_check: str | None
     health_check: str | None
+    parameters: tuple[Parameter, ...]
+    template_definition: Object | None
+    """`spec.template.definition`: the resource template of a claim in provider mode, rendered with its values."""
+    claim_labels: Mapping[str, str]
+    """`resourceClaimLabels`: set on each claim that uses the provider (and `resourceClaimAnnotations`)."""
+    claim_annotations: Mapping[str, str]
     api_version: str | None
     """The apiVersion the provider fixes, when known before rendering (None: a template in override sets it)."""
     kind: str | None
@@ -244,13 +251,32 @@ def _compile(canonical: str) -> Provider:
             return {}
         return dict(value)
 
-    template_enable = (spec.get("template") or {}).get("enable") is True
+    template = spec.get("template") or {}
+    template_enable = isinstance(template, Mapping) and template.get("enable") is True
+    definition = template.get("definition") if isinstance(template, Mapping) else None
+    if definition is not None and not isinstance(definition, Mapping):
+        errors.append("spec.template.definition: must be an object")
+        definition = None
+    errors += template_errors("spec.template.definition", definition)
+    parameters, parameter_errors = parse_parameters(spec)
+    errors += parameter_errors
+    claim_metadata = {}
+    for key in ("resourceClaimLabels", "resourceClaimAnnotations"):
+        values = spec.get(key) or {}
+        if not isinstance(values, Mapping) or not all(isinstance(v, str) for v in values.values()):
+            errors.append(f"spec.{key}: must map names to strings")
+            values = {}
+        bad = [k for k in values if str(k).startswith("lessor.dev/")]
+        if bad:
+            errors.append(f"spec.{key}: lessor.dev/ keys are the operator's ({', '.join(bad)})")
+            values = {}
+        claim_metadata[key] = dict(values)
     default, override = section("default"), section("override")
     if template_enable:
-        errors += _template_errors("spec.default", default)
-        errors += _template_errors("spec.override", override)
-        errors += _template_errors("spec.vars", section("vars"))
-    errors += _template_errors("spec.statusSummaryTemplate", section("statusSummaryTemplate"))
+        errors += template_errors("spec.default", default)
+        errors += template_errors("spec.override", override)
+        errors += template_errors("spec.vars", section("vars"))
+    errors += template_errors("spec.statusSummaryTemplate", section("statusSummaryTemplate"))
     match = spec.get("match")
     if match is not None and not isinstance(match, Mapping):
         errors.append("spec.match: must be an object")
@@ -265,27 +291,11 @@ def _compile(canonical: str) -> Provider:
         errors += _filter_errors(f"spec.updateFilters[{i}]", update_filter)
 
     validation = spec.get("validation") or {}
-    schema = validation.get("openAPIV3Schema")
-    if schema is not None and not isinstance(schema, Mapping):
-        errors.append("spec.validation.openAPIV3Schema: must be an object")
-        schema = None
-    elif schema is not None:
-        try:
-            validate_schema(None, schema)
-        except InvalidSchemaError as error:
-            errors.append(f"spec.validation.openAPIV3Schema{error.where}: {error.reason}")
-    checks = []
-    for i, entry in enumerate(validation.get("checks") or ()):
-        expression = entry.get("check") if isinstance(entry, Mapping) else None
-        if not isinstance(expression, str) or not expression.strip():
-            errors.append(f"spec.validation.checks[{i}].check: the check has no expression")
-            continue
-        try:
-            compile_expression(expression)
-        except Exception as error:  # whatever Jinja2 raises while parsing is the check's error
-            errors.append(f"spec.validation.checks[{i}].check: {describe(error)}")
-            continue
-        checks.append(Check(str(entry.get("name") or expression), expression))
+    schema, problems = schema_errors("spec.validation.openAPIV3Schema", validation.get("openAPIV3Schema"))
+    errors += problems
+    compiled, check_errors = compiled_checks("spec.validation.checks", validation.get("checks") or ())
+    errors += check_errors
+    checks = [Check(entry["name"], entry["check"]) for entry in compiled]
 
     readiness_check, health_check = spec.get("readinessCheck"), spec.get("healthCheck")
     for field, expression in (("readinessCheck", readiness_check), ("healthCheck", health_check)):
@@ -321,6 +331,10 @@ def _compile(canonical: str) -> Provider:
         resource_name=str(spec.get("resourceName") or name),
         readiness_check=readiness_check,
         health_check=health_check,
+        parameters=parameters,
+        template_definition=dict(definition) if definition is not None else None,
+        claim_labels=claim_metadata["resourceClaimLabels"],
+        claim_annotations=claim_metadata["resourceClaimAnnotations"],
         api_version=api_version,
         kind=kind,
         errors=tuple(errors),
@@ -363,18 +377,6 @@ def _static(value: Any) -> str | None:
     if isinstance(value, str) and not any(mark in value for mark in _MARKUP):
         return value
     return None
-
-
-def _template_errors(field: str, value: Any) -> list[str]:
-    errors = []
-    for pointer, source in strings_in(value):
-        if not any(mark in source for mark in _MARKUP):
-            continue
-        try:
-            compile_template(source)
-        except Exception as error:  # whatever Jinja2 raises while parsing is the template's error
-            errors.append(f"{field}{pointer}: {describe(error)}")
-    return errors
 
 
 def _filter_errors(field: str, update_filter: Any) -> list[str]:

@@ -4,12 +4,12 @@ Stands alone: nothing here imports the rest of lessor.
 """
 
 from .budget import offload
-from .checks import CheckFailure, check_expression, check_variables, run_checks
+from .checks import CheckFailure, check_expression, check_variables, compiled_checks, run_checks
 from .durations import format_duration, parse_duration
 from .errors import TemplateError
 from .pointers import escape_pointer_token, strings_in
-from .render import render_object, render_string, template_variables
-from .schema import InvalidSchemaError, SchemaViolation, validate_schema
+from .render import render_object, render_string, template_errors, template_variables
+from .schema import InvalidSchemaError, SchemaViolation, schema_errors, validate_schema
 from .timestamps import TimeDelta, Timestamp, format_timestamp, parse_timestamp
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Timestamp",
     "check_expression",
     "check_variables",
+    "compiled_checks",
     "escape_pointer_token",
     "strings_in",
     "format_duration",
@@ -31,6 +32,8 @@ __all__ = [
     "render_object",
     "render_string",
     "run_checks",
+    "schema_errors",
+    "template_errors",
     "template_variables",
     "validate_schema",
 ]

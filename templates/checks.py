@@ -72,3 +72,20 @@ def run_checks(checks: Iterable[Mapping[str, Any]], variables: Mapping[str, Any]
         except TemplateError as error:
             failures.append(CheckFailure(name, expression, error.message))
     return failures
+
+
+def compiled_checks(field: str, entries: Iterable[Any]) -> tuple[list[dict[str, str]], list[str]]:
+    """The `{name, check}` entries whose expression compiles, and `field[i].check: why` for each that does not."""
+    checks, errors = [], []
+    for i, entry in enumerate(entries):
+        expression = entry.get("check") if isinstance(entry, Mapping) else None
+        if not isinstance(expression, str) or not expression.strip():
+            errors.append(f"{field}[{i}].check: the check has no expression")
+            continue
+        try:
+            compile_expression(expression)
+        except Exception as error:  # whatever Jinja2 raises while parsing is the check's error
+            errors.append(f"{field}[{i}].check: {describe(error)}")
+            continue
+        checks.append({"name": str(entry.get("name") or expression), "check": expression})
+    return checks, errors

@@ -20,7 +20,7 @@ from jinja2.exceptions import SecurityError
 from .budget import MAX_SIZE, BudgetExceeded, deep_size, evaluating, out_of_time, too_big
 from .errors import TemplateError, describe
 from .jsonvalues import plain
-from .pointers import escape_pointer_token
+from .pointers import escape_pointer_token, strings_in
 from .sandbox import compile_template
 from .timestamps import TimestampFactory, make_timedelta
 
@@ -89,3 +89,16 @@ def render_object(template: Any, variables: Mapping[str, Any], path: str = "") -
     if isinstance(template, list):
         return [render_object(item, variables, f"{path}/{index}") for index, item in enumerate(template)]
     return template
+
+
+def template_errors(field: str, value: Any) -> list[str]:
+    """`field<pointer>: why` for each string in `value` that is a template Jinja2 cannot parse."""
+    errors = []
+    for pointer, source in strings_in(value):
+        if not any(mark in source for mark in _MARKUP):
+            continue
+        try:
+            compile_template(source)
+        except Exception as error:  # whatever Jinja2 raises while parsing is the template's error
+            errors.append(f"{field}{pointer}: {describe(error)}")
+    return errors

@@ -237,3 +237,16 @@ def validate_schema(instance: Any, schema: Mapping[str, Any], path: str = "") ->
     except RecursionError:  # a $ref that leads back to itself without end
         raise InvalidSchemaError((), "$ref refers to itself without end") from None
     return sorted(violations, key=lambda violation: (violation.path, violation.message))
+
+
+def schema_errors(field: str, schema: Any) -> tuple[Mapping[str, Any] | None, list[str]]:
+    """A provider's schema read: itself (None when it is not an object) and `field<where>: why` if it is broken."""
+    if schema is None:
+        return None, []
+    if not isinstance(schema, Mapping):
+        return None, [f"{field}: must be an object"]
+    try:
+        validate_schema(None, schema)
+    except InvalidSchemaError as error:
+        return schema, [f"{field}{error.where}: {error.reason}"]
+    return schema, []

@@ -30,12 +30,12 @@ _CARRIED: dict[str, frozenset[str]] = {
     "ResourceProvider": frozenset({"default", "override", "match", "matchIgnore", "updateFilters", "validation",
                                    "lifespan", "resourceRequiresClaim", "resourceName", "readinessCheck",
                                    "template", "vars", "disableCreation", "approval", "statusSummaryTemplate",
-                                   "healthCheck"}),
+                                   "healthCheck", "parameters", "resourceClaimLabels", "resourceClaimAnnotations"}),
     "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
                                "resourceLabels", "resourceAnnotations", "vars", "deleteUnhealthyResourceHandles"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
-                                 "resourceLabels", "resourceAnnotations", "preferenceScore"}),
-    "ResourceClaim": frozenset({"resources", "lifespan", "disableCreation", "autoDelete", "autoDetach"}),
+                                 "resourceLabels", "resourceAnnotations", "preferenceScore", "provider"}),
+    "ResourceClaim": frozenset({"resources", "provider", "lifespan", "disableCreation", "autoDelete", "autoDetach"}),
     "Client": frozenset({"username"}),
     "Exporter": frozenset({"enabled", "username"}),
     "ExporterAccessPolicy": frozenset({"exporterSelector", "policies"}),
@@ -45,12 +45,9 @@ _CARRIED: dict[str, frozenset[str]] = {
 
 #: Why a Poolboy field is left out, where there is more to say than "lessor does not implement it".
 _WHY: dict[str, str] = {
-    "parameters": "lessor has no provider parameters; put the values in the claim's resource template and "
-                  "check them with spec.validation",
     "linkedResourceProviders": "lessor has no linked providers; list every resource in the claim or pool",
-    "resourceClaimAnnotations": "lessor does not label or annotate claims for the provider",
-    "resourceClaimLabels": "lessor does not label or annotate claims for the provider",
-    "provider": "provider mode (a provider with parameters instead of resources) is not implemented in lessor",
+    "provider": "provider mode (a provider with parameters instead of resources) is implemented for claims, not "
+                "for pools in lessor",
 }
 
 #: Names Poolboy's templates have that lessor's sandbox does not.
@@ -121,10 +118,8 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     obj: dict[str, Any] = {"apiVersion": API, "kind": kind,
                            "metadata": _metadata(metadata, group, kind, operator_namespace, subject, notes)}
     spec = mapping_at(doc, "spec")
-    if kind in ("ResourceClaim", "ResourcePool") and "provider" in spec and not spec.get("resources"):
+    if kind == "ResourcePool" and "provider" in spec and not spec.get("resources"):
         return None, notes + [Note(subject, "spec.provider", _WHY["provider"] + f"; the {kind} is not converted")]
-    if kind == "ResourceProvider" and ((spec.get("template") or {}).get("definition") is not None):
-        notes.append(Note(subject, "spec.template.definition", _WHY["provider"]))
     kept: dict[str, Any] = {}
     for key, value in spec.items():
         if key in _CARRIED[kind]:
@@ -205,6 +200,8 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
                 del template["metadata"]
     if isinstance(spec.get("resourcePool"), dict):
         spec["resourcePool"] = {"name": spec["resourcePool"].get("name"), "namespace": operator_namespace}
+    if isinstance(spec.get("provider"), dict):  # provider mode: lessor names providers by name only
+        spec["provider"] = {k: spec["provider"][k] for k in ("name", "parameterValues") if k in spec["provider"]}
     if isinstance(spec.get("resourceClaim"), dict):
         spec["resourceClaim"] = {k: spec["resourceClaim"][k] for k in ("name", "namespace")
                                  if k in spec["resourceClaim"]}
@@ -225,6 +222,14 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
         if style not in (None, "jinja2"):
             notes.append(Note(subject, "spec.template.style", f"{style!r}: lessor's templates are Jinja2"))
         spec["template"] = {"enable": template.get("enable") is True}
+        if isinstance(template.get("definition"), dict):  # rendered whatever enable says, in both tools
+            _sandbox_notes(template["definition"], "spec.template.definition", subject, notes)
+            spec["template"]["definition"] = _typed_as_poolboy(template["definition"])
+        for index, parameter in enumerate(spec.get("parameters") or ()):
+            default = parameter.get("default") if isinstance(parameter, dict) else None
+            if isinstance(default, dict) and isinstance(default.get("template"), str):
+                _sandbox_notes(default["template"], f"spec.parameters[{index}].default.template", subject, notes)
+                default["template"] = _typed_as_poolboy(default["template"])
         if template.get("enable") is not True:
             return
         for section in ("default", "override", "vars"):

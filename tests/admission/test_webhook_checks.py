@@ -473,6 +473,38 @@ async def test_a_provider_name_no_object_can_have_is_denied_at_its_field_not_an_
     assert "could not finish" not in err.message
 
 
+async def test_a_claim_in_provider_mode_is_denied_with_every_bad_parameter_value_at_its_field(
+    kube: Gateway, lab: str, operator_namespace: str, preflight: None
+) -> None:
+    """The operator's own rule (`lessor.actors.parameters`): schema, checks, unknown names, at the same fields."""
+    sized = {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": operator_namespace}},
+        "parameters": [
+            {"name": "size", "required": True, "validation": {"openAPIV3Schema": {"type": "string",
+                                                                                  "enum": ["small", "large"]}}},
+            {"name": "count", "validation": {"openAPIV3Schema": {"type": "integer", "default": 1},
+                                             "checks": [{"name": "few if large", "check": "count < 3 or size != 'large'"}]}},
+        ],
+        "template": {"definition": {"data": {"size": "{{ size }}"}}},
+    }
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "sized", sized))
+    try:
+        wrong = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "wrong", {
+            "provider": {"name": "sized", "parameterValues": {"size": "huge", "colour": "red"}}}))
+        checked = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "checked", {
+            "provider": {"name": "sized", "parameterValues": {"size": "large", "count": 5}}}))
+        await kube.create(CLAIM, lab, manifest("ResourceClaim", "fine", {
+            "provider": {"name": "sized", "parameterValues": {"size": "large"}}}))
+    finally:
+        await kube.delete(PROVIDER, operator_namespace, "sized")
+
+    assert causes(wrong) == {("claim-templates", "spec.provider.parameterValues.size"),
+                             ("claim-templates", "spec.provider.parameterValues.colour")}
+    assert "'huge' is not one of ['small', 'large']" in wrong.message
+    assert causes(checked) == {("claim-checks", "spec.provider.parameterValues.count")}
+    assert "check 'few if large' failed" in checked.message
+
+
 async def test_a_claim_without_provider_name_is_judged_by_the_provider_that_matches(
     kube: Gateway, lab: str, env_provider: str
 ) -> None:

@@ -34,7 +34,8 @@ MIN_AVAILABLE = 5
 
 
 class Storm:
-    """One provider, one pool, and claims of four sorts: the pool's template, their own, invalid, short-lived."""
+    """One provider, one pool, and claims of four sorts: the pool's template, their own, invalid, short-lived;
+    each either listing its resource or in provider mode (parameter values rendered into the same template)."""
 
     def __init__(self, kube: Gateway, ns: str, rng: random.Random) -> None:
         self.kube, self.ns, self.rng = kube, ns, rng
@@ -49,7 +50,10 @@ class Storm:
             "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": OPS}},
             "matchIgnore": ["/data/owner"],
             "validation": {"openAPIV3Schema": {"type": "object", "properties": {"data": {
-                "type": "object", "properties": {"size": {"type": "string", "enum": ["small", "large"]}}}}}}}})
+                "type": "object", "properties": {"size": {"type": "string", "enum": ["small", "large"]}}}}}},
+            "parameters": [{"name": "size", "required": True, "allowUpdate": True, "validation": {
+                "openAPIV3Schema": {"type": "string", "enum": ["small", "large"]}}}, {"name": "owner"}],
+            "template": {"definition": {"data": {"size": "{{ size }}", "owner": "{{ owner }}"}}}}})
         await self.kube.create(POOL, OPS, {"apiVersion": API, "kind": "ResourcePool", "metadata": {"name": self.pool},
                                            "spec": {"minAvailable": MIN_AVAILABLE, "resources": [{
                                                "provider": {"name": self.provider},
@@ -77,11 +81,19 @@ class Storm:
         size = "small" if roll < 0.5 else "large" if roll < 0.8 else "huge"  # the pool's, their own, invalid
         spec: dict[str, Any] = {"resources": [{"provider": {"name": self.provider},
                                                "template": {"data": {"size": size, "owner": name}}}]}
+        if self.rng.random() < 0.3:
+            spec = {"provider": {"name": self.provider, "parameterValues": {"size": size, "owner": name}}}
         if size != "huge" and self.rng.random() < 0.2:
             spec["lifespan"] = {"end": _stamp(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.rng.randint(2, 5)))}
             self.short.add(name)
         await self.kube.create(CLAIM, self.ns, {"apiVersion": API, "kind": "ResourceClaim",
                                                 "metadata": {"name": name}, "spec": spec})
+
+
+def size_of(claim: Mapping[str, Any]) -> str:
+    if "provider" in claim["spec"]:
+        return str(claim["spec"]["provider"]["parameterValues"]["size"])
+    return str(claim["spec"]["resources"][0]["template"]["data"]["size"])
 
 
 def _stamp(t: dt.datetime) -> str:
@@ -126,7 +138,7 @@ async def violations(kube: Gateway, storm: Storm) -> list[str]:
             found.append(f"claim {claim} has handles {holders}")
     held: dict[str, list[str]] = {}
     for name, claim in claims.items():
-        size = claim["spec"]["resources"][0]["template"]["data"]["size"]
+        size = size_of(claim)
         status = claim.get("status") or {}
         handle = (status.get("resourceHandle") or {}).get("name")
         if handle:

@@ -47,12 +47,13 @@ def test_poolboy_samples_become_lessor_objects_in_the_operator_namespace() -> No
     result = convert(samples("poolboy/samples.yaml"))
     kinds = [(o["kind"], o["metadata"]["namespace"]) for o in result.objects]
     assert kinds == [("ResourceProvider", OPS), ("ResourcePool", OPS), ("ResourceClaim", "poolboy-test"),
-                     ("ResourceProvider", OPS), ("ResourceClaim", "poolboy-test")]
+                     ("ResourceProvider", OPS), ("ResourceClaim", "poolboy-test"),
+                     ("ResourceProvider", OPS), ("ResourceClaim", "poolboy-test")]  # the last two in provider mode
     assert {o["apiVersion"] for o in result.objects} == {"lessor.dev/v1alpha1"}
     pool = result.objects[1]
     assert pool["spec"]["resources"][0]["provider"] == {"name": "test-pool"}  # Poolboy's namespace is gone
     moved = [n for n in result.notes if n.field == "metadata.namespace"]
-    assert len(moved) == 3 and all(not n.dropped for n in moved)
+    assert len(moved) == 4 and all(not n.dropped for n in moved)
     assert not [n for n in result.notes if n.dropped]  # everything else carries over
 
 
@@ -68,26 +69,43 @@ def test_approval_and_the_status_summary_carry_over() -> None:
 
 
 def test_what_lessor_lacks_is_left_out_and_named_with_the_reason() -> None:
-    result = convert([provider(parameters=[{"name": "size"}],
-                               linkedResourceProviders=[{"name": "base"}], futureField=1)])
+    result = convert([provider(linkedResourceProviders=[{"name": "base"}], futureField=1)])
     notes = notes_of(result)
     [obj] = result.objects
     assert set(obj["spec"]) == {"override"}
-    assert "no provider parameters" in notes["spec.parameters"]
     assert "no linked providers" in notes["spec.linkedResourceProviders"]
     assert notes["spec.futureField"] == "lessor does not implement it"
     assert all(str(n).startswith("ResourceProvider poolboy/p: ") for n in result.notes)
 
 
-def test_claims_in_provider_mode_and_pool_scalings_are_not_converted() -> None:
+def test_provider_mode_carries_over_for_claims_typed_as_poolboy_renders_it() -> None:
+    parameters = [{"name": "size", "required": True, "default": {"template": "{{ 1 + 1 }}"}}]
+    source = provider(parameters=parameters, resourceClaimLabels={"team": "qa"},
+                      template={"definition": {"data": {"size": "{{ size }}", "n": "{{ size | int }}"}}})
     claim = {"apiVersion": POOLBOY, "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "u"},
-             "spec": {"provider": {"name": "p", "parameterValues": {"size": 2}}}}
+             "spec": {"provider": {"apiVersion": POOLBOY, "kind": "ResourceProvider", "name": "p",
+                                   "namespace": "poolboy", "parameterValues": {"size": 2}}}}
+    result = convert([source, claim])
+    converted, claimed = result.objects
+    assert converted["spec"]["template"] == {"enable": False, "definition": {
+        "data": {"size": "{{ (size) | string }}", "n": "{{ size | int }}"}}}
+    assert converted["spec"]["parameters"][0]["default"] == {"template": "{{ (1 + 1) | string }}"}
+    assert converted["spec"]["resourceClaimLabels"] == {"team": "qa"}
+    assert claimed["spec"] == {"provider": {"name": "p", "parameterValues": {"size": 2}}}
+    assert [n.field for n in result.notes] == ["metadata.namespace"]  # the provider moves to lessor's namespace
+
+
+def test_pools_in_provider_mode_and_pool_scalings_are_not_converted() -> None:
+    pool = {"apiVersion": POOLBOY, "kind": "ResourcePool", "metadata": {"name": "c", "namespace": "poolboy"},
+            "spec": {"provider": {"name": "p", "parameterValues": {"size": 2}}, "minAvailable": 1}}
     scaling = {"apiVersion": POOLBOY, "kind": "ResourcePoolScaling", "metadata": {"name": "s", "namespace": "poolboy"},
                "spec": {"resourcePool": {"name": "x"}}}
-    result = convert([claim, scaling])
+    result = convert([pool, scaling])
     assert result.objects == []
-    assert "provider mode" in notes_of(result)["spec.provider"]
-    assert [str(n).split(":")[0] for n in result.notes] == ["ResourceClaim u/c", "ResourcePoolScaling poolboy/s"]
+    assert "not for pools" in notes_of(result)["spec.provider"]
+    assert [(str(n).split(":")[0], n.field) for n in result.notes] == [
+        ("ResourcePool poolboy/c", "metadata.namespace"), ("ResourcePool poolboy/c", "spec.provider"),
+        ("ResourcePoolScaling poolboy/s", "(object)")]
 
 
 def test_a_claim_template_that_names_or_places_its_resource_loses_that_with_a_note() -> None:
@@ -184,12 +202,13 @@ def test_other_kinds_and_lists_pass_through() -> None:
 
 def test_the_command_writes_yaml_and_reports_on_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
-    code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(parameters=[]))),
-                       stdout=out, stderr=err)
+    code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(
+        linkedResourceProviders=[]))), stdout=out, stderr=err)
     assert code == 0
     [obj] = list(yaml.safe_load_all(out.getvalue()))
     assert obj["metadata"]["namespace"] == "ops"
-    assert "ResourceProvider poolboy/p: spec.parameters: left out: lessor has no provider parameters" in err.getvalue()
+    assert "ResourceProvider poolboy/p: spec.linkedResourceProviders: left out: lessor has no linked providers" \
+        in err.getvalue()
     assert "1 objects written, 1 fields or objects left out" in err.getvalue()
 
 

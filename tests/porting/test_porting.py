@@ -83,7 +83,7 @@ async def test_poolboy_samples_work_once_their_apiversion_is_lessors(
         if ns == OPS:
             poolboy_objects.append((res, doc["metadata"]["name"]))
 
-    for name in ("test-pool", "test-vars"):
+    for name in ("test-pool", "test-vars", "test-parameters"):
         provider = await until(kube, PROVIDER, OPS, name, lambda o: condition(o, "Valid") is not None)
         assert condition(provider, "Valid") == ("True", "Valid"), provider["status"]
 
@@ -106,6 +106,17 @@ async def test_poolboy_samples_work_once_their_apiversion_is_lessors(
     assert made["metadata"]["labels"]["app"] == "demo"
     assert made["data"] == {"size": "small", "greeting": "hello from demo", "claim": "test-vars",
                             "index": "resource 0", "debug": "off"}
+
+    # Provider mode: the definition rendered with the values (a default filled in); the claim labelled.
+    claim = await until(kube, CLAIM, namespace, "test-parameters", ready)
+    assert claim["metadata"]["labels"]["test-label"] == "test-label-value"
+    assert claim["status"]["provider"]["parameterValues"] == {"numbervar": 1, "stringvar": "one"}
+    handle_name = claim["status"]["resourceHandle"]["name"]
+    handle = await kube.get(HANDLE, OPS, handle_name)
+    assert handle["spec"]["provider"]["parameterValues"] == {"numbervar": 1, "stringvar": "one"}
+    guid = handle_name[len(handle["metadata"]["generateName"]):]
+    made = await kube.get(CONFIGMAP, namespace, f"test-parameters-{guid}")
+    assert made["data"] == {"numbervalue": "1", "stringvalue": "one"}
 
 
 async def test_jumpstarter_samples_work_once_their_apiversion_is_lessors(kube: Gateway, namespace: str) -> None:

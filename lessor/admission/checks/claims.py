@@ -35,7 +35,7 @@ class ClaimChecker:
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         claim = request["object"]
-        resources_changed = spec_changed(request, "resources")
+        resources_changed = spec_changed(request, "resources", "provider")
         lifespan_changed = spec_changed(request, "lifespan") and bool(spec(claim).get("lifespan"))
         if not (resources_changed or lifespan_changed):
             return {}

@@ -29,10 +29,11 @@ from lessor.gateway.resources import PROVIDER
 from lessor.templates import offload
 
 _PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid")
-_TEMPLATES = ("Forbidden", "InvalidTemplate", "SchemaViolation")
+# UpdateRefused from resolving is a provider-mode parameter that may not change once bound (parameters.py).
+_TEMPLATES = ("Forbidden", "InvalidTemplate", "SchemaViolation", "UpdateRefused")
 _CHECKS = ("CheckFailed",)
 _NOT_RENDERED = "ProviderTemplateError"
-# InvalidLifespan is claim-lifespan's (claims.py), UpdateRefused claim-update-filters'.
+# InvalidLifespan is claim-lifespan's (claims.py), UpdateRefused of templates claim-update-filters'.
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,8 @@ async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str
     object can have is not looked up.
     """
     names = [_named(r) for r in _resources(obj)]
+    if isinstance(spec(obj).get("provider"), Mapping):  # a claim in provider mode
+        names.append(spec(obj)["provider"].get("name") or "")
     if None in names:
         return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent))
     wanted = sorted({n for n in names if isinstance(n, str) and not name_problem(n)})

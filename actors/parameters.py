@@ -1,0 +1,181 @@
+"""A provider's `spec.parameters`, and the values a claim in provider mode gives them (Poolboy's provider mode).
+
+A claim may name a provider and give only parameter values
+(`spec.provider: {name, parameterValues}`); the provider's
+`spec.template.definition`, rendered with those values, is then the
+claim's one resource template. Each parameter may be `required`, have a
+default (`default.value`, `default.template`, or its schema's `default`),
+an OpenAPI schema and checks (Jinja2 expressions that see every value and
+`value`, the parameter's own). Values are data: they are substituted, never
+rendered. Once the claim is bound, a value that was applied
+(`status.provider.parameterValues`) changes only if `allowUpdate`; a value
+equal to the applied one stays valid even if the rules changed since.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lessor.model.jsonpatch import json_equal
+from lessor.templates import (
+    TemplateError,
+    compiled_checks,
+    render_object,
+    run_checks,
+    schema_errors,
+    template_errors,
+    template_variables,
+    validate_schema,
+)
+
+from .resource_errors import ResourceError
+
+if TYPE_CHECKING:
+    from .provider import Provider
+
+FIELD = "spec.provider.parameterValues"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One `spec.parameters[]` entry of a provider, read once."""
+
+    index: int
+    name: str
+    required: bool
+    allow_update: bool
+    default_value: Any
+    default_template: Any
+    schema: Mapping[str, Any] | None
+    checks: tuple[Mapping[str, str], ...]
+
+
+def parse_parameters(spec: Mapping[str, Any]) -> tuple[tuple[Parameter, ...], list[str]]:
+    """The provider's parameters and the problems in them, each `spec.parameters[i].<field>: message`."""
+    entries = spec.get("parameters")
+    if entries is None:
+        return (), []
+    if not isinstance(entries, list):
+        return (), ["spec.parameters: must be a list"]
+    parameters: list[Parameter] = []
+    errors: list[str] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        field = f"spec.parameters[{i}]"
+        if not isinstance(entry, Mapping):
+            errors.append(f"{field}: must be an object")
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append(f"{field}.name: is required")
+            continue
+        if name in seen:
+            errors.append(f"{field}.name: {name} is declared twice")
+            continue
+        seen.add(name)
+        default = entry.get("default") or {}
+        validation = entry.get("validation") or {}
+        if not isinstance(default, Mapping) or not isinstance(validation, Mapping):
+            errors.append(f"{field}: default and validation must be objects")
+            continue
+        schema, problems = schema_errors(f"{field}.validation.openAPIV3Schema", validation.get("openAPIV3Schema"))
+        errors += problems
+        checks, check_errors = compiled_checks(f"{field}.validation.checks", validation.get("checks") or ())
+        errors += check_errors
+        errors += template_errors(f"{field}.default.template", default.get("template"))
+        value = default.get("value")
+        if value is None and schema is not None:
+            value = schema.get("default")
+        parameters.append(Parameter(i, name, entry.get("required") is True, entry.get("allowUpdate") is True,
+                                    value, default.get("template"), schema, tuple(checks)))
+    return tuple(parameters), errors
+
+
+def applied_values(claim: Mapping[str, Any], provider: str) -> Mapping[str, Any] | None:
+    """The values last applied for `provider` (`status.provider.parameterValues`), None before any were."""
+    applied = (claim.get("status") or {}).get("provider")
+    if not isinstance(applied, Mapping) or applied.get("name") != provider:
+        return None
+    values = applied.get("parameterValues")
+    return values if isinstance(values, Mapping) else None
+
+
+def parameter_values(provider: Provider, claim: Mapping[str, Any], *,
+                     now: datetime) -> tuple[dict[str, Any], list[ResourceError]]:
+    """Every parameter's value (given, else applied, else its default) and every problem with them."""
+    given = ((claim.get("spec") or {}).get("provider") or {}).get("parameterValues") or {}
+    if not isinstance(given, Mapping):
+        return {}, [ResourceError(FIELD, "must be an object", "SchemaViolation", 0)]
+    applied = applied_values(claim, provider.name)
+    bound = isinstance((claim.get("status") or {}).get("resourceHandle"), Mapping)
+    declared = {parameter.name for parameter in provider.parameters}
+    errors = [ResourceError(f"{FIELD}.{name}", f"ResourceProvider {provider.name} has no parameter {name} "
+                            f"(it has {', '.join(sorted(declared)) or 'none'})", "SchemaViolation", 0)
+              for name in given if name not in declared]
+    variables = provider.with_vars(template_variables(resource_claim=claim, resource_provider=provider.definition,
+                                                      clock=lambda: now))
+    values: dict[str, Any] = {}
+    for parameter in provider.parameters:
+        if parameter.name in given:
+            values[parameter.name] = copy.deepcopy(given[parameter.name])
+        elif applied is not None and parameter.name in applied:
+            values[parameter.name] = copy.deepcopy(applied[parameter.name])
+        elif parameter.default_template is not None:
+            try:
+                values[parameter.name] = render_object(parameter.default_template, {**variables, **values},
+                                                       f"/spec/parameters/{parameter.index}/default/template")
+            except TemplateError as failure:
+                errors.append(ResourceError(f"{FIELD}.{parameter.name}", f"ResourceProvider {provider.name} "
+                                            f"could not render its default: {failure}", "ProviderTemplateError", 0))
+        elif parameter.default_value is not None:
+            values[parameter.name] = copy.deepcopy(parameter.default_value)
+        elif parameter.required:
+            errors.append(ResourceError(f"{FIELD}.{parameter.name}",
+                                        f"is required by ResourceProvider {provider.name}", "SchemaViolation", 0))
+    for parameter in provider.parameters:
+        if parameter.name in values:
+            errors += _judge(provider, parameter, values, applied, bound, variables)
+    return values, errors
+
+
+def _judge(provider: Provider, parameter: Parameter, values: Mapping[str, Any], applied: Mapping[str, Any] | None,
+           bound: bool, variables: Mapping[str, Any]) -> list[ResourceError]:
+    field, value = f"{FIELD}.{parameter.name}", values[parameter.name]
+    if applied is not None and parameter.name in applied:
+        if json_equal(value, applied[parameter.name]):
+            return []  # applied already: it stays valid though the rules changed since
+        if bound and not parameter.allow_update:
+            return [ResourceError(field, f"cannot change once the claim is bound (applied: "
+                                  f"{applied[parameter.name]!r}): ResourceProvider {provider.name} does not "
+                                  "allowUpdate of this parameter", "UpdateRefused", 0)]
+    if parameter.schema is not None:
+        violations = validate_schema(value, parameter.schema)
+        if violations:
+            return [ResourceError(field + v.path.replace("/", "."), v.message, "SchemaViolation", 0)
+                    for v in violations]
+    if parameter.checks:
+        failures = run_checks(parameter.checks, {**variables, **values, "value": value})
+        return [ResourceError(field, f"{failure} (ResourceProvider {provider.name})", "CheckFailed", 0)
+                for failure in failures]
+    return []
+
+
+def render_definition(provider: Provider, claim: Mapping[str, Any], values: Mapping[str, Any], *,
+                      now: datetime) -> dict[str, Any]:
+    """`spec.template.definition` rendered with the parameter values (which win over vars); raises TemplateError."""
+    variables = provider.with_vars(template_variables(resource_claim=claim, resource_index=0,
+                                                      resource_provider=provider.definition, clock=lambda: now))
+    rendered = render_object(provider.template_definition, {**variables, **values}, "/spec/template/definition")
+    return dict(rendered) if isinstance(rendered, Mapping) else {}
+
+
+def in_provider_terms(errors: Sequence[ResourceError], provider: str) -> list[ResourceError]:
+    """Errors found in the rendered template, told at the field the claim has: its parameter values."""
+    prefix = "spec.resources[0].template"
+    return [ResourceError(FIELD, f"ResourceProvider {provider}'s template.definition rendered with them: "
+                          f"{error.field.removeprefix(prefix) or '/'}: {error.message}", error.reason, 0)
+            if error.field.startswith(prefix) else error for error in errors]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from lessor.model.kinds import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, Kind
+from lessor.model.kinds import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, SCALING, Kind
 
-__all__ = ["CLAIM", "CLIENT", "EXPORTER", "HANDLE", "LEASE", "POLICY", "POOL", "PROVIDER", "AlreadyExists", "Api",
+__all__ = ["CLAIM", "CLIENT", "EXPORTER", "HANDLE", "LEASE", "POLICY", "POOL", "PROVIDER", "SCALING", "AlreadyExists", "Api",
            "ApiFailure", "Conflict", "Kind", "NotFound", "Object"]
 
 Object = dict[str, Any]

@@ -40,7 +40,7 @@ from lessor.model.handles import CLAIM_TEMPLATES, claim_of, templates_record
 from lessor.model.keys import actor_address
 from lessor.templates import format_timestamp, offload
 
-from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure
+from .api import CLAIM, HANDLE, POOL, PROVIDER, SCALING, ApiFailure
 from .claim_protocol import HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
@@ -58,8 +58,9 @@ from .handle_render import carried_to_handles
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
 from .object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from .observed import Observed
+from .pool_scaling import SCALING_LABEL, Scaling, next_at, scaling_of, scalings_for, status_of
 from .provider import Provider
-from .queries import TOPOLOGY, GetObject, PoolHandles, load_providers
+from .queries import TOPOLOGY, GetObject, ListObjects, PoolHandles, load_providers
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +81,17 @@ class _Unclaimed:
 
 
 @dataclass(frozen=True, slots=True)
+class _ScalingDue:
+    """Sent to self at a waiting ResourcePoolScaling's `at`."""
+
+
+@dataclass(frozen=True, slots=True)
 class _WriteStatus:
     """Sent to self: one status write for the changes of the last moments."""
 
 
 class PoolActor(ObjectActor):
-    __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due")
+    __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due", "scalings")
     kind = POOL
     wake_kinds = (PROVIDER.kind,)
 
@@ -99,6 +105,7 @@ class PoolActor(ObjectActor):
         self.wanting: list[WantHandle] = []
         self.deciding = False
         self.status_due = False
+        self.scalings: list[Mapping[str, Any]] = []  # the ResourcePoolScalings of the namespace, as last seen
 
     # --- life ---------------------------------------------------------------------------
 
@@ -112,6 +119,7 @@ class PoolActor(ObjectActor):
             self.stop()
             return
         self.providers = await load_providers(self, self.namespace)
+        await self._load_scalings()
         await self._resolve()
         self._decide_soon()
 
@@ -143,7 +151,10 @@ class PoolActor(ObjectActor):
             case _Decide():
                 self.deciding = False
                 await self._decide()
-            case _Unclaimed():
+            case Observed(kind=SCALING.kind):
+                await self._load_scalings()
+                self._decide_soon()
+            case _Unclaimed() | _ScalingDue():
                 self._decide_soon()
             case _WriteStatus():
                 self.status_due = False
@@ -173,6 +184,7 @@ class PoolActor(ObjectActor):
         await self._replace_unclaimed()
         await self._delete_unhealthy()
         await self._replenish()
+        await self._scale()
         if not self.status_due:
             self.status_due = True
             self.schedule("status", _WriteStatus(), delay=_STATUS_DELAY)
@@ -296,15 +308,22 @@ class PoolActor(ObjectActor):
                 unready = sum(1 for h in unbound if not _ready(h))
                 missing = min(missing, max(0, max_unready - unready))
             await _gather(self._create() for _ in range(missing))
-        elif missing < 0:  # more than asked for (minAvailable lowered, or a restart that trailed its own creates)
-            surplus = sorted(unbound, key=_preference, reverse=True)[:-missing]
+        else:  # more than asked for (minAvailable lowered, or a restart that trailed its own creates); a
+            # scaling's handles are extra by design, never a surplus
+            regular = [h for h in unbound if scaling_of(h) is None]
+            surplus = sorted(regular, key=_preference, reverse=True)[:max(0, len(regular) - int(spec.get("minAvailable")
+                                                                                                  or 0))]
             await _gather(self._delete_unbound(h) for h in surplus)
 
-    async def _create(self) -> None:
+    async def _create(self, scaling: str | None = None) -> bool:
+        """A new unbound handle (labelled with the scaling it is created for); False if the API refused it."""
         assert self.spec is not None
+        metadata: dict[str, Any] = {"generateName": "guid-", "namespace": self.namespace}
+        if scaling is not None:
+            metadata["labels"] = {SCALING_LABEL: scaling}
         body = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
-            "metadata": {"generateName": "guid-", "namespace": self.namespace},
+            "metadata": metadata,
             "spec": {
                 "resourcePool": {"name": self.name, "namespace": self.namespace},
                 "resources": self.spec.handle_resources(),
@@ -316,9 +335,61 @@ class PoolActor(ObjectActor):
             created = await self.ctx.api.create(HANDLE, self.namespace, body)
         except ApiFailure as error:
             log.warning("pool %s/%s: creating a handle failed: %s", self.namespace, self.name, error)
-            return
+            return False
         self.handles[name_of(created)] = created
-        self.ctx.events.record(HANDLE, created, NORMAL, "Created", f"for ResourcePool {self.name}", "Create")
+        why = f"for ResourcePool {self.name}" + (f" (ResourcePoolScaling {scaling})" if scaling else "")
+        self.ctx.events.record(HANDLE, created, NORMAL, "Created", why, "Create")
+        return True
+
+    # --- ResourcePoolScaling: a one-off scale-up ------------------------------------------
+
+    async def _scale(self, deleted: Mapping[str, int] | None = None) -> None:
+        """Create what due scalings ask for, within maxUnready after minAvailable; then say so in their status.
+        `deleted`: handles of each scaling just deleted as unhealthy, taken off its count to be replaced."""
+        assert self.obj is not None
+        now = self.ctx.now()
+        scalings = scalings_for(self.name, self.scalings, self.handles.values())
+        if deleted:
+            scalings = [Scaling(s.name, s.count, s.at, max(0, s.created - deleted.get(s.name, 0)), s.status)
+                        for s in scalings]
+        budget = self._unready_budget()
+        for scaling in scalings:
+            want = scaling.missing(now) if not self.errors else 0
+            made = sum(await _gather(self._create(scaling.name) for _ in range(min(want, budget))))
+            budget -= made
+            message = ""
+            if self.errors and scaling.missing(now):
+                message = "waits: the pool is not valid (see its Valid condition)"
+            elif want > made:
+                message = f"{scaling.created + made} of {scaling.count} handles created; the rest as maxUnready allows"
+            status = status_of(scaling, now, created=scaling.created + made, message=message)
+            if any(scaling.status.get(key) != value for key, value in status.items()):
+                await self._write_scaling_status(scaling.name, status)
+        if (due := next_at(scalings, now)) is not None:
+            self.schedule("scaling", _ScalingDue(), at=due)
+
+    async def _load_scalings(self) -> None:
+        """The namespace's scalings from the topology, keeping a version this actor wrote if the copy trails it."""
+        held = {name_of(obj): obj for obj in self.scalings}
+        self.scalings = [obj if not newer(held.get(name_of(obj)) or {}, obj) else held[name_of(obj)]
+                         for obj in await self.ask(TOPOLOGY, ListObjects(SCALING.kind, self.namespace))]
+
+    def _unready_budget(self) -> int:
+        """How many more not-ready handles `spec.maxUnready` allows now (unbounded without it)."""
+        assert self.obj is not None
+        max_unready = (self.obj.get("spec") or {}).get("maxUnready")
+        if not isinstance(max_unready, int):
+            return 1 << 30
+        return max(0, max_unready - sum(1 for h in self._unbound() if not _ready(h)))
+
+    async def _write_scaling_status(self, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            written = await self.ctx.api.patch_status(SCALING, self.namespace, name, dict(status))
+        except ApiFailure as error:  # gone meanwhile, or refused: the next decision writes it again
+            log.warning("pool %s/%s: writing ResourcePoolScaling %s status failed: %s", self.namespace, self.name,
+                        name, error)
+            return
+        self.scalings = [written if name_of(obj) == name else obj for obj in self.scalings]
 
     async def _replace_unclaimed(self) -> None:
         """Delete the handles that waited longer than `lifespan.unclaimed`; replenishing replaces them."""
@@ -346,6 +417,12 @@ class PoolActor(ObjectActor):
             self.ctx.events.record(HANDLE, handle, NORMAL, "Unhealthy", f"ResourcePool {self.name} deletes it "
                                    "(deleteUnhealthyResourceHandles): a resource failed its healthCheck", "Delete")
         await _gather(self._delete_unbound(h) for h in unhealthy)
+        replaced: dict[str, int] = {}
+        for handle in unhealthy:
+            if (scaling := scaling_of(handle)) is not None and name_of(handle) not in self.handles:
+                replaced[scaling] = replaced.get(scaling, 0) + 1
+        if replaced:  # off their scalings' counts first, so that they are made again
+            await self._scale(deleted=replaced)
 
     async def _delete_unbound(self, handle: Mapping[str, Any]) -> None:
         """Delete a handle only as a version known to be unbound: a precondition keeps a bound one alive."""

@@ -37,8 +37,9 @@ PROVIDER = Kind(API_VERSION, "ResourceProvider", "resourceproviders", "provider"
 POOL = Kind(API_VERSION, "ResourcePool", "resourcepools", "pool")
 HANDLE = Kind(API_VERSION, "ResourceHandle", "resourcehandles", "handle")
 CLAIM = Kind(API_VERSION, "ResourceClaim", "resourceclaims", "claim")
+SCALING = Kind(API_VERSION, "ResourcePoolScaling", "resourcepoolscalings")  # no actor: its pool's actor serves it
 
-LESSOR_KINDS: tuple[Kind, ...] = (EXPORTER, CLIENT, POLICY, LEASE, PROVIDER, POOL, HANDLE, CLAIM)
+LESSOR_KINDS: tuple[Kind, ...] = (EXPORTER, CLIENT, POLICY, LEASE, PROVIDER, POOL, HANDLE, CLAIM, SCALING)
 BY_NAME: dict[str, Kind] = {k.kind: k for k in LESSOR_KINDS}
 """lessor's kinds by their bare kind name."""
 

@@ -2,7 +2,7 @@
 
 The configuration is deploy/webhook.yaml's, so what development and
 production check is the same by construction: same rules (CREATE and UPDATE
-of the eight kinds' main resources, never their ``/status``), same
+of the nine kinds' main resources, never their ``/status``), same
 ``failurePolicy: Fail``. Only the client configuration differs: a URL on
 loopback with the development CA instead of the in-cluster Service.
 

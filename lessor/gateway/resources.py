@@ -46,7 +46,8 @@ POOL = _lessor(kinds.POOL)
 HANDLE = _lessor(kinds.HANDLE)
 CLAIM = _lessor(kinds.CLAIM)
 
-LESSOR_RESOURCES: tuple[Resource, ...] = (EXPORTER, CLIENT, POLICY, LEASE, PROVIDER, POOL, HANDLE, CLAIM)
+SCALING = _lessor(kinds.SCALING)
+LESSOR_RESOURCES: tuple[Resource, ...] = (EXPORTER, CLIENT, POLICY, LEASE, PROVIDER, POOL, HANDLE, CLAIM, SCALING)
 
 NAMESPACE = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 CONFIGMAP = Resource("", "v1", "ConfigMap", "configmaps")

@@ -18,10 +18,9 @@ from lessor.model.fields import mapping_at
 from lessor.templates import parse_duration, strings_in
 
 API = "lessor.dev/v1alpha1"
-POOLBOY = ("ResourceProvider", "ResourcePool", "ResourceHandle", "ResourceClaim")
+POOLBOY = ("ResourceProvider", "ResourcePool", "ResourceHandle", "ResourceClaim", "ResourcePoolScaling")
 JUMPSTARTER = ("Client", "Exporter", "ExporterAccessPolicy", "Lease")
 NOT_PORTED_KINDS = {
-    "ResourcePoolScaling": "lessor has no scheduled pool scaling; set the pool's minAvailable instead",
     "ResourceWatch": "lessor watches what handles create by itself; nothing replaces it",
 }
 
@@ -36,6 +35,7 @@ _CARRIED: dict[str, frozenset[str]] = {
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
                                  "resourceLabels", "resourceAnnotations", "preferenceScore", "provider"}),
     "ResourceClaim": frozenset({"resources", "provider", "lifespan", "disableCreation", "autoDelete", "autoDetach"}),
+    "ResourcePoolScaling": frozenset({"resourcePool", "count", "at"}),
     "Client": frozenset({"username"}),
     "Exporter": frozenset({"enabled", "username"}),
     "ExporterAccessPolicy": frozenset({"exporterSelector", "policies"}),
@@ -152,10 +152,11 @@ def _flattened(docs: Iterable[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]
 def _metadata(metadata: Mapping[str, Any], group: str, kind: str, operator_namespace: str, subject: str,
               notes: list[Note]) -> dict[str, Any]:
     out = {key: copy.deepcopy(value) for key, value in metadata.items() if key not in _SERVER_SET}
-    if kind in ("ResourceProvider", "ResourcePool", "ResourceHandle"):
+    if kind in ("ResourceProvider", "ResourcePool", "ResourceHandle", "ResourcePoolScaling"):
         if out.get("namespace") not in (None, operator_namespace):
             notes.append(Note(subject, "metadata.namespace", f"{out['namespace']} -> {operator_namespace}: lessor "
-                                                             "keeps providers, pools and handles in its namespace",
+                                                             "keeps providers, pools, scalings and handles in its "
+                                                             "namespace",
                               False))
         out["namespace"] = operator_namespace
     for section in ("labels", "annotations"):

@@ -21,6 +21,7 @@ from lessor.topology.keys import (
     POLICY,
     POOL,
     PROVIDER,
+    SCALING,
     ObjectKey,
     kind_name,
 )
@@ -93,6 +94,8 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
     elif key.kind == POOL:
         for resource in _dicts(spec.get("resources")):
             yield from _named(key, PROVIDER_REF, PROVIDER, resource.get("provider"), namespace)
+    elif key.kind == SCALING:
+        yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
     handle = handle_of_resource(obj, operator_namespace)
     if handle is not None:
         yield Edge(key, HANDLE_LABEL, handle)

@@ -11,7 +11,7 @@ from lessor.model.keys import ObjectKey, address, key_of
 from lessor.model.kinds import GROUP, kind_name
 
 __all__ = ["CLAIM", "CLIENT", "EXPORTER", "GROUP", "HANDLE", "LEASE", "LESSOR_KINDS", "POLICY", "POOL", "PROVIDER",
-           "ObjectKey", "address", "key_of", "kind_name"]
+           "SCALING", "ObjectKey", "address", "key_of", "kind_name"]
 
 EXPORTER = kinds.EXPORTER.kind
 CLIENT = kinds.CLIENT.kind
@@ -21,5 +21,6 @@ PROVIDER = kinds.PROVIDER.kind
 POOL = kinds.POOL.kind
 HANDLE = kinds.HANDLE.kind
 CLAIM = kinds.CLAIM.kind
+SCALING = kinds.SCALING.kind
 
 LESSOR_KINDS = frozenset(kinds.BY_NAME)

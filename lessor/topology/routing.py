@@ -38,7 +38,7 @@ from lessor.topology.fields import (
     labels_of,
     references,
 )
-from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, PROVIDER, ObjectKey, address
+from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, PROVIDER, SCALING, ObjectKey, address
 
 if TYPE_CHECKING:
     from lessor.topology.graph import Topology
@@ -47,6 +47,7 @@ FORWARD: Mapping[str, frozenset[str]] = {
     LEASE: frozenset({SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, HANDLE_LABEL}),
     HANDLE: frozenset({HANDLE_POOL, HANDLE_CLAIM, HANDLE_LABEL}),
     CLAIM: frozenset({CLAIM_HANDLE, HANDLE_LABEL}),
+    SCALING: frozenset({HANDLE_POOL}),  # a scaling is served by its pool's actor
 }
 FORWARD_ANY_KIND = frozenset({HANDLE_LABEL})
 

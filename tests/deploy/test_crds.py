@@ -42,6 +42,7 @@ KINDS = {
     "ResourcePool": "resourcepools",
     "ResourceHandle": "resourcehandles",
     "ResourceClaim": "resourceclaims",
+    "ResourcePoolScaling": "resourcepoolscalings",
 }
 
 SHORT_NAMES = {
@@ -53,6 +54,7 @@ SHORT_NAMES = {
     "ResourcePool": ["rpool"],
     "ResourceHandle": ["rh"],
     "ResourceClaim": ["rclaim"],
+    "ResourcePoolScaling": ["rpscale"],
 }
 
 # Short names served by a kube-apiserver v1.35 (pkg/registry ShortNames(),
@@ -285,6 +287,8 @@ def test_schema_is_structural(crds, kind):
     assert set(root["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
     for path, node in walk(root):
         assert set(node) <= ALLOWED_KEYS, f"{path}: unexpected keys {set(node) - ALLOWED_KEYS}"
+        if node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node:
+            continue  # any JSON value (a parameter's default), as the API server allows
         assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, f"{path}: untyped"
         if "properties" in node:
             assert node["type"] == "object", path
@@ -435,6 +439,7 @@ TIMES = [
     ("ResourceClaim", "spec.lifespan.start"), ("ResourceClaim", "spec.lifespan.end"),
     ("ResourceClaim", "status.lifespan.start"), ("ResourceClaim", "status.lifespan.end"),
     ("ResourceClaim", "status.lifespan.firstReady"),
+    ("ResourcePoolScaling", "spec.at"),
 ]
 
 
@@ -521,7 +526,7 @@ CONDITIONS = {
 }
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "ResourcePoolScaling"])  # Poolboy's status.state instead
 def test_conditions_are_metav1(crds, kind):
     conds = lookup(_schema(crds[kind]), "status.conditions")
     assert conds["x-kubernetes-list-type"] == "map"
@@ -636,6 +641,10 @@ COLUMNS = {
         "Pool": ".spec.resourcePool.name",
         "Ready": ".status.ready",
         "Rendered": '.status.conditions[?(@.type=="Rendered")].reason',
+    },
+    "ResourcePoolScaling": {
+        "Pool": ".spec.resourcePool.name", "At": ".spec.at", "Count": ".spec.count", "Created": ".status.count",
+        "State": ".status.state",
     },
     "ResourcePool": {
         "Min": ".spec.minAvailable",
@@ -985,7 +994,8 @@ def test_rbac_least_privilege(deploy):
     assert "patch" in verbs(GROUP, "leases")
     assert not {"create", "update", "patch", "delete"} & verbs(GROUP, "exporters")
     assert {"create", "patch", "delete"} <= verbs(GROUP, "resourcehandles")
-    assert verbs(GROUP, "resourceclaims") == {"get", "list", "watch", "delete"}
+    assert verbs(GROUP, "resourceclaims") == {"get", "list", "watch", "delete", "patch"}  # patch: labels only
+    assert not {"create", "update", "patch", "delete"} & verbs(GROUP, "resourcepoolscalings")
     assert not {"create", "update", "patch", "delete"} & verbs(GROUP, "resourcepools")
     assert not {"create", "update", "patch", "delete"} & verbs(GROUP, "resourceproviders")
     assert verbs("", "namespaces") == {"get"}

@@ -95,17 +95,21 @@ def test_provider_mode_carries_over_for_claims_typed_as_poolboy_renders_it() -> 
     assert [n.field for n in result.notes] == ["metadata.namespace"]  # the provider moves to lessor's namespace
 
 
-def test_pools_in_provider_mode_and_pool_scalings_are_not_converted() -> None:
+def test_pools_in_provider_mode_are_not_converted_and_pool_scalings_are() -> None:
     pool = {"apiVersion": POOLBOY, "kind": "ResourcePool", "metadata": {"name": "c", "namespace": "poolboy"},
             "spec": {"provider": {"name": "p", "parameterValues": {"size": 2}}, "minAvailable": 1}}
     scaling = {"apiVersion": POOLBOY, "kind": "ResourcePoolScaling", "metadata": {"name": "s", "namespace": "poolboy"},
-               "spec": {"resourcePool": {"name": "x"}}}
+               "spec": {"resourcePool": {"name": "x"}, "count": 5, "at": "2026-05-01T08:00:00+00:00"}}
     result = convert([pool, scaling])
-    assert result.objects == []
+    [converted] = result.objects
+    assert converted == {"apiVersion": "lessor.dev/v1alpha1", "kind": "ResourcePoolScaling",
+                         "metadata": {"name": "s", "namespace": "lessor-system"},
+                         "spec": {"resourcePool": {"name": "x", "namespace": "lessor-system"}, "count": 5,
+                                  "at": "2026-05-01T08:00:00+00:00"}}
     assert "not for pools" in notes_of(result)["spec.provider"]
     assert [(str(n).split(":")[0], n.field) for n in result.notes] == [
         ("ResourcePool poolboy/c", "metadata.namespace"), ("ResourcePool poolboy/c", "spec.provider"),
-        ("ResourcePoolScaling poolboy/s", "(object)")]
+        ("ResourcePoolScaling poolboy/s", "metadata.namespace")]
 
 
 def test_a_claim_template_that_names_or_places_its_resource_loses_that_with_a_note() -> None:

@@ -8,7 +8,8 @@ from lessor.admission.checks.leases import LeaseChecker
 from lessor.admission.checks.policies import PolicyChecker
 from lessor.admission.checks.pools import PoolChecker
 from lessor.admission.checks.providers import ProviderChecker
-from lessor.gateway.resources import CLAIM, LEASE, POLICY, POOL, PROVIDER
+from lessor.admission.checks.scalings import ScalingChecker
+from lessor.gateway.resources import CLAIM, LEASE, POLICY, POOL, PROVIDER, SCALING
 
 
 def preflight_registry(operator_namespace: str) -> Registry:
@@ -19,7 +20,9 @@ def preflight_registry(operator_namespace: str) -> Registry:
     registry.register(PROVIDER.group, PROVIDER.kind, ProviderChecker())
     registry.register(POOL.group, POOL.kind, PoolChecker(operator_namespace))
     registry.register(CLAIM.group, CLAIM.kind, ClaimChecker(operator_namespace))
+    registry.register(SCALING.group, SCALING.kind, ScalingChecker())
     return registry
 
 
-__all__ = ["ClaimChecker", "LeaseChecker", "PolicyChecker", "PoolChecker", "ProviderChecker", "preflight_registry"]
+__all__ = ["ClaimChecker", "LeaseChecker", "PolicyChecker", "PoolChecker", "ProviderChecker", "ScalingChecker",
+           "preflight_registry"]

@@ -1,0 +1,34 @@
+"""ResourcePoolScaling checks: the pool it names, looked up, so that a typo is heard at once.
+
+A scaling may come before its pool (the pool's actor reads it when the pool
+appears), so a missing pool is a warning, not a denial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
+from lessor.admission.checks.fields import name_problem, spec
+from lessor.gateway.resources import POOL
+
+
+class ScalingChecker:
+    name = "scaling"
+    check_names = ("scaling-pool",)
+
+    async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
+        scaling = request["object"]
+        pool = spec(scaling).get("resourcePool")
+        name = pool.get("name") if isinstance(pool, Mapping) else None
+        namespace = scaling["metadata"].get("namespace") or request.get("namespace") or ""
+        if not isinstance(name, str) or name_problem(name):
+            return {}  # the CRD's schema answers a missing name
+
+        async def check() -> CheckResult:
+            if await lookup.get(POOL.group, POOL.kind, namespace, name) is not None:
+                return CheckResult.ok()
+            return CheckResult.ok(f"there is no ResourcePool {name} in namespace {namespace} (yet): "
+                                  "the scaling waits for it")
+
+        return {"scaling-pool": check}

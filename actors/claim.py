@@ -61,7 +61,7 @@ from .handle_render import POOL_NAME, status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from .object_actor import ObjectActor
 from .observed import Observed
-from .provider import Provider
+from .provider import Provider, Readiness
 from .queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects, load_providers
 
 log = logging.getLogger(__name__)
@@ -654,8 +654,11 @@ class ClaimActor(ObjectActor):
             provider = self.providers.get((entry.get("provider") or {}).get("name") or "")
             if provider is None:
                 continue
-            readiness.append((f"spec.resources[{index}] ({entry['name']})",
-                              provider.readiness(entry.get("state"), handle=handle, claim=self.obj, now=now)))
+            label = f"spec.resources[{index}] ({entry['name']})"
+            if entry.get("state") is None and entry.get("waitingFor"):
+                readiness.append((label, Readiness(False, f"not created yet: waits for {entry['waitingFor']}")))
+                continue
+            readiness.append((label, provider.readiness(entry.get("state"), handle=handle, claim=self.obj, now=now)))
         return ready_condition(readiness, now=now, generation=gen)
 
     def _lifespan_status(self, handle: Mapping[str, Any], lifespan: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -683,7 +686,8 @@ def _copy_states(resources: list[dict[str, Any]], handle: Mapping[str, Any]) -> 
     for index, entry in enumerate(resources):
         reference = entries[index].get("reference") if index < len(entries) else None
         state = reported[index].get("state") if index < len(reported) else None
-        for key, value in (("reference", reference), ("state", state)):
+        waiting = reported[index].get("waitingFor") if index < len(reported) else None
+        for key, value in (("reference", reference), ("state", state), ("waitingFor", waiting)):
             if value is None:
                 entry.pop(key, None)
             else:

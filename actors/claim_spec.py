@@ -36,7 +36,8 @@ from lessor.templates import (
 
 from .conditions import UNKNOWN, new_condition
 from .lifespan import LifespanConfig, combine
-from .parameters import in_provider_terms, parameter_values, render_definition
+from .parameters import parameter_values
+from .provider_mode import Expanded, expand, in_provider_terms
 from .provider import Object, Provider, Readiness, clock
 from .resource_errors import REASONS, ResourceError
 
@@ -140,8 +141,9 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
 
 def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], whole: tuple[ResourceError, ...],
                    now: datetime) -> ClaimSpec:
-    """`spec.provider: {name, parameterValues}`: one resource, the provider's `template.definition` rendered with
-    the values. The rendered template is the provider's (no claim-only restrictions); its schema and checks apply."""
+    """`spec.provider: {name, parameterValues}`: the resources `provider_mode.expand` makes from the provider (its
+    linked providers' first, then its own template.definition rendered with the values). The templates are the
+    providers' (no claim-only restrictions); their schemas and checks apply."""
     name = ((claim.get("spec") or {}).get("provider") or {}).get("name")
     provider = providers.get(name) if isinstance(name, str) else None
     if provider is None:
@@ -151,24 +153,24 @@ def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], 
     if not provider.valid:
         problem = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} is invalid: "
                                 + "; ".join(provider.errors), "ProviderInvalid", 0)
-    elif provider.template_definition is None:
+    elif provider.template_definition is None and not provider.links:
         problem = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} has no "
-                                "spec.template.definition to render from parameters: name it in "
-                                "spec.resources[].provider instead", "ProviderInvalid", 0)
+                                "spec.template.definition to render from parameters (nor linkedResourceProviders): "
+                                "name it in spec.resources[].provider instead", "ProviderInvalid", 0)
     if problem is not None:
         return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, (problem,)),), whole)
     values, errors = parameter_values(provider, claim, now=now)
-    if errors:
+    expanded: list[Expanded] = []
+    if not errors:
+        expanded, errors = expand(provider, values, claim, providers, now=now)
+    if errors or not expanded:
         return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, tuple(errors)),), whole, values)
-    try:
-        template = provider.apply_defaults(render_definition(provider, claim, values, now=now),
-                                           claim=claim, index=0, now=now)
-    except TemplateError as failure:
-        error = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} could not render {failure}",
-                              "ProviderTemplateError", 0)
-        return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, (error,)),), whole, values)
-    errors = in_provider_terms(validate_template(provider, template, index=0, claim=claim, now=now), provider.name)
-    return ClaimSpec((ClaimResource(0, provider.resource_name, provider, template, tuple(errors)),), whole, values)
+    names, owners = [e.name for e in expanded], [e.provider.name for e in expanded]
+    resources = tuple(
+        ClaimResource(i, e.name, e.provider, e.template, tuple(in_provider_terms(
+            validate_template(e.provider, e.template, index=i, claim=claim, now=now), owners, names)))
+        for i, e in enumerate(expanded))
+    return ClaimSpec(resources, whole, values)
 
 
 def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:

@@ -32,7 +32,7 @@ from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operation
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
 from .handle_render import DOMAIN
-from .parameters import in_provider_terms
+from .provider_mode import in_provider_terms
 from .provider import Object, Provider
 
 Operation = dict[str, Any]
@@ -75,8 +75,9 @@ class ClaimUpdate:
 
     resources: tuple[ResourceUpdate, ...]
     structural: tuple[ResourceError, ...] = ()
-    provider_mode: str | None = None
-    """The provider of a claim in provider mode: its errors are told at its parameter values."""
+    provider_mode: tuple[tuple[str, str], ...] | None = None
+    """For a claim in provider mode, (resource name, provider) of each resource: its errors are told at its
+    parameter values."""
 
     @property
     def changed(self) -> bool:
@@ -90,7 +91,10 @@ class ClaimUpdate:
     def errors(self) -> tuple[ResourceError, ...]:
         """For `status.resources[].validationError` and the `Valid` condition (reason UpdateRefused)."""
         errors = self.structural + tuple(change.as_error() for change in self.refused)
-        return tuple(in_provider_terms(errors, self.provider_mode)) if self.provider_mode else errors
+        if self.provider_mode is None:
+            return errors
+        names, providers = [n for n, _ in self.provider_mode], [p for _, p in self.provider_mode]
+        return tuple(in_provider_terms(errors, providers, names))
 
     def handle_patch(self, handle: Mapping[str, Any]) -> list[Operation]:
         """A JSON Patch for the handle object applying the allowed operations (empty when nothing changes)."""
@@ -143,7 +147,8 @@ def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpe
         old = old_templates[resource.index] if resource.index < len(old_templates) else None
         updates.append(_plan_resource(resource.index, resource.provider, old if old is not None else current,
                                       resource.template, current, claim, now))
-    mode = new.resources[0].provider.name if new.parameters is not None and new.resources[0].provider else None
+    mode = tuple((r.name, r.provider.name if r.provider else "") for r in new.resources) \
+        if new.parameters is not None else None
     return ClaimUpdate(tuple(updates), tuple(structural), mode)
 
 

@@ -327,6 +327,8 @@ class HandleActor(ObjectActor):
             if live is not None and reference is not None:
                 item["reference"] = dict(reference)
                 item["state"] = state
+            if result.waiting_for is not None:
+                item["waitingFor"] = result.waiting_for
             resources.append(item)
         current = self.obj.get("status") or {}
         shown = [self.failures.get(r.index, r) for r in results]

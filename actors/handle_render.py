@@ -29,6 +29,7 @@ from lessor.model.keys import reference_key
 from lessor.templates import TemplateError, render_object, template_variables
 
 from .conditions import new_condition
+from .linked import WAITING_FOR_LINKED, linked_variables
 from .provider import Object, Provider, clock
 
 DOMAIN = "lessor.dev/"
@@ -50,7 +51,7 @@ class RenderedResource:
     """One handle resource: the definition to create or update, or why there is none.
 
     `reason` is empty when rendered; otherwise one of `ResourceRequiresClaim`
-    (waiting, not an error), `ProviderNotFound`, `ProviderInvalid`,
+    and `WaitingForLinkedResource` (waiting, not errors), `ProviderNotFound`, `ProviderInvalid`,
     `TemplateError`, `Forbidden`, `InvalidResource`, `KindChangeRefused`; the handle actor adds
     `ApplyFailed` and `ResourceConflict` (the name is taken by a resource that is not the handle's).
     """
@@ -67,7 +68,16 @@ class RenderedResource:
 
     @property
     def waiting(self) -> bool:
-        return self.reason == "ResourceRequiresClaim"
+        return self.reason in WAITING_FOR
+
+    @property
+    def waiting_for(self) -> str | None:
+        """What it waits for, as `status.resources[].waitingFor` says it (the pool/claim tool's words)."""
+        return WAITING_FOR.get(self.reason)
+
+
+#: Why a resource is not created yet without anything being wrong, and what `waitingFor` says then.
+WAITING_FOR = {"ResourceRequiresClaim": "ResourceClaim", "WaitingForLinkedResource": WAITING_FOR_LINKED}
 
 
 def handle_guid(handle: Mapping[str, Any]) -> str:
@@ -172,6 +182,12 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
             requester_identity=requester_identity, requester_user=requester_user, clock=clock(now)),
         **handle_variables(handle, index, states, requester_identity),
     }
+    if provider.links:  # what this resource reads from the resources it is linked to, once they are far enough
+        entries = (handle.get("spec") or {}).get("resources") or []
+        linked, waiting = linked_variables(provider.links, entries, states or [], variables)
+        if waiting:
+            return refuse("WaitingForLinkedResource", waiting)
+        variables.update(linked)
     placed = copy.deepcopy(template)
     if isinstance(placed.get("metadata"), dict):
         placed["metadata"].pop("namespace", None)  # only the provider places resources

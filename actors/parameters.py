@@ -15,7 +15,7 @@ equal to the applied one stays valid even if the rules changed since.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -104,13 +104,17 @@ def applied_values(claim: Mapping[str, Any], provider: str) -> Mapping[str, Any]
     return values if isinstance(values, Mapping) else None
 
 
-def parameter_values(provider: Provider, claim: Mapping[str, Any], *,
-                     now: datetime) -> tuple[dict[str, Any], list[ResourceError]]:
-    """Every parameter's value (given, else applied, else its default) and every problem with them."""
-    given = ((claim.get("spec") or {}).get("provider") or {}).get("parameterValues") or {}
+def parameter_values(provider: Provider, claim: Mapping[str, Any], *, now: datetime,
+                     linked: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[ResourceError]]:
+    """Every parameter's value (given, else applied, else its default) and every problem with them.
+
+    `linked`: the values a link gives a linked provider (none applied: only the claim's own are judged against
+    what was applied)."""
+    given = linked if linked is not None else \
+        ((claim.get("spec") or {}).get("provider") or {}).get("parameterValues") or {}
     if not isinstance(given, Mapping):
         return {}, [ResourceError(FIELD, "must be an object", "SchemaViolation", 0)]
-    applied = applied_values(claim, provider.name)
+    applied = applied_values(claim, provider.name) if linked is None else None
     bound = isinstance((claim.get("status") or {}).get("resourceHandle"), Mapping)
     declared = {parameter.name for parameter in provider.parameters}
     errors = [ResourceError(f"{FIELD}.{name}", f"ResourceProvider {provider.name} has no parameter {name} "
@@ -162,20 +166,3 @@ def _judge(provider: Provider, parameter: Parameter, values: Mapping[str, Any], 
         return [ResourceError(field, f"{failure} (ResourceProvider {provider.name})", "CheckFailed", 0)
                 for failure in failures]
     return []
-
-
-def render_definition(provider: Provider, claim: Mapping[str, Any], values: Mapping[str, Any], *,
-                      now: datetime) -> dict[str, Any]:
-    """`spec.template.definition` rendered with the parameter values (which win over vars); raises TemplateError."""
-    variables = provider.with_vars(template_variables(resource_claim=claim, resource_index=0,
-                                                      resource_provider=provider.definition, clock=lambda: now))
-    rendered = render_object(provider.template_definition, {**variables, **values}, "/spec/template/definition")
-    return dict(rendered) if isinstance(rendered, Mapping) else {}
-
-
-def in_provider_terms(errors: Sequence[ResourceError], provider: str) -> list[ResourceError]:
-    """Errors found in the rendered template, told at the field the claim has: its parameter values."""
-    prefix = "spec.resources[0].template"
-    return [ResourceError(FIELD, f"ResourceProvider {provider}'s template.definition rendered with them: "
-                          f"{error.field.removeprefix(prefix) or '/'}: {error.message}", error.reason, 0)
-            if error.field.startswith(prefix) else error for error in errors]

@@ -41,6 +41,7 @@ from lessor.templates.regexes import regex_errors
 from lessor.templates.sandbox import compile_expression
 
 from .lifespan import LifespanConfig
+from .linked import Link, parse_links
 from .parameters import Parameter, parse_parameters
 
 Object = dict[str, Any]
@@ -84,6 +85,8 @@ class Provider:
     readiness_check: str | None
     health_check: str | None
     parameters: tuple[Parameter, ...]
+    links: tuple[Link, ...]
+    """`spec.linkedResourceProviders`: the resources a claim in provider mode gets along with this one's."""
     template_definition: Object | None
     """`spec.template.definition`: the resource template of a claim in provider mode, rendered with its values."""
     claim_labels: Mapping[str, str]
@@ -259,7 +262,8 @@ def _compile(canonical: str) -> Provider:
         definition = None
     errors += template_errors("spec.template.definition", definition)
     parameters, parameter_errors = parse_parameters(spec)
-    errors += parameter_errors
+    links, link_errors = parse_links(spec)
+    errors += parameter_errors + link_errors
     claim_metadata = {}
     for key in ("resourceClaimLabels", "resourceClaimAnnotations"):
         values = spec.get(key) or {}
@@ -332,6 +336,7 @@ def _compile(canonical: str) -> Provider:
         readiness_check=readiness_check,
         health_check=health_check,
         parameters=parameters,
+        links=links,
         template_definition=dict(definition) if definition is not None else None,
         claim_labels=claim_metadata["resourceClaimLabels"],
         claim_annotations=claim_metadata["resourceClaimAnnotations"],

@@ -201,6 +201,11 @@ def _apply_one(doc: Any, operation: Mapping[str, Any]) -> Any:
     return doc
 
 
+def resolve_pointer(doc: Any, pointer: str) -> Any:
+    """The value at `pointer` in `doc`; JsonPatchError when there is none."""
+    return _resolve(doc, parse_pointer(pointer))
+
+
 def _resolve(doc: Any, tokens: Sequence[str]) -> Any:
     for token in tokens:
         if isinstance(doc, dict):

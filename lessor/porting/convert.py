@@ -29,7 +29,8 @@ _CARRIED: dict[str, frozenset[str]] = {
     "ResourceProvider": frozenset({"default", "override", "match", "matchIgnore", "updateFilters", "validation",
                                    "lifespan", "resourceRequiresClaim", "resourceName", "readinessCheck",
                                    "template", "vars", "disableCreation", "approval", "statusSummaryTemplate",
-                                   "healthCheck", "parameters", "resourceClaimLabels", "resourceClaimAnnotations"}),
+                                   "healthCheck", "parameters", "resourceClaimLabels", "resourceClaimAnnotations",
+                                   "linkedResourceProviders"}),
     "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
                                "resourceLabels", "resourceAnnotations", "vars", "deleteUnhealthyResourceHandles"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
@@ -45,7 +46,6 @@ _CARRIED: dict[str, frozenset[str]] = {
 
 #: Why a Poolboy field is left out, where there is more to say than "lessor does not implement it".
 _WHY: dict[str, str] = {
-    "linkedResourceProviders": "lessor has no linked providers; list every resource in the claim or pool",
     "provider": "provider mode (a provider with parameters instead of resources) is implemented for claims, not "
                 "for pools in lessor",
 }
@@ -226,6 +226,11 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
         if isinstance(template.get("definition"), dict):  # rendered whatever enable says, in both tools
             _sandbox_notes(template["definition"], "spec.template.definition", subject, notes)
             spec["template"]["definition"] = _typed_as_poolboy(template["definition"])
+        for index, link in enumerate(spec.get("linkedResourceProviders") or ()):
+            if isinstance(link, dict) and isinstance(link.get("parameterValues"), dict):
+                _sandbox_notes(link["parameterValues"], f"spec.linkedResourceProviders[{index}].parameterValues",
+                               subject, notes)
+                link["parameterValues"] = _typed_as_poolboy(link["parameterValues"])
         for index, parameter in enumerate(spec.get("parameters") or ()):
             default = parameter.get("default") if isinstance(parameter, dict) else None
             if isinstance(default, dict) and isinstance(default.get("template"), str):

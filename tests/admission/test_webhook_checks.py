@@ -505,6 +505,32 @@ async def test_a_claim_in_provider_mode_is_denied_with_every_bad_parameter_value
     assert "check 'few if large' failed" in checked.message
 
 
+async def test_a_claim_of_a_provider_that_links_others_is_judged_with_them(
+    kube: Gateway, lab: str, operator_namespace: str, preflight: None
+) -> None:
+    base = {"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": operator_namespace}},
+            "parameters": [{"name": "size", "validation": {"openAPIV3Schema": {"type": "string",
+                                                                               "enum": ["small", "large"]}}}],
+            "template": {"definition": {"data": {"size": "{{ size }}"}}}}
+    binder = {"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": operator_namespace}},
+              "parameters": [{"name": "size"}],
+              "linkedResourceProviders": [{"name": "base", "parameterValues": {"size": "{{ size }}"}}]}
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "base", base))
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "binder", binder))
+    try:
+        await kube.create(CLAIM, lab, manifest("ResourceClaim", "fine", {
+            "provider": {"name": "binder", "parameterValues": {"size": "small"}}}))
+        wrong = await denial(kube, CLAIM, lab, manifest("ResourceClaim", "wrong", {
+            "provider": {"name": "binder", "parameterValues": {"size": "huge"}}}))
+    finally:
+        await kube.delete(PROVIDER, operator_namespace, "binder")
+        await kube.delete(PROVIDER, operator_namespace, "base")
+
+    assert causes(wrong) == {("claim-templates", "spec.provider.parameterValues")}
+    assert "gives linked resource base values that ResourceProvider base refuses" in wrong.message
+    assert "'huge' is not one of ['small', 'large']" in wrong.message
+
+
 async def test_a_claim_without_provider_name_is_judged_by_the_provider_that_matches(
     kube: Gateway, lab: str, env_provider: str
 ) -> None:

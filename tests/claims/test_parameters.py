@@ -153,3 +153,77 @@ async def test_the_provider_mode_example_in_the_docs_works_verbatim(kube: Gatewa
     finally:
         await discard(kube, NAMESPACE, None, ns)
         await discard(kube, PROVIDER, OPS, "sized-env")
+
+
+def linked_providers(lab: Lab) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A base provider and a binder that links it (after Poolboy's test-linked-01, with ConfigMaps)."""
+    parameters = [
+        {"name": "stringvar", "allowUpdate": True, "required": True,
+         "validation": {"openAPIV3Schema": {"type": "string", "default": "one", "enum": ["one", "two", "three"]}}},
+        {"name": "numbervar", "allowUpdate": True,
+         "validation": {"openAPIV3Schema": {"type": "integer", "default": 0, "minimum": 0}}},
+    ]
+    override = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"namespace": OPS, "name": "linked-{{ guid }}-{{ resource_name }}"}}
+    base = {"override": override, "parameters": parameters,
+            "template": {"enable": True, "definition": {"data": {
+                "numbervalue": "{{ numbervar | string }}", "stringvalue": "{{ stringvar }}"}}},
+            "updateFilters": [{"pathMatch": "/data/.*", "allowedOps": ["replace"]}]}
+    binder = {
+        "linkedResourceProviders": [{
+            "name": lab.name("base"), "resourceName": "base",
+            "parameterValues": {"numbervar": "{{ numbervar }}", "stringvar": "{{ stringvar }}"},
+            "templateVars": [{"from": "/data/numbervalue", "name": "base_numbervalue"},
+                             {"from": "/data/stringvalue", "name": "base_stringvalue"}],
+            "waitFor": "base_numbervalue | default(0) | int > 0"}],
+        "override": {**override, "data": {"numbervalue": "{{ (base_numbervalue | default(0) | int * 10) | string }}",
+                                          "stringvalue": "{{ base_stringvalue | default('') | upper }}"}},
+        "parameters": parameters, "resourceName": "binder", "template": {"enable": True},
+        "updateFilters": [{"pathMatch": "/data/.*", "allowedOps": ["replace"]}],
+    }
+    return base, binder
+
+
+async def test_a_linked_provider_comes_first_and_the_linking_one_waits_for_it_and_reads_it(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    base, binder = linked_providers(lab)
+    await lab.provider("base", **base)
+    provider = await lab.provider("binder", **binder)
+    await provider_claim(kube, namespace, "a", provider, stringvar="one", numbervar=0)
+    got = await until(kube, CLAIM, namespace, "a", lambda c: len((c.get("status") or {}).get("resources") or []) == 2
+                      and "state" in c["status"]["resources"][0])
+    first, second = got["status"]["resources"]
+    assert (first["name"], first["provider"]["name"]) == ("base", lab.name("base"))
+    assert (second["name"], second["provider"]["name"], second["waitingFor"]) == (
+        "binder", provider, "Linked ResourceProvider")
+    guid = handle_of(got).removeprefix("guid-")
+    assert first["state"]["metadata"]["name"] == f"linked-{guid}-base"
+    assert first["state"]["data"] == {"numbervalue": "0", "stringvalue": "one"}
+    assert condition(got, "Ready") == ("False", "ResourcesNotReady")
+    assert "waits for Linked ResourceProvider" in message(got, "Ready")
+    assert await get(kube, CONFIGMAP, OPS, f"linked-{guid}-binder") is None
+
+    await kube.merge_patch(CLAIM, namespace, "a", {"spec": {"provider": {"parameterValues": {"numbervar": 1}}}})
+    got = await until(kube, CLAIM, namespace, "a", ready)
+    assert "waitingFor" not in got["status"]["resources"][1]
+    made = await kube.get(CONFIGMAP, OPS, f"linked-{guid}-binder")
+    assert made["data"] == {"numbervalue": "10", "stringvalue": "ONE"}
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert [r["name"] for r in handle["spec"]["resources"]] == ["base", "binder"]
+
+
+async def test_a_link_left_out_by_when_and_links_in_a_cycle(kube: Gateway, namespace: str, lab: Lab) -> None:
+    base, binder = linked_providers(lab)
+    binder["linkedResourceProviders"][0]["when"] = "numbervar > 5"
+    binder["linkedResourceProviders"][0].pop("waitFor")
+    await lab.provider("base", **base)
+    provider = await lab.provider("binder", **binder)
+    await provider_claim(kube, namespace, "lone", provider, numbervar=1)
+    got = await until(kube, CLAIM, namespace, "lone", ready)
+    assert [r["name"] for r in got["status"]["resources"]] == ["binder"]
+    assert got["status"]["resources"][0]["state"]["data"] == {"numbervalue": "0", "stringvalue": ""}
+
+    looped = await lab.provider("looped", **{**base, "linkedResourceProviders": [{"name": lab.name("looped")}]})
+    await provider_claim(kube, namespace, "looped", looped)
+    got = await until(kube, CLAIM, namespace, "looped", has("Valid", "ProviderInvalid", "False"))
+    assert "the links form a cycle" in message(got, "Valid")

@@ -79,9 +79,8 @@ async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str
     object can have is not looked up.
     """
     names = [_named(r) for r in _resources(obj)]
-    if isinstance(spec(obj).get("provider"), Mapping):  # a claim in provider mode
-        names.append(spec(obj)["provider"].get("name") or "")
-    if None in names:
+    # A claim in provider mode may need its provider's linked providers too, and theirs: all of them (the cache).
+    if None in names or isinstance(spec(obj).get("provider"), Mapping):
         return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent))
     wanted = sorted({n for n in names if isinstance(n, str) and not name_problem(n)})
     found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in wanted))

@@ -126,12 +126,6 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
             plan.notes.append(Note(_subject(obj), "(object)", f"its lifespan ended at {end}: not migrated, so "
                                                               "lessor does not provision it again"))
             continue
-        if "provider" in (obj.get("spec") or {}):
-            plan.notes.append(Note(_subject(obj), "spec.provider", "migrating a claim in provider mode (its "
-                                                                   "handle's resources rendered by Poolboy) is not "
-                                                                   "implemented: the claim and its handle are not "
-                                                                   "migrated"))
-            continue
         migrated_claims[(str(metadata.get("namespace")), str(metadata.get("name")))] = obj
     live_handles = set()
     for obj in handles:

@@ -204,6 +204,53 @@ async def test_migrating_poolboy_adopts_what_its_handles_made_and_recreates_noth
             await kube.merge_patch(res, ns, name, {"metadata": {"finalizers": None}})
 
 
+async def test_a_claim_in_provider_mode_migrates_with_its_values_and_keeps_its_resource(
+        kube: Gateway, namespace: str, poolboy_namespace: str, kubeconfig: Path, tmp_path: Path) -> None:
+    user, pb, sfx = namespace, poolboy_namespace, uuid.uuid4().hex[:5]
+    provider, handle_name, cm_name = f"par-{sfx}", f"guid-p{sfx}", f"par-p{sfx}"
+    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": provider}, "spec": {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "par-{{ guid }}", "namespace": user}},
+        "parameters": [{"name": "size", "allowUpdate": True, "validation": {"openAPIV3Schema": {"type": "string"}}}],
+        "template": {"enable": True, "definition": {"data": {"size": "{{ size }}"}}},
+        "updateFilters": [{"pathMatch": "/data/.*"}]}})
+    values = {"size": "small"}
+    handle = await make(kube, PB_HANDLE, pb, {
+        "metadata": {"name": handle_name, "generateName": "guid-", "finalizers": [PB]},
+        "spec": {"provider": {"name": provider, "parameterValues": values},
+                 "resourceClaim": {"apiVersion": f"{PB}/v1", "kind": "ResourceClaim", "name": "sized", "namespace": user},
+                 "resources": [{"name": provider, "provider": {"name": provider, "namespace": pb},
+                                "template": {"data": {"size": "small"}}}],
+                 "lifespan": {"end": at(3600)}}},
+        status={"resources": [{"reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": cm_name,
+                                             "namespace": user}}], "ready": True})
+    made = await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"size": "small"},
+                                               "metadata": {"name": cm_name, "annotations": {
+                                                   f"{PB}/resource-handle-name": handle_name,
+                                                   f"{PB}/resource-handle-namespace": pb,
+                                                   f"{PB}/resource-handle-uid": handle["metadata"]["uid"]}}})
+    await make(kube, PB_CLAIM, user, {"metadata": {"name": "sized", "finalizers": [PB]},
+                                      "spec": {"provider": {"name": provider, "parameterValues": values}}},
+               status={"resourceHandle": {"name": handle_name, "namespace": pb}, "lifespan": {"end": at(3600)},
+                       "provider": {"name": provider, "parameterValues": values}})
+    try:
+        done = migrate(kubeconfig, tmp_path, "poolboy", "--poolboy-namespace", pb, "--namespace", user)
+        assert done.returncode == 0, done.stderr
+        claim = await until(kube, CLAIM, user, "sized", ready)
+        assert claim["status"]["resourceHandle"]["name"] == handle_name
+        assert claim["status"]["provider"]["parameterValues"] == values
+        cm = await kube.get(CONFIGMAP, user, cm_name)
+        assert cm["metadata"]["uid"] == made["metadata"]["uid"]  # adopted, not made again
+        await kube.merge_patch(CLAIM, user, "sized", {"spec": {"provider": {"parameterValues": {"size": "large"}}}})
+        await until(kube, CONFIGMAP, user, cm_name, lambda o: o["data"]["size"] == "large")
+    finally:
+        await discard(kube, CLAIM, user, "sized")
+        await discard(kube, HANDLE, OPS, handle_name)
+        await gone(kube, HANDLE, OPS, handle_name)
+        await discard(kube, PROVIDER, OPS, provider)
+        for res, ns, name in ((PB_CLAIM, user, "sized"), (PB_HANDLE, pb, handle_name)):
+            await kube.merge_patch(res, ns, name, {"metadata": {"finalizers": None}})
+
+
 async def test_migrate_needs_the_old_crds_and_lessors(kube: Gateway) -> None:
     with pytest.raises(Exception, match=r"serves no ResourceProvider in nowhere.example/v1: is Poolboy installed"):
         await make_plan(kube, "poolboy", poolboy_group="nowhere.example")

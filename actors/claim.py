@@ -323,7 +323,7 @@ class ClaimActor(ObjectActor):
                 "lifespan": handle_lifespan_spec(spec.lifespan, lifespan.end if lifespan else None),
             },
         }
-        if (provider := _provider_mode(spec)) is not None:
+        if (provider := spec.provider_reference()) is not None:
             body["spec"]["provider"] = provider
         try:
             handle = await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, body)
@@ -376,7 +376,7 @@ class ClaimActor(ObjectActor):
                     for entry, resource in zip(entries, spec.resources)]
         plan = await offload(plan_update, base, spec, self.handle, claim=self.obj, now=now)
         self.update_errors = list(plan.errors)
-        provider = _provider_mode(spec)
+        provider = spec.provider_reference()
         provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \
             if provider is not None and not plan.errors and (self.handle.get("spec") or {}).get("provider") != provider \
             else []
@@ -502,7 +502,7 @@ class ClaimActor(ObjectActor):
         }
         if handle is None and self.spec.valid and (wait := self._awaiting_approval()) and wait.initial:
             new["approval"] = wait.initial
-        if self.spec.valid and not self.update_errors and (provider := _provider_mode(self.spec)) is not None:
+        if self.spec.valid and not self.update_errors and (provider := self.spec.provider_reference()) is not None:
             new["provider"] = provider  # what was applied: once bound, immutable parameters are judged against it
         if handle is not None and await self._auto_deleted({**status, **new}):
             return
@@ -711,13 +711,6 @@ def _project(theirs: Any, ours: Any) -> Any:
 def _handle_address(handle: Mapping[str, Any]) -> str:
     metadata = handle.get("metadata") or {}
     return actor_address(HANDLE, str(metadata.get("namespace")), str(metadata.get("name")))
-
-
-def _provider_mode(spec: ClaimSpec) -> dict[str, Any] | None:
-    """`{name, parameterValues}` of a claim in provider mode (for its handle and its status), else None."""
-    if spec.parameters is None or not spec.resources or spec.resources[0].provider is None:
-        return None
-    return {"name": spec.resources[0].provider.name, "parameterValues": dict(spec.parameters)}
 
 
 def _preferred_first(pool: Mapping[str, Any]) -> tuple[float, str]:

@@ -90,6 +90,12 @@ class ClaimSpec:
         """The minimum of each lifespan setting over the providers, for a handle made for this claim."""
         return combine(r.provider.lifespan for r in self.resources if r.provider is not None)
 
+    def provider_reference(self) -> dict[str, Any] | None:
+        """`{name, parameterValues}` in provider mode (for a handle's `spec.provider` and a claim's status)."""
+        if self.parameters is None or not self.resources or self.resources[-1].provider is None:
+            return None
+        return {"name": self.resources[-1].provider.name, "parameterValues": dict(self.parameters)}
+
     def handle_resources(self) -> list[Object]:
         """`spec.resources` of a new handle made for this claim (valid claims only)."""
         return [{"name": r.name, "provider": {"name": r.provider.name}, "template": copy.deepcopy(r.template)}
@@ -127,7 +133,7 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
              claim: Mapping[str, Any] | None, now: datetime) -> ClaimSpec:
     entries = (obj.get("spec") or {}).get("resources") or []
     whole = lifespan_errors(claim) if claim is not None else []
-    if claim is not None and (claim.get("spec") or {}).get("provider") is not None:
+    if claim is not None and (claim.get("spec") or {}).get("provider") is not None:  # (pools list resources)
         if entries:
             whole.insert(0, ResourceError("spec.provider", "a claim gives either spec.provider (a provider and its "
                                           "parameter values) or spec.resources, not both", "Forbidden"))

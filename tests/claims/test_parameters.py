@@ -210,6 +210,8 @@ async def test_a_linked_provider_comes_first_and_the_linking_one_waits_for_it_an
     assert made["data"] == {"numbervalue": "10", "stringvalue": "ONE"}
     handle = await kube.get(HANDLE, OPS, handle_of(got))
     assert [r["name"] for r in handle["spec"]["resources"]] == ["base", "binder"]
+    applied = {"name": provider, "parameterValues": {"numbervar": 1, "stringvar": "one"}}  # the claim's provider
+    assert got["status"]["provider"] == applied and handle["spec"]["provider"] == applied
 
 
 async def test_a_link_left_out_by_when_and_links_in_a_cycle(kube: Gateway, namespace: str, lab: Lab) -> None:

@@ -3,7 +3,8 @@
 A claim may name a provider and give only parameter values
 (`spec.provider: {name, parameterValues}`); the provider's
 `spec.template.definition`, rendered with those values, is then the
-claim's one resource template. Each parameter may be `required`, have a
+claim's resource template (after its linked providers' resources:
+`provider_mode.py`). Each parameter may be `required`, have a
 default (`default.value`, `default.template`, or its schema's `default`),
 an OpenAPI schema and checks (Jinja2 expressions that see every value and
 `value`, the parameter's own). Values are data: they are substituted, never

@@ -308,11 +308,12 @@ class PoolActor(ObjectActor):
                 unready = sum(1 for h in unbound if not _ready(h))
                 missing = min(missing, max(0, max_unready - unready))
             await _gather(self._create() for _ in range(missing))
-        else:  # more than asked for (minAvailable lowered, or a restart that trailed its own creates); a
-            # scaling's handles are extra by design, never a surplus
+        else:
+            # More than asked for (minAvailable lowered, or a restart that trailed its own creates). A scaling's
+            # handles are extra by design, never a surplus.
             regular = [h for h in unbound if scaling_of(h) is None]
-            surplus = sorted(regular, key=_preference, reverse=True)[:max(0, len(regular) - int(spec.get("minAvailable")
-                                                                                                  or 0))]
+            excess = len(regular) - int(spec.get("minAvailable") or 0)
+            surplus = sorted(regular, key=_preference, reverse=True)[:max(0, excess)]
             await _gather(self._delete_unbound(h) for h in surplus)
 
     async def _create(self, scaling: str | None = None) -> bool:

@@ -43,10 +43,7 @@ class AlreadyExists(ApiFailure):
 class Api(Protocol):
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None: ...
 
-    async def create(self, kind: Kind, namespace: str, body: Object, *, as_applied: bool = False) -> Object:
-        """`as_applied`: the fields the create sets are then owned as if the operator had applied them, so a
-        later `apply` that leaves one out removes it (server-side apply removes only fields it owned)."""
-        ...
+    async def create(self, kind: Kind, namespace: str, body: Object) -> Object: ...
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
                           *, subresource: str | None = None) -> Object: ...
@@ -58,7 +55,8 @@ class Api(Protocol):
 
     async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
         """Server-side apply as the operator's field manager, taking over conflicting fields: creates or
-        updates in one idempotent call, and drops the fields a previous apply set that `body` no longer has."""
+        updates in one idempotent call, and drops the fields a previous apply, or the operator's own create,
+        set that `body` no longer has."""
         ...
 
     async def delete(self, kind: Kind, namespace: str, name: str, *,

@@ -226,7 +226,7 @@ class HandleActor(ObjectActor):
             created = None
             if live is None:
                 try:
-                    live = created = await self.ctx.api.create(kind, namespace, definition, as_applied=True)
+                    live = created = await self.ctx.api.create(kind, namespace, definition)
                 except AlreadyExists:
                     live = await self.ctx.api.get(kind, namespace, name)
                 if live is None:  # deleted between the create and the read: the retry creates it

@@ -60,28 +60,12 @@ class GatewayApi:
                 return None
             raise _translate(err) from err
 
-    async def create(self, kind: Kind, namespace: str, body: Object, *, as_applied: bool = False) -> Object:
+    async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         try:
             resource = await self._writable(kind, f"create {kind.kind} {namespace}")
-            created = await self.gateway.create(resource, namespace, body)
+            return await self.gateway.create(resource, namespace, body)
         except ApiError as err:
             raise _translate(err) from err
-        return await self._as_applied(resource, namespace, created) if as_applied else created
-
-    async def _as_applied(self, resource: Resource, namespace: str, created: Object) -> Object:
-        """Re-label the create's managedFields entry as the operator's Apply entry (same fields), so that the
-        operator's later applies own what the create set. If that fails, the object stays as created."""
-        metadata = created.get("metadata") or {}
-        entries = [{**entry, "manager": FIELD_MANAGER, "operation": "Apply"}
-                   for entry in metadata.get("managedFields") or ()]
-        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"), "managedFields": entries}}
-        try:
-            self.fence(f"patch {resource.kind} {namespace}/{metadata.get('name')}")
-            return await self.gateway.merge_patch(resource, namespace, str(metadata.get("name")), patch)
-        except ApiError as err:
-            log.info("%s %s/%s: keeping the create's field ownership: %s", resource.kind, namespace,
-                     metadata.get("name"), err.message)
-            return created
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
                           *, subresource: str | None = None) -> Object:
@@ -108,10 +92,40 @@ class GatewayApi:
 
     async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
         try:
-            resource = await self._writable(kind, f"apply {kind.kind} {namespace}/{name}")
+            resource = await self._resource(kind)
+            await self._adopt_created_fields(resource, namespace, name)
+            self.fence(f"apply {kind.kind} {namespace}/{name}")
             return await self.gateway.apply(resource, namespace, name, body, force=True)
         except ApiError as err:
             raise _translate(err) from err
+
+    async def _adopt_created_fields(self, resource: Resource, namespace: str, name: str) -> None:
+        """Hand the fields the operator's own create set (an `Update` entry of its field manager) to its
+        applies, so an apply that leaves one out removes it: server-side apply removes only fields that its
+        manager's `Apply` entry owns. Done before the first apply rather than after each create, since most
+        created resources are never applied to and the hand-over is a write. If it fails, the apply still runs
+        and the next one tries again."""
+        try:
+            current = await self.gateway.get(resource, namespace, name)
+        except ApiError:
+            return  # gone, or not readable: the apply says what is wrong
+        metadata = current.get("metadata") or {}
+        entries = metadata.get("managedFields") or []
+        ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and not e.get("subresource")]
+        if not any(e.get("operation") == "Update" for e in ours):
+            return
+        fields: Object = {}
+        for entry in ours:
+            fields = _union(fields, entry.get("fieldsV1") or {})
+        merged = {**ours[-1], "operation": "Apply", "fieldsV1": fields}
+        patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
+                              "managedFields": [*(e for e in entries if e not in ours), merged]}}
+        try:
+            self.fence(f"patch {resource.kind} {namespace}/{name}")
+            await self.gateway.merge_patch(resource, namespace, name, patch)
+        except ApiError as err:
+            log.info("%s %s/%s: the create's fields stay the create's for now: %s", resource.kind, namespace,
+                     name, err.message)
 
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None:
@@ -125,3 +139,12 @@ class GatewayApi:
             if err.not_found:
                 return
             raise _translate(err) from err
+
+
+def _union(a: Object, b: Object) -> Object:
+    """Two `fieldsV1` sets as one (nested maps of `f:`/`k:`/`v:` keys; leaves are empty maps)."""
+    out = dict(a)
+    for key, value in b.items():
+        mine = out.get(key)
+        out[key] = _union(mine, value) if isinstance(mine, dict) and isinstance(value, dict) else value
+    return out

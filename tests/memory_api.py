@@ -67,7 +67,7 @@ class MemoryApi:
         found = self.objects.get((kind.kind, namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
-    async def create(self, kind: Kind, namespace: str, body: Object, *, as_applied: bool = False) -> Object:
+    async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         body = copy.deepcopy(body)
         meta = body.setdefault("metadata", {})
         if "generateName" in meta and "name" not in meta:

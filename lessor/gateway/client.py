@@ -347,7 +347,9 @@ class Gateway:
                 return items, page["metadata"]["resourceVersion"]
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        """Recorded under lessor's field manager (operation `Update`), so its applies can take the fields over."""
         return await self.request("create", res.kind, "POST", res.path(namespace), body=body,
+                                  params={"fieldManager": FIELD_MANAGER},
                                   gated=res.group == GROUP, writes=key_of(res.kind, namespace, body))
 
     async def replace(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any],

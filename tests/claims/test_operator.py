@@ -587,6 +587,30 @@ async def test_allowed_updates_reach_the_resource_and_refused_ones_are_reported(
     assert (await kube.get(CONFIGMAP, OPS, cm_name))["data"] == {"size": "large", "owner": "alice"}
 
 
+async def test_a_field_an_allowed_update_removes_leaves_the_created_resource(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    """The fields a create set are lessor's to remove later, although they were set by a create, not an apply."""
+    env = await lab.provider("env", **configmap_provider(
+        updateFilters=[{"pathMatch": "/data/extra", "allowedOps": ["add", "remove"]}]))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small", "extra": "x"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    cm_name = reference(got)["name"]
+    assert (await kube.get(CONFIGMAP, OPS, cm_name))["data"] == {"size": "small", "extra": "x"}
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "small"}}}]}})
+    cm = await until(kube, CONFIGMAP, OPS, cm_name, lambda c: "extra" not in c["data"])
+    assert cm["data"] == {"size": "small"}
+    # and added back, then removed again: every apply owns what it set
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "small", "extra": "y"}}}]}})
+    await until(kube, CONFIGMAP, OPS, cm_name, lambda c: c["data"].get("extra") == "y")
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "small"}}}]}})
+    await until(kube, CONFIGMAP, OPS, cm_name, lambda c: "extra" not in c["data"])
+    managers = {(m["manager"], m["operation"]) for m in (await kube.get(CONFIGMAP, OPS, cm_name))["metadata"]["managedFields"]}
+    assert ("lessor", "Update") not in managers, managers
+
+
 async def test_a_bound_claim_cannot_change_the_kind_or_add_resources(kube: Gateway, namespace: str, lab: Lab) -> None:
     env = await lab.provider("env", **configmap_provider(updateFilters=[{"pathMatch": ".*"}]))
     await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))

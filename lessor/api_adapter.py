@@ -1,4 +1,6 @@
-"""The gateway, seen through the actors' `Api` protocol: kinds resolved, errors translated, writes fenced."""
+"""The gateway, seen through the actors' `Api` protocol: kinds resolved, errors translated, writes fenced,
+and every object handed to an actor slimmed as the informers' are (`slim`: no managedFields): an actor keeps
+the answer to its write until the watch event of it arrives, and at a first start that is every actor at once."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound, Object
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.client import FIELD_MANAGER
+from lessor.gateway.informer import slim
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ class GatewayApi:
 
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
         try:
-            return await self.gateway.get(await self._resource(kind), namespace, name)
+            return slim(await self.gateway.get(await self._resource(kind), namespace, name))
         except NotFound:
             return None
         except ApiError as err:
@@ -63,7 +66,7 @@ class GatewayApi:
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         try:
             resource = await self._writable(kind, f"create {kind.kind} {namespace}")
-            return await self.gateway.create(resource, namespace, body)
+            return slim(await self.gateway.create(resource, namespace, body))
         except ApiError as err:
             raise _translate(err) from err
 
@@ -71,7 +74,7 @@ class GatewayApi:
                           *, subresource: str | None = None) -> Object:
         try:
             resource = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
-            return await self.gateway.merge_patch(resource, namespace, name, patch, subresource)
+            return slim(await self.gateway.merge_patch(resource, namespace, name, patch, subresource))
         except ApiError as err:
             raise _translate(err) from err
 
@@ -79,7 +82,7 @@ class GatewayApi:
                          *, subresource: str | None = None) -> Object:
         try:
             resource = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
-            return await self.gateway.json_patch(resource, namespace, name, ops, subresource)
+            return slim(await self.gateway.json_patch(resource, namespace, name, ops, subresource))
         except ApiError as err:
             # The API server answers a failed `test` op with a bare 422 Invalid: the precondition lost.
             if err.status == 422 and any(op.get("op") == "test" for op in ops):
@@ -95,7 +98,7 @@ class GatewayApi:
             resource = await self._resource(kind)
             await self._adopt_created_fields(resource, namespace, name)
             self.fence(f"apply {kind.kind} {namespace}/{name}")
-            return await self.gateway.apply(resource, namespace, name, body, force=True)
+            return slim(await self.gateway.apply(resource, namespace, name, body, force=True))
         except ApiError as err:
             raise _translate(err) from err
 

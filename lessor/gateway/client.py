@@ -8,7 +8,7 @@ import collections
 import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -330,6 +330,17 @@ class Gateway:
     ) -> tuple[list[dict[str, Any]], str]:
         """All pages of a list; returns the items and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
+        version = ""
+        async for page, rv in self.list_pages(res, namespace, label_selector=label_selector, page_size=page_size):
+            items.extend(page)
+            version = rv or version
+        return items, version
+
+    async def list_pages(
+        self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None, page_size: int = 500
+    ) -> AsyncIterator[tuple[builtins.list[dict[str, Any]], str | None]]:
+        """A list page by page, so a caller can keep less of each page than it was sent before the next
+        arrives; the list's resourceVersion comes with the last page (None with the others)."""
         cont: str | None = None
         while True:
             page = await self.request(
@@ -337,14 +348,15 @@ class Gateway:
                 params={"limit": page_size, "continue": cont, "labelSelector": label_selector},
                 timeout=120,
             )
-            kind = res.kind
-            for item in page.get("items", []):
+            items = page.pop("items", None) or []
+            for item in items:
                 item.setdefault("apiVersion", res.api_version)
-                item.setdefault("kind", kind)
-                items.append(item)
+                item.setdefault("kind", res.kind)
             cont = page.get("metadata", {}).get("continue")
             if not cont:
-                return items, page["metadata"]["resourceVersion"]
+                yield items, page["metadata"]["resourceVersion"]
+                return
+            yield items, None
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
         """Recorded under lessor's field manager (operation `Update`), so its applies can take the fields over."""

@@ -248,6 +248,22 @@ class Cell:
         if delay:
             await self._sleep(delay)
             return  # look at system messages again: a stop may have cut the wait short
+        slots = self.kind.start_slots
+        if slots is None:
+            await self._incarnate()
+            return
+        self.starting = True  # a shutdown cancels the wait for a slot as it would the start
+        try:
+            await slots.acquire()
+        finally:
+            self.starting = False
+        try:
+            if not self.control:  # else a stop came while waiting: look at it first
+                await self._incarnate()
+        finally:
+            slots.release()
+
+    async def _incarnate(self) -> None:
         self.busy = True
         try:
             actor = self.kind.factory(self.address)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,3 +22,4 @@ class Kind:
     supervision: Supervision
     passivate_after: float | None
     stats: KindStats
+    start_slots: asyncio.Semaphore | None = None  # at most this many of the kind inside `started()` at once

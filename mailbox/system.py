@@ -137,12 +137,18 @@ class ActorSystem:
         capacity: int = 1000,
         supervision: Supervision = DEFAULT_SUPERVISION,
         passivate_after: float | None = None,
+        max_starting: int | None = None,
     ) -> None:
         """Make `kind/...` addresses spawn `factory(address)` on their first message.
 
         `capacity` bounds each mailbox (see `tell`). `passivate_after`: stop
         actors idle that many seconds; their next message (or timer)
         reactivates them, with `started` rebuilding their state.
+        `max_starting`: at most that many of the kind run `started` at once;
+        the others wait their turn with their mailboxes intact. For a kind
+        whose start-up waits on something slow (the API at a first start):
+        thousands of suspended starts hold memory the allocator keeps. Only
+        safe if a `started` never waits on another actor of the same kind.
         """
         if not kind or "/" in kind:
             raise ValueError(f"a kind is one non-empty address segment, not {kind!r}")
@@ -150,8 +156,11 @@ class ActorSystem:
             raise ValueError(f"kind {kind!r} is already registered")
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
+        if max_starting is not None and max_starting < 1:
+            raise ValueError("max_starting must be at least 1")
         stats = self._stats.setdefault(kind, KindStats())
-        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats)
+        slots = asyncio.Semaphore(max_starting) if max_starting is not None else None
+        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots)
 
     def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
         """Queue `message` for `address` and return at once.
@@ -191,6 +200,10 @@ class ActorSystem:
         """Cancel the actor mid-handling; it is restarted as after a crash. False if no incarnation was live."""
         cell = self._cells.get(address)
         return cell is not None and cell.kill()
+
+    def busy(self) -> int:
+        """How many actors have work under way (a message to handle, a start, a stop): 0 when all is quiet."""
+        return sum(1 for cell in self._cells.values() if cell.task is not None)
 
     def live(self, kind: str | None = None) -> list[str]:
         """Addresses of active (not passivated, not stopped) actors, optionally of one kind."""

@@ -1,0 +1,101 @@
+"""`max_starting`: a kind whose start-ups wait on something slow runs only so many of them at once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from lessor.mailbox import Actor, ActorSystem
+
+
+class SlowStart(Actor):
+    """Its start-up waits on `gate` (an API write at a first start, say); counts who is inside at once."""
+
+    inside = 0
+    most = 0
+
+    def __init__(self, gate: asyncio.Event, handled: list[tuple[str, Any]]) -> None:
+        self.gate, self.handled = gate, handled
+
+    async def started(self) -> None:
+        SlowStart.inside += 1
+        SlowStart.most = max(SlowStart.most, SlowStart.inside)
+        try:
+            await self.gate.wait()
+        finally:
+            SlowStart.inside -= 1
+
+    async def receive(self, message: Any) -> Any:
+        self.handled.append((self.address, message))
+        return message
+
+
+@pytest.fixture(autouse=True)
+def _counts() -> None:
+    SlowStart.inside = SlowStart.most = 0
+
+
+async def test_at_most_max_starting_actors_start_at_once_and_none_loses_a_message() -> None:
+    gate, handled = asyncio.Event(), []
+    async with ActorSystem(registry=None) as system:
+        system.register("slow", lambda _: SlowStart(gate, handled), max_starting=5)
+        for i in range(50):
+            system.tell(f"slow/{i}", "first")
+            system.tell(f"slow/{i}", "second")
+        await asyncio.sleep(0.05)
+        assert SlowStart.inside == 5, "five start, the others wait for a slot"
+        gate.set()
+        answers = await asyncio.gather(*(system.ask(f"slow/{i}", "third") for i in range(50)))
+    assert answers == ["third"] * 50
+    assert SlowStart.most == 5
+    for i in range(50):
+        assert [m for a, m in handled if a == f"slow/{i}"] == ["first", "second", "third"]
+
+
+async def test_without_the_limit_every_start_runs_at_once() -> None:
+    gate, handled = asyncio.Event(), []
+    async with ActorSystem(registry=None) as system:
+        system.register("slow", lambda _: SlowStart(gate, handled))
+        for i in range(50):
+            system.tell(f"slow/{i}", "first")
+        await asyncio.sleep(0.05)
+        assert SlowStart.inside == 50
+        gate.set()
+
+
+async def test_a_shutdown_does_not_wait_for_the_actors_waiting_for_a_slot() -> None:
+    gate, handled = asyncio.Event(), []  # never set: the starts in their slots never finish
+    began = time.monotonic()
+    async with ActorSystem(registry=None) as system:
+        system.register("slow", lambda _: SlowStart(gate, handled), max_starting=2)
+        for i in range(100):
+            system.tell(f"slow/{i}", "first")
+        await asyncio.sleep(0.05)
+    assert time.monotonic() - began < 2.0
+    assert system.live() == [] and handled == []
+
+
+async def test_a_stop_requested_while_waiting_for_a_slot_skips_the_start() -> None:
+    gate, handled = asyncio.Event(), []
+    async with ActorSystem(registry=None) as system:
+        system.register("slow", lambda _: SlowStart(gate, handled), max_starting=1)
+        system.tell("slow/a", "first")
+        system.tell("slow/b", "first")
+        await asyncio.sleep(0.02)
+        system.stop("slow/b")  # b waits behind a's start
+        gate.set()
+        assert await system.ask("slow/a", "again") == "again"
+        await asyncio.sleep(0.02)
+        assert "slow/b" not in system.live()
+    assert SlowStart.most == 1
+    assert ("slow/b", "first") not in handled
+
+
+def test_max_starting_must_be_positive() -> None:
+    system = ActorSystem(registry=None)
+    with pytest.raises(ValueError, match="max_starting"):
+        system.register("slow", lambda _: SlowStart(asyncio.Event(), []), max_starting=0)
+

@@ -95,7 +95,7 @@ class ExporterActor(ObjectActor):
         self.offer: tuple[str, int] | None = None  # (lease, ticket)
         self.tickets = 0
         self.deciding = False
-        self.allow_disabled: set[str] = set()
+        self.allow_disabled: frozenset[str] = frozenset()  # the empty one is shared: most never hold one
         self.verified = False  # `obj` came from the API or a write, not only from the topology's copy
 
     # --- life ---------------------------------------------------------------------------
@@ -208,7 +208,7 @@ class ExporterActor(ObjectActor):
         burst = not len(self.queue)  # the first request after a quiet spell opens a decision window
         self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot, self.cause()))
         if want.allow_disabled:
-            self.allow_disabled.add(want.lease)
+            self.allow_disabled = self.allow_disabled | {want.lease}
         if self.offer is not None and self.offer[0] == want.lease:  # a restarted lease lost our offer
             self.tell(_lease_address(self.namespace, want.lease),
                       Offer(self.name, self.offer[1], self.holder.lease if self.holder else None))
@@ -217,7 +217,8 @@ class ExporterActor(ObjectActor):
 
     def _forget(self, lease: str) -> None:
         self.queue.remove(lease)
-        self.allow_disabled.discard(lease)
+        if lease in self.allow_disabled:
+            self.allow_disabled = self.allow_disabled - {lease}
         if self.offer is not None and self.offer[0] == lease:
             self.offer = None
             self._schedule_decision()

@@ -41,33 +41,38 @@ class WaitQueue:
 
     `add` of a name already waiting replaces it (its priority may have
     changed). Adding and removing are O(log n) searches plus a list shift,
-    `peek` is O(1).
+    `peek` is O(1). An empty queue holds no containers (every exporter has one, and most are empty).
     """
 
     __slots__ = ("_keys", "_waiters")
 
     def __init__(self, waiters: Iterable[Waiter] = ()) -> None:
-        self._keys: list[Key] = []
-        self._waiters: dict[str, Waiter] = {}
+        self._keys: list[Key] | None = None
+        self._waiters: dict[str, Waiter] | None = None
         for waiter in waiters:
             self.add(waiter)
 
     def add(self, waiter: Waiter) -> None:
-        if waiter.name in self._waiters:
-            self.remove(waiter.name)
+        self.remove(waiter.name)  # one place per lease: its priority may have changed
+        if self._keys is None or self._waiters is None:
+            self._keys, self._waiters = [], {}
         self._waiters[waiter.name] = waiter
         insort(self._keys, waiter.key)
 
     def remove(self, name: str) -> Waiter | None:
         """Take a waiter out by lease name; None when it was not waiting."""
+        if self._keys is None or self._waiters is None:
+            return None
         waiter = self._waiters.pop(name, None)
         if waiter is not None:
             del self._keys[bisect_left(self._keys, waiter.key)]
+            if not self._keys:
+                self._keys = self._waiters = None
         return waiter
 
     def peek(self) -> Waiter | None:
         """The best waiter, left in place."""
-        return self._waiters[self._keys[0][2]] if self._keys else None
+        return self._waiters[self._keys[0][2]] if self._keys and self._waiters else None
 
     def best(self, eligible: Callable[[Waiter], bool] | None = None) -> Waiter | None:
         """The best waiter that `eligible` accepts (all, by default), left in place.
@@ -83,17 +88,20 @@ class WaitQueue:
         return None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._waiters
+        return self._waiters is not None and name in self._waiters
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._keys) if self._keys else 0
 
     def __bool__(self) -> bool:
         return bool(self._keys)
 
     def __iter__(self) -> Iterator[Waiter]:
         """Best first (a snapshot: the queue may be changed while iterating)."""
-        return iter([self._waiters[key[2]] for key in self._keys])
+        waiters = self._waiters
+        if not self._keys or waiters is None:
+            return iter(())
+        return iter([waiters[key[2]] for key in self._keys])
 
     def __repr__(self) -> str:
         return f"WaitQueue({[waiter.name for waiter in self]!r})"

@@ -3,6 +3,8 @@
 After the caches are synced most objects live as long as the process: `gc.freeze()` moves them
 out of the collector's generations, so later collections do not walk (and dirty the pages of)
 every cached object. glibc keeps freed heap for reuse; `malloc_trim(0)` returns it to the system.
+The operator settles twice per term: when the caches are synced, and again once start-up's work is
+done (no actor at work for a few seconds), so what the actors' start-up built is frozen too.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ admit them to it). `lessor run` starts as its own process and is measured from t
 its API requests by verb until it settles (every mailbox empty, no request for a second), its
 worst `/healthz` latency meanwhile (polled every 50 ms), actor restarts, RSS, then a burst of
 leases (create to Ready, CPU and writes per lease) and how long SIGTERM takes, when quiet and
-(a second start) two seconds after ready, while the actors start. The empty
+(a second start) two seconds after ready, while the actors start; then a restart as after a rollout
+(nothing left to write): its time to settle and RSS. RSS is read once the operator has settled its
+memory (a few seconds without work after start-up). The empty
 operator's RSS and the API server's ceiling are measured once, in the same run; the bytes each
 cached exporter costs (raw, as the informer keeps it, in the topology) are measured here.
 """
@@ -51,6 +53,7 @@ from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import slim
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install
+from lessor.operator import QUIET_SECONDS
 from lessor.topology import Topology
 
 API = "lessor.dev/v1alpha1"
@@ -85,8 +88,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     row = await _start_and_burst(kube, cp.kubeconfig, Path(tmp), n, args)
                     row["bytes_per_exporter"] = per_object
                     row["sigterm_mid_start_seconds"] = await _sigterm_mid_start(cp.kubeconfig, Path(tmp))
+                    row["restart"] = await _restart(cp.kubeconfig, Path(tmp), args)
                     if baseline is not None:
                         row["rss_per_exporter_bytes"] = round((row["rss_after_start_bytes"] - baseline) / n)
+                        row["restart"]["rss_per_exporter_bytes"] = round(
+                            (row["restart"]["rss_after_start_bytes"] - baseline) / n)
                     rows.append(row)
                     say(f"N={n}: settled in {row['start']['settled_seconds']} s, "
                         f"RSS {row['rss_after_start_bytes'] / 2**20:.0f} MiB")
@@ -153,8 +159,7 @@ async def _empty_operator(kubeconfig: Path, tmp: Path) -> int:
     proc = start_operator(kubeconfig, tmp, health, metrics)
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
-        await asyncio.sleep(3)
-        return process_stats(proc.pid)[0]
+        return await _settled_rss(proc)
     finally:
         await _sigterm(proc)
 
@@ -170,6 +175,29 @@ async def _sigterm(proc: subprocess.Popen[bytes], grace: float = 30) -> float | 
         await asyncio.to_thread(proc.wait)
         return None
     return round(time.monotonic() - started, 2)
+
+
+async def _settled_rss(proc: subprocess.Popen[bytes]) -> int:
+    """RSS once the operator has settled its memory after start-up (it does so after QUIET_SECONDS of
+    no actor at work; the settling above waits for only one second without requests)."""
+    await asyncio.sleep(QUIET_SECONDS + 1.5)
+    return process_stats(proc.pid)[0]
+
+
+async def _restart(kubeconfig: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The operator started again on the same cluster, as after a rollout: nothing is left to write, so
+    this is the start most pods see. Seconds to settle and RSS after."""
+    health, metrics = free_port(), free_port()
+    started = time.monotonic()
+    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h")
+    try:
+        await wait_http(f"http://127.0.0.1:{health}/readyz", proc, timeout=args.timeout)
+        settled = await _settled(metrics, started, args.timeout)
+        restarts = _sum_metric(metrics_text(metrics), "lessor_actor_restarts_total")
+        rss = await _settled_rss(proc)
+    finally:
+        await _sigterm(proc)
+    return {"settled_seconds": settled, "actor_restarts": int(restarts), "rss_after_start_bytes": rss}
 
 
 async def _sigterm_mid_start(kubeconfig: Path, tmp: Path, after: float = 2.0) -> float | None:
@@ -257,7 +285,7 @@ async def _start_and_burst(kube: Gateway, kubeconfig: Path, tmp: Path, n: int,
         for (verb, _), value in start_requests.items():
             by_verb[verb] = by_verb.get(verb, 0) + value
         restarts = _sum_metric(text, "lessor_actor_restarts_total")
-        rss, _ = process_stats(proc.pid)
+        rss = await _settled_rss(proc)
         burst = await _burst(kube, proc, metrics, n, args)
         sigterm = await _sigterm(proc)
     finally:

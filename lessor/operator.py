@@ -159,11 +159,12 @@ class Operator:
         # its state from the API, so restarting is always safe.
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=1.0)
         system.register("topology", lambda _: TopologyActor(self.topology_state), capacity=1_000_000, supervision=tolerant)
-        # At a first start every exporter writes its Online condition: thousands of starts suspended on the
-        # gateway's 24 writes in flight held ~5 KB each, and the allocator kept that memory after. An exporter's
-        # start never waits on another exporter (it asks only the topology and its leases), so this is safe.
+        # At a first start every exporter writes its Online condition (clients, policies and providers their
+        # Valid one): thousands of starts suspended on the gateway's 24 writes in flight held ~5 KB each, and
+        # the allocator kept that memory after. None of these starts waits on an actor of its own kind (they
+        # ask only the topology, and an exporter its leases), so bounding them cannot stall.
         system.register("exporter", lambda a: ExporterActor(a, self.context), capacity=100_000,
-                        supervision=tolerant, max_starting=EXPORTER_STARTS)
+                        supervision=tolerant, max_starting=WRITING_STARTS)
         system.register("lease", lambda a: LeaseActor(a, self.context), capacity=100_000, supervision=tolerant)
         system.register("pool", lambda a: PoolActor(a, self.context), capacity=100_000, supervision=tolerant)
         system.register("handle", lambda a: HandleActor(a, self.context), capacity=100_000, supervision=tolerant)
@@ -173,7 +174,7 @@ class Operator:
         for prefix, kind in (("client", "Client"), ("policy", "ExporterAccessPolicy"),
                              ("provider", "ResourceProvider")):
             system.register(prefix, functools.partial(ValidActor, ctx=self.context, rule=RULES[kind]),
-                            capacity=1000, supervision=tolerant, passivate_after=60.0)
+                            capacity=1000, supervision=tolerant, passivate_after=60.0, max_starting=WRITING_STARTS)
 
     async def run(self) -> None:
         runners = [
@@ -270,7 +271,7 @@ class Operator:
         settle_after_start()
 
 
-EXPORTER_STARTS = 64  # exporter actors inside `started()` at once (see `_register_actors`)
+WRITING_STARTS = 64  # actors of a kind whose start-up writes inside `started()` at once (`_register_actors`)
 
 
 QUIET_SECONDS = 3.0  # no actor at work this long: start-up is over

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import Any
 
 import pytest
 
-from lessor.mailbox import Actor, ActorSystem
+from lessor.mailbox import Actor, ActorSystem, ChaosMonkey, Supervision
 
 
 class SlowStart(Actor):
@@ -99,3 +100,41 @@ def test_max_starting_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_starting"):
         system.register("slow", lambda _: SlowStart(asyncio.Event(), []), max_starting=0)
 
+
+
+class Flaky(SlowStart):
+    """Starts slowly (a random few ms, as an API write would), so kills land inside `started` too."""
+
+    def __init__(self, handled: list[tuple[str, Any]], rng: random.Random) -> None:
+        super().__init__(asyncio.Event(), handled)
+        self.rng = rng
+
+    async def started(self) -> None:
+        SlowStart.inside += 1
+        SlowStart.most = max(SlowStart.most, SlowStart.inside)
+        try:
+            await asyncio.sleep(self.rng.uniform(0.001, 0.01))
+        finally:
+            SlowStart.inside -= 1
+
+
+async def test_killed_mid_start_the_slots_are_given_back_and_every_actor_serves(chaos_seed: int) -> None:
+    """Kills while actors start and wait for slots: never more inside `started` than the limit (sampled
+    throughout), no slot lost (every actor answers in the end), no message handled twice."""
+    handled: list[tuple[str, Any]] = []
+    rng = random.Random(chaos_seed)
+    samples = []
+    async with ActorSystem(registry=None) as system:
+        system.register("flaky", lambda _: Flaky(handled, rng), max_starting=4,
+                        supervision=Supervision(max_restarts=1000, within=60.0, backoff=0.001, max_backoff=0.01))
+        async with ChaosMonkey(system, rate=300, kinds={"flaky"}, seed=chaos_seed) as monkey:
+            for i in range(200):
+                system.tell(f"flaky/{i}", ("hello", i))
+            for _ in range(40):
+                samples.append(SlowStart.inside)
+                await asyncio.sleep(0.005)
+        answers = await asyncio.gather(*(system.ask(f"flaky/{i}", ("ask", i), timeout=10) for i in range(200)))
+    assert monkey.kills, "the monkey killed some actors"
+    assert max(samples) <= 4 and SlowStart.most <= 4
+    assert answers == [("ask", i) for i in range(200)]
+    assert len(handled) == len(set(handled)), "a message handled twice"

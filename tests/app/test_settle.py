@@ -5,23 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lessor.mailbox import Actor, ActorSystem
+from lessor.mailbox import ActorSystem
 from lessor.operator import _quiet
-
-
-class SlowStart(Actor):
-    def __init__(self, gate: asyncio.Event, handled: list[str]) -> None:
-        self.gate, self.handled = gate, handled
-
-    async def started(self) -> None:
-        await self.gate.wait()
-
-    async def receive(self, message: Any) -> None:
-        self.handled.append(self.address)
+from tests.mailbox.test_start_slots import SlowStart
 
 
 async def test_busy_counts_the_actors_at_work_and_the_operator_waits_for_none() -> None:
-    gate, handled = asyncio.Event(), []
+    gate = asyncio.Event()
+    handled: list[tuple[str, Any]] = []
     async with ActorSystem(registry=None) as system:
         system.register("slow", lambda _: SlowStart(gate, handled), max_starting=2)
         for i in range(5):

@@ -167,6 +167,7 @@ class Cell:
 
     def _spawn(self) -> None:
         self.task = self.system._spawn(self._run(), self.address)
+        self.system._at_work += 1
 
     async def _run(self) -> None:
         try:
@@ -186,6 +187,7 @@ class Cell:
             raise
         finally:
             self.task = None
+            self.system._at_work -= 1
         if self.state is ACTIVE:
             self._went_idle()
 

@@ -64,6 +64,7 @@ class ActorSystem:
         self._kinds: dict[str, Kind] = {}
         self._stats: dict[str, KindStats] = {NO_KIND: KindStats()}
         self._cells: dict[str, Cell] = {}
+        self._at_work = 0  # cells whose task is running (`busy`): kept by the cells, so asking costs nothing
         self._closed: set[str] = set()  # addresses escalated: stopped for good
         self._timers = Timers(self._timer_due)
         self._tracing = Tracing(tracer_provider)
@@ -203,7 +204,7 @@ class ActorSystem:
 
     def busy(self) -> int:
         """How many actors have work under way (a message to handle, a start, a stop): 0 when all is quiet."""
-        return sum(1 for cell in self._cells.values() if cell.task is not None)
+        return self._at_work
 
     def live(self, kind: str | None = None) -> list[str]:
         """Addresses of active (not passivated, not stopped) actors, optionally of one kind."""

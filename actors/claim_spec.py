@@ -131,8 +131,15 @@ def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, 
 
 def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
              claim: Mapping[str, Any] | None, now: datetime) -> ClaimSpec:
-    entries = (obj.get("spec") or {}).get("resources") or []
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, Mapping):
+        return ClaimSpec((), (ResourceError("spec", "must be an object", "InvalidTemplate"),))
+    entries = (spec or {}).get("resources") or []
     whole = lifespan_errors(claim) if claim is not None else []
+    if not isinstance(entries, list):
+        whole.insert(0, ResourceError("spec.resources", "must be a list of resources (each a provider and a "
+                                      "template)", "InvalidTemplate"))
+        return ClaimSpec((), tuple(whole))
     if claim is not None and (claim.get("spec") or {}).get("provider") is not None:  # (pools list resources)
         if entries:
             whole.insert(0, ResourceError("spec.provider", "a claim gives either spec.provider (a provider and its "
@@ -196,9 +203,12 @@ def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:
     return errors
 
 
-def _resource(index: int, entry: Mapping[str, Any], providers: Mapping[str, Provider],
+def _resource(index: int, entry: Any, providers: Mapping[str, Provider],
               claim: Mapping[str, Any] | None, now: datetime) -> ClaimResource:
     field = f"spec.resources[{index}]"
+    if not isinstance(entry, Mapping):
+        return ClaimResource(index, "", None, None, (
+            ResourceError(field, "must be an object (a provider and a template)", "InvalidTemplate", index),))
     template = entry.get("template") or {}
     provider, error = _provider_for(index, entry, template, providers, can_match=claim is not None)
     name = str(entry.get("name") or (provider.resource_name if provider else ""))

@@ -96,6 +96,20 @@ def test_a_claim_needs_resources() -> None:
     assert errors(spec) == ["spec.resources: at least one resource is needed"]
 
 
+def test_resources_that_are_not_objects_or_not_a_list_are_errors_at_the_field_not_a_crash() -> None:
+    """Found by the review fuzzer (a pool whose resources were nulls): the webhook and the operator share this."""
+    pool = {"metadata": {"name": "p", "namespace": "lessor-system"},
+            "spec": {"resources": [None, "x", env({"data": {"size": "small"}})]}}
+    assert errors(resolve_pool(pool, providers(), now=NOW)) == [
+        "spec.resources[0]: must be an object (a provider and a template)",
+        "spec.resources[1]: must be an object (a provider and a template)"]
+    odd = claim()
+    odd["spec"]["resources"] = {"provider": {"name": "env-configmap"}}
+    assert errors(resolve_claim(odd, providers(), now=NOW)) == [
+        "spec.resources: must be a list of resources (each a provider and a template)"]
+    assert errors(resolve_claim({**claim(), "spec": "x"}, providers(), now=NOW)) == ["spec: must be an object"]
+
+
 def test_a_claims_lifespan_outside_1970_to_9000_is_invalid_naming_the_field() -> None:
     body = claim(env({"data": {"size": "small"}}))
     body["spec"]["lifespan"] = {"start": "2024-03-01T12:00:00Z", "end": "0001-01-01T00:00:00Z"}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import random
 import shutil
 import signal
+import socket
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -71,9 +73,33 @@ class Child:
             await proc.wait()
 
 
-def free_port() -> int:
-    import socket
+_handed_out: set[int] = set()
 
+
+def free_port() -> int:
+    """A port free now for a server to listen on later. Drawn at random below the kernel's ephemeral range,
+    so the outgoing connections made between now and the listen (which take ephemeral ports) cannot take it,
+    and never the same one twice in a process; the kernel's own pick when that range has none free."""
+    low = _ephemeral_low()
+    for _ in range(50):
+        port = random.randrange(min(10000, low - 1), low)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return max(1025, int(f.read().split()[0]))
+    except (OSError, ValueError, IndexError):
+        return 32768

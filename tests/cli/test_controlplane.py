@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 from kubernetes_asyncio.config import incluster_config
 
 from lessor.controlplane import ControlPlane
+from lessor.controlplane.processes import free_port
 from lessor.controlplane.versions import KUBERNETES_VERSION
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.client import load_configuration
@@ -143,3 +145,12 @@ def test_killed_parent_leaves_no_orphans(tmp_path: Path, controlplane: ControlPl
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert _wait_gone(children) == [], "etcd or kube-apiserver survived their parent"
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_range_of_outgoing_connections() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(40)]
+    assert len(set(ports)) == len(ports)
+    assert all(port < low for port in ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports[-1]))

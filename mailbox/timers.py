@@ -113,19 +113,22 @@ class Timers:
         self._wake, self._wake_at = None, math.inf
         loop = asyncio.get_running_loop()
         now = loop.time() + _RESOLUTION
-        while self._heap and (not self._heap[0].live or self._heap[0].when <= now):
-            timer = heapq.heappop(self._heap)
-            if not timer.live:
-                self._cancelled -= 1
-                continue
-            self._take(timer.address, timer.key)
-            timer.live = False
-            try:
-                self._fire(timer.address, timer.message, timer.context)
-            except Exception as error:  # as asyncio does for a callback: report it, deliver the others
-                loop.call_exception_handler({"message": f"timer for {timer.address} failed", "exception": error})
-        if self._heap and self._heap[0].when < self._wake_at:
-            self._arm(loop, self._heap[0].when)
+        try:
+            while self._heap and (not self._heap[0].live or self._heap[0].when <= now):
+                timer = heapq.heappop(self._heap)
+                if not timer.live:
+                    self._cancelled -= 1
+                    continue
+                self._take(timer.address, timer.key)
+                timer.live = False
+                try:
+                    self._fire(timer.address, timer.message, timer.context)
+                except Exception as error:  # as asyncio does for a callback: report it, deliver the others
+                    loop.call_exception_handler({"message": f"timer for {timer.address} failed",
+                                                 "exception": error})
+        finally:  # whatever escaped, the timers still to come keep their wake-up
+            if self._heap and self._heap[0].when < self._wake_at:
+                self._arm(loop, self._heap[0].when)
 
 
 class _Timer:

@@ -1,4 +1,4 @@
-"""Hostile objects of all eight kinds through the real API server, with and without the webhook.
+"""Hostile objects of all nine kinds through the real API server, with and without the webhook.
 
 `lessor run` runs as a process of its own (a user's object that blocks its
 event loop then shows as a probe that stops answering, not as a fuzzer
@@ -53,12 +53,14 @@ from lessor.gateway.resources import (
     POLICY,
     POOL,
     PROVIDER,
+    SCALING,
     VALIDATING_WEBHOOK,
 )
 from lessor.topology.fields import HANDLE_NAME_LABEL
 
-RESOURCES: dict[str, Resource] = {r.kind: r for r in (EXPORTER, CLIENT, POLICY, PROVIDER, POOL, LEASE, HANDLE, CLAIM)}
-IN_OPERATOR_NAMESPACE = frozenset({"ResourceProvider", "ResourcePool", "ResourceHandle"})
+RESOURCES: dict[str, Resource] = {r.kind: r for r in (EXPORTER, CLIENT, POLICY, PROVIDER, POOL, SCALING, LEASE, HANDLE,
+                                                      CLAIM)}
+IN_OPERATOR_NAMESPACE = frozenset({"ResourceProvider", "ResourcePool", "ResourcePoolScaling", "ResourceHandle"})
 """Where the operator looks for them; the other kinds go to the lab namespace."""
 BOTH_LABS = frozenset({"Exporter", "Client"})
 """Created in the lab and in a second lab without policies, where three leases in four go, to be granted."""
@@ -91,12 +93,13 @@ VERDICTS: dict[str, Verdict] = {
     "ExporterAccessPolicy": VALID,
     "Client": VALID,
     "ResourceProvider": VALID,
-    # Exporter: its Online condition follows its agent's heartbeat, not its spec.
+    # Exporter: its Online condition follows its agent's heartbeat, not its spec. ResourcePoolScaling: no
+    # conditions (its status.state says what its pool did, and one naming no pool waits for it, unwritten).
 }
 """Kind → the conditions that tell its user whether the operator accepted it."""
 
 _FIELD = re.compile(r"\b(spec|metadata)(\.[A-Za-z_]|\[)")
-_OUR_NAME = re.compile(r"\b(?:(?:e|c|ap|p|pool|l|h|rc)-[a-z0-9]+|victim)\b")
+_OUR_NAME = re.compile(r"\b(?:(?:e|c|ap|p|pool|rps|l|h|rc)-[a-z0-9]+|victim)\b")
 _INDEX = re.compile(r"\[\d+\]")
 _BYSTANDER_NAMESPACES = ("default", "kube-system", "kube-public")
 

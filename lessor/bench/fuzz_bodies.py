@@ -1,4 +1,4 @@
-"""Hostile and careless objects of lessor's eight kinds, as Hypothesis strategies.
+"""Hostile and careless objects of lessor's nine kinds, as Hypothesis strategies.
 
 Shared by the fuzz tests (tests/app/test_fuzz.py) and `lessor bench fuzz`. Each
 strategy draws a whole manifest whose fields are mostly of the right shape,
@@ -25,12 +25,12 @@ from hypothesis import strategies as st
 
 API_VERSION = "lessor.dev/v1alpha1"
 
-KINDS = ("Exporter", "Client", "ExporterAccessPolicy", "ResourceProvider", "ResourcePool", "Lease",
-         "ResourceHandle", "ResourceClaim")
+KINDS = ("Exporter", "Client", "ExporterAccessPolicy", "ResourceProvider", "ResourcePool", "ResourcePoolScaling",
+         "Lease", "ResourceHandle", "ResourceClaim")
 """In the order the fuzzers create them: what a later kind names exists by then."""
 
 PREFIX = {"Exporter": "e", "Client": "c", "ExporterAccessPolicy": "ap", "ResourceProvider": "p",
-          "ResourcePool": "pool", "Lease": "l", "ResourceHandle": "h", "ResourceClaim": "rc"}
+          "ResourcePool": "pool", "ResourcePoolScaling": "rps", "Lease": "l", "ResourceHandle": "h", "ResourceClaim": "rc"}
 """Object names are ``{prefix}-{index}``."""
 
 VICTIM = "victim"
@@ -236,7 +236,7 @@ def _resource_entries(provider_required: bool = False) -> st.SearchStrategy[Any]
     return wrong(st.lists(entry, min_size=1, max_size=4))
 
 
-# --- the eight kinds --------------------------------------------------------------------------
+# --- the nine kinds ---------------------------------------------------------------------------
 
 SPECS: dict[str, Callable[[], st.SearchStrategy[Any]]] = {
     "Exporter": lambda: _optional(enabled=wrong(st.booleans())),
@@ -267,6 +267,10 @@ SPECS: dict[str, Callable[[], st.SearchStrategy[Any]]] = {
         maxUnready=wrong(st.one_of(_SMALL_INTS, _BIG_INTS)),
         lifespan=_lifespan(),
     )),
+    "ResourcePoolScaling": lambda: st.fixed_dictionaries({
+        "resourcePool": wrong(_optional(name=name_of("ResourcePool"), namespace=hostile_string())),
+        "count": wrong(st.one_of(_SMALL_INTS, st.sampled_from((10_000, 10_001)), _BIG_INTS)),
+    }, optional=dict(at=timestamps())),
     "ResourceHandle": lambda: _optional(
         resourceClaim=wrong(_optional(name=name_of("ResourceClaim"), namespace=hostile_string())),
         resourcePool=wrong(_optional(name=name_of("ResourcePool"), namespace=hostile_string())),

@@ -51,7 +51,7 @@ from lessor.controlplane.pki import CertificateAuthority
 from lessor.controlplane.pod import SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, resolve_env
 from lessor.dev import _heartbeat as heartbeat
 from lessor.gateway import ApiError, Gateway
-from lessor.gateway.resources import CLAIM, HANDLE, LEASE
+from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, LEASE
 from lessor.install import install
 
 LAB = "lab"
@@ -91,6 +91,8 @@ class PodRun:
     refused_samples: list[str] = field(default_factory=list)
     denial: str = ""
     """The webhook's answer to a lease with an empty selector."""
+    resized: str | None = None
+    """`data.size` of alice-env's ConfigMap after the claim asked small -> medium (the provider allows it)."""
     released: tuple[str, str] | None = None
     handle_deleted: bool = False
     claim_deleted: bool = False
@@ -324,6 +326,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
                 return all(c == ("True", "Ready") for c in run.conditions.values())
 
             if await _until(all_ready, 90, child):
+                await _resizing(run, admin, child)
                 await _ending(run, admin, child)
             await _scrape(run, admin, http, f"{pod_ip}:{container_port(container, 'metrics')}")
         finally:
@@ -371,6 +374,23 @@ async def _account_token(admin: Gateway, namespace: str, account: str) -> str:
                                  body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                        "spec": {"expirationSeconds": 600}})
     return str(answer["status"]["token"])
+
+
+async def _resizing(run: PodRun, admin: Gateway, child: Any) -> None:
+    """A claim's change that the provider's updateFilters allow reaches its resource (an apply to a
+    resource the operator created: the write path of an update)."""
+    claim = await admin.get(CLAIM, LAB, CLAIMS[0])
+    reference = claim["status"]["resources"][0]["reference"]
+    resources = copy.deepcopy(claim["spec"]["resources"])
+    resources[0]["template"]["data"]["size"] = "medium"
+    await admin.merge_patch(CLAIM, LAB, CLAIMS[0], {"spec": {"resources": resources}})
+
+    async def resized() -> bool:
+        configmap = await _get(admin, CONFIGMAP, reference["namespace"], reference["name"])
+        run.resized = ((configmap or {}).get("data") or {}).get("size")
+        return run.resized == "medium"
+
+    await _until(resized, 30, child)
 
 
 async def _ending(run: PodRun, admin: Gateway, child: Any) -> None:

@@ -59,11 +59,12 @@ def test_it_authenticated_with_the_pod_bound_token_from_the_pod_network(operator
     assert "KUBECONFIG" not in run.env
 
 
-def test_a_lease_and_a_claim_reach_ready(operator_pod: Any) -> None:
+def test_leases_and_claims_reach_ready_take_an_allowed_change_and_end(operator_pod: Any) -> None:
     run = operator_pod
     assert not run.refused_samples, run.refused_samples
     not_ready = {k: v for k, v in run.conditions.items() if v != ("True", "Ready")}
     assert run.conditions and not not_ready, f"not Ready: {not_ready}\n{run.log[-3000:]}"
+    assert run.resized == "medium", f"a change the provider allows did not reach the ConfigMap: {run.resized}"
     assert run.released == ("False", "Released"), run.released
     assert run.handle_deleted and run.claim_deleted, "the claim whose lifespan ended, or its handle, is still there"
 

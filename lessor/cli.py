@@ -146,12 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     mig = sub.add_parser(
         "migrate", help="take over a cluster's Poolboy or Jumpstarter objects, re-creating nothing",
-        description="On a live cluster, create lessor's objects for Poolboy's providers, pools, handles and "
-        "claims (handles keep their claims, and the resources they made are adopted by adding lessor's "
-        "labels and annotations: nothing is deleted or re-created), or for the Jumpstarter controller's "
-        "clients, exporters, policies and leases (active leases keep their exporters). The old objects are "
-        "left as they are: stop the old operator first. Fields that do not carry over are reported as by "
-        "`lessor convert`. See docs/migrating.md.",
+        description="On a live cluster, create lessor's objects for Poolboy's providers, pools, handles, "
+        "claims and scalings (handles keep their claims, and the resources they made are adopted by adding "
+        "lessor's labels and annotations: nothing is deleted or re-created; scalings keep their counts), or "
+        "for the Jumpstarter controller's clients, exporters, policies and leases (active leases keep their "
+        "exporters). The old objects are left as they are: stop the old operator first. Fields that do not "
+        "carry over are reported as by `lessor convert`. See docs/migrating.md.",
     )
     mig.add_argument("source", choices=("poolboy", "jumpstarter"), help="what to migrate from")
     _kube_args(mig)

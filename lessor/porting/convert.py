@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lessor.actors.pool_scaling import SCALING_LABEL
 from lessor.model.fields import mapping_at
 from lessor.templates import parse_duration, strings_in
 
@@ -164,13 +165,16 @@ def _metadata(metadata: Mapping[str, Any], group: str, kind: str, operator_names
         if not isinstance(values, Mapping):
             continue
         theirs = sorted(key for key in values if group and str(key).startswith(f"{group}/"))
-        pinned = f"{group}/resource-pool-name"
-        if kind == "ResourceClaim" and section == "annotations" and pinned in theirs:
-            theirs.remove(pinned)  # the claim asks for one pool: lessor reads the same annotation under its domain
-            out[section] = {**values, "lessor.dev/resource-pool-name": values[pinned]}
-            del out[section][pinned]
+        renamed = {("ResourceClaim", "annotations"): (f"{group}/resource-pool-name", "lessor.dev/resource-pool-name"),
+                   # a handle made for a scaling: extra to its pool, never deleted as a surplus
+                   ("ResourceHandle", "labels"): (f"{group}/resource-pool-scaling-name", SCALING_LABEL)}
+        old_key, new_key = renamed.get((kind, section), ("", ""))
+        if old_key in theirs:
+            theirs.remove(old_key)  # lessor reads the same under its own domain
+            out[section] = {**values, new_key: values[old_key]}
+            del out[section][old_key]
             values = out[section]
-            notes.append(Note(subject, f"metadata.annotations.{pinned}", "-> lessor.dev/resource-pool-name", False))
+            notes.append(Note(subject, f"metadata.{section}.{old_key}", f"-> {new_key}", False))
         for key in theirs:
             notes.append(Note(subject, f"metadata.{section}.{key}", "the old operator's bookkeeping; lessor writes "
                                                                      "its own lessor.dev/ ones"))

@@ -3,11 +3,12 @@
 Nothing is deleted or re-created, and the old objects are left as they are. The order makes a
 running lessor operator harmless too: providers, then handles (bound ones name their claim, and
 keep their names, so their guid and their resources' names stay), then the resources those handles
-list are adopted, then claims (with `status.resourceHandle`), then pools, which find their handles
-already there. Adoption adds lessor's ownership marks (actors/ownership.py) to a resource only when
-a Poolboy handle lists it AND the resource carries Poolboy's own marks for that handle; anything
-else stays untouched and is reported. Jumpstarter: clients, policies, exporters (with the agent's
-status and `leaseRef`), then leases with their status, so an active lease keeps its exporter.
+list are adopted, then claims (with `status.resourceHandle`), then scalings (with what they created
+so far), then pools, which find their handles already there. Adoption adds lessor's ownership marks
+(actors/ownership.py) to a resource only when a Poolboy handle lists it AND the resource carries
+Poolboy's own marks for that handle; anything else stays untouched and is reported. Jumpstarter:
+clients, policies, exporters (with the agent's status and `leaseRef`), then leases with their status,
+so an active lease keeps its exporter.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, TextIO
 from lessor.actors.handle_render import tracking
 from lessor.actors.lease import ENDED_LABEL
 from lessor.gateway import ApiError, Gateway, Resource
-from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER
+from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, SCALING
 from lessor.leader import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
@@ -112,8 +113,13 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
     claims: list[dict[str, Any]] = []
     for namespace in _scopes(namespaces):
         claims += await _listed(gateway, old("ResourceClaim"), namespace, hint)
+    try:
+        scalings = await _listed(gateway, old("ResourcePoolScaling"), poolboy_ns, hint)
+    except MigrationError:
+        scalings = []  # Poolboy before v1.17 has no scalings
 
     plan, adoptions, handle_steps, claim_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan()
+    scaling_steps = Plan()
     for obj in providers:
         _create(gateway, plan, PROVIDER, obj, ops)
     # Claims first, to know which handles may come: a bound handle whose claim stays behind (expired, or
@@ -156,11 +162,15 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
             plan.notes.append(Note(_subject(obj), "status.resourceHandle", f"ResourceHandle {handle} is gone: "
                                                                            "lessor binds or creates another"))
         _create(gateway, claim_steps, CLAIM, obj, ops, status=bound)
+    for obj in scalings:  # with its count, or the pool would create what Poolboy already did
+        status = obj.get("status") or {}
+        made = {key: status[key] for key in ("count", "state") if key in status}
+        _create(gateway, scaling_steps, SCALING, obj, ops, status=made or None)
     for obj in pools:
         _create(gateway, pool_steps, POOL, obj, ops)
-    # Resources are marked before their handles exist, handles exist before their claims, claims before pools:
-    # at no point does a running operator see a claim without its handle, or a pool short of handles.
-    for part in (adoptions, handle_steps, claim_steps, pool_steps):
+    # Resources are marked before their handles exist, handles exist before their claims, claims and scalings
+    # before pools: at no point does a running operator see a claim without its handle, or a pool short of handles.
+    for part in (adoptions, handle_steps, claim_steps, scaling_steps, pool_steps):
         if part.steps and plan.steps:
             part.steps[0].pause = _SETTLE
         plan.steps += part.steps

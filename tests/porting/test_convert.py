@@ -178,6 +178,19 @@ def test_a_claim_pinned_to_a_pool_keeps_its_pin_under_lessors_annotation() -> No
     assert not notes_of(result)["metadata.annotations.poolboy.gpte.redhat.com/resource-pool-name"].startswith("the")
 
 
+def test_a_handle_made_for_a_scaling_keeps_the_scalings_label_under_lessors_domain() -> None:
+    """So that its pool counts it as extra, never a surplus to delete."""
+    handle = {"apiVersion": POOLBOY, "kind": "ResourceHandle",
+              "metadata": {"name": "guid-abcde", "namespace": "poolboy", "labels": {
+                  "poolboy.gpte.redhat.com/resource-pool-name": "p",
+                  "poolboy.gpte.redhat.com/resource-pool-scaling-name": "event"}},
+              "spec": {"resources": [{"provider": {"name": "p"}, "template": {}}]}}
+    result = convert([handle])
+    assert result.objects[0]["metadata"]["labels"] == {"lessor.dev/resource-pool-scaling": "event"}
+    assert notes_of(result)["metadata.labels.poolboy.gpte.redhat.com/resource-pool-scaling-name"] == \
+        "-> lessor.dev/resource-pool-scaling"
+
+
 def test_jumpstarter_samples_carry_over_whole_but_the_agents_status() -> None:
     docs = samples("jumpstarter/samples.yaml")
     result = convert(docs)

@@ -17,7 +17,18 @@ import pytest
 import yaml
 
 from lessor.gateway import ApiError, Gateway, Resource
-from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, EXPORTER, HANDLE, LEASE, NAMESPACE, POOL, PROVIDER
+from lessor.gateway.resources import (
+    CLAIM,
+    CONFIGMAP,
+    CRD,
+    EXPORTER,
+    HANDLE,
+    LEASE,
+    NAMESPACE,
+    POOL,
+    PROVIDER,
+    SCALING,
+)
 from lessor.porting.migrate import make_plan
 from tests.polling import discard, get, gone, until
 
@@ -34,6 +45,7 @@ def old(group: str, version: str, kind: str, plural: str) -> Resource:
 
 PB_PROVIDER, PB_POOL = old(PB, "v1", "ResourceProvider", "resourceproviders"), old(PB, "v1", "ResourcePool", "resourcepools")
 PB_HANDLE, PB_CLAIM = old(PB, "v1", "ResourceHandle", "resourcehandles"), old(PB, "v1", "ResourceClaim", "resourceclaims")
+PB_SCALING = old(PB, "v1", "ResourcePoolScaling", "resourcepoolscalings")
 JS_CLIENT, JS_EXPORTER = old(JS, "v1alpha1", "Client", "clients"), old(JS, "v1alpha1", "Exporter", "exporters")
 JS_LEASE = old(JS, "v1alpha1", "Lease", "leases")
 
@@ -249,6 +261,62 @@ async def test_a_claim_in_provider_mode_migrates_with_its_values_and_keeps_its_r
         await discard(kube, PROVIDER, OPS, provider)
         for res, ns, name in ((PB_CLAIM, user, "sized"), (PB_HANDLE, pb, handle_name)):
             await kube.merge_patch(res, ns, name, {"metadata": {"finalizers": None}})
+
+
+async def test_a_finished_scaling_migrates_with_its_count_and_its_handles_stay_extra(
+        kube: Gateway, namespace: str, poolboy_namespace: str, kubeconfig: Path, tmp_path: Path) -> None:
+    """Poolboy made two handles for a scaling beyond the pool's minAvailable of 1: lessor neither makes
+    them again (the scaling keeps its count) nor deletes them as a surplus (they keep the scaling's label)."""
+    user, pb, sfx = namespace, poolboy_namespace, uuid.uuid4().hex[:5]
+    provider, scaling = f"sc-{sfx}", f"event-{sfx}"
+    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": provider}, "spec": {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "sc-{{ guid }}", "namespace": user}},
+        "template": {"enable": True}}})
+    await make(kube, PB_POOL, pb, {"metadata": {"name": provider}, "spec": {
+        "minAvailable": 1, "resources": [{"provider": {"name": provider, "namespace": pb}, "template": {"data": {"v": "1"}}}]}})
+    names = {key: f"guid-{key}{sfx}" for key in ("r", "s1", "s2")}
+    for key, handle_name in names.items():
+        labels = {f"{PB}/resource-pool-name": provider}
+        if key != "r":
+            labels[f"{PB}/resource-pool-scaling-name"] = scaling
+        handle = await make(kube, PB_HANDLE, pb, {
+            "metadata": {"name": handle_name, "labels": labels},
+            "spec": {"resources": [{"provider": {"name": provider, "namespace": pb}, "template": {"data": {"v": "1"}}}],
+                     "resourcePool": {"apiVersion": f"{PB}/v1", "kind": "ResourcePool", "name": provider, "namespace": pb},
+                     "lifespan": {"end": at(3600)}}},
+            status={"resources": [{"reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": f"sc-{key}{sfx}",
+                                                 "namespace": user}}], "ready": True})
+        await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"v": "1"}, "metadata": {
+            "name": f"sc-{key}{sfx}", "annotations": {f"{PB}/resource-handle-name": handle_name,
+                                                      f"{PB}/resource-handle-namespace": pb,
+                                                      f"{PB}/resource-handle-uid": handle["metadata"]["uid"]}}})
+    await make(kube, PB_SCALING, pb, {"metadata": {"name": scaling}, "spec": {
+        "resourcePool": {"name": provider, "namespace": pb}, "count": 2}}, status={"count": 2, "state": "done"})
+    try:
+        done = migrate(kubeconfig, tmp_path, "poolboy", "--poolboy-namespace", pb, "--namespace", user)
+        assert done.returncode == 0, done.stderr
+        assert f"created: ResourcePoolScaling {OPS}/{scaling} with its status" in done.stdout
+        for key in ("s1", "s2"):
+            handle = await kube.get(HANDLE, OPS, names[key])
+            assert handle["metadata"]["labels"]["lessor.dev/resource-pool-scaling"] == scaling
+
+        pool = await until(kube, POOL, OPS, provider,
+                           lambda o: ((o.get("status") or {}).get("resourceHandleCount") or {}).get("available") == 3)
+        await asyncio.sleep(3)  # time enough for a pool that saw a surplus, or a scaling short of handles, to act
+        pool = await kube.get(POOL, OPS, provider)
+        assert sorted(h["name"] for h in pool["status"]["resourceHandles"]) == sorted(names.values())
+        migrated = await kube.get(SCALING, OPS, scaling)
+        assert (migrated["status"]["count"], migrated["status"]["state"]) == (2, "done")
+        listed, _ = await kube.list(CONFIGMAP, user)
+        assert sorted(o["metadata"]["name"] for o in listed if o["metadata"]["name"].startswith("sc-")) == \
+            sorted(f"sc-{key}{sfx}" for key in names)
+    finally:
+        for res, name in ((POOL, provider), (SCALING, scaling), *((HANDLE, n) for n in names.values()),
+                          (PROVIDER, provider)):
+            await discard(kube, res, OPS, name)
+        for name in names.values():
+            await gone(kube, HANDLE, OPS, name)
 
 
 async def test_migrate_needs_the_old_crds_and_lessors(kube: Gateway) -> None:

@@ -118,8 +118,7 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
     except MigrationError:
         scalings = []  # Poolboy before v1.17 has no scalings
 
-    plan, adoptions, handle_steps, claim_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan()
-    scaling_steps = Plan()
+    plan, adoptions, handle_steps, claim_steps, scaling_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan(), Plan()
     for obj in providers:
         _create(gateway, plan, PROVIDER, obj, ops)
     # Claims first, to know which handles may come: a bound handle whose claim stays behind (expired, or

@@ -18,6 +18,22 @@ from .durations import format_duration
 from .timestamps import Timestamp, TimeDelta, format_timestamp
 
 
+class Omit:
+    """`omit`: a whole-string template that renders to it leaves its field or list item out (as Poolboy's
+    `{{ value | default(omit) }}`). Only a whole value can be omitted, so it has no text of its own."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        raise TypeError("omit leaves out a whole field or list item; it cannot be part of a text or of a value")
+
+    def __repr__(self) -> str:
+        return "omit"
+
+
+OMIT = Omit()
+
+
 def json_scalar(value: Any) -> str:
     """The string form of the time values templates produce; TypeError for anything else."""
     if isinstance(value, (Timestamp, TimeDelta)):
@@ -31,6 +47,8 @@ def json_scalar(value: Any) -> str:
 
 def plain(value: Any) -> Any:
     """A JSON-compatible copy of `value`."""
+    if value is OMIT:
+        str(value)  # raises: an omit inside a value
     if isinstance(value, Undefined):
         str(value)  # a StrictUndefined raises the error that explains itself
     if value is None or isinstance(value, (bool, int)):

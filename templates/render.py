@@ -6,7 +6,9 @@ of the expression (`"{{ resource_index }}"` is the number 0,
 RFC 3339 strings); any other string renders to a string. The value is
 what the expression computed, never a re-parse of its text, so
 `"{{ '1.0' }}"` stays the string `"1.0"`. Strings without Jinja markup are
-returned untouched and object keys are never rendered.
+returned untouched and object keys are never rendered. A field or list item
+whose whole-string template is `omit` (`"{{ x | default(omit) }}"` with `x`
+undefined) is left out.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from jinja2.exceptions import SecurityError
 
 from .budget import MAX_SIZE, BudgetExceeded, deep_size, evaluating, out_of_time, too_big
 from .errors import TemplateError, describe
-from .jsonvalues import plain
+from .jsonvalues import OMIT, plain
 from .pointers import escape_pointer_token, strings_in
 from .sandbox import compile_template
 from .timestamps import TimestampFactory, make_timedelta
@@ -54,16 +56,25 @@ def template_variables(
         "requester_user": requester_user,
         "timestamp": TimestampFactory(clock),
         "timedelta": make_timedelta,
+        "omit": OMIT,
     }
 
 
 def render_string(source: str, variables: Mapping[str, Any], path: str = "") -> Any:
     """Render one template string; raises TemplateError naming `path`."""
+    return _render_string(source, variables, path, omit=False)
+
+
+def _render_string(source: str, variables: Mapping[str, Any], path: str, *, omit: bool) -> Any:
+    """`omit`: whether the caller leaves out a value that is `omit` (a field's or item's), or refuses it."""
     if not any(mark in source for mark in _MARKUP):
         return source
     try:
         with evaluating():
-            value = plain(compile_template(source)(variables))
+            value = compile_template(source)(variables)
+            if value is OMIT and omit:
+                return OMIT
+            value = plain(value)
             if deep_size(value) > MAX_SIZE:
                 raise SecurityError(too_big("the value"))
             return value
@@ -79,15 +90,19 @@ def render_object(template: Any, variables: Mapping[str, Any], path: str = "") -
     `path` is the JSON pointer of `template` itself (e.g. `/spec/override`),
     so errors name the field from the root of the Kubernetes object.
     """
+    return _render_value(template, variables, path, omit=False)
+
+
+def _render_value(template: Any, variables: Mapping[str, Any], path: str, *, omit: bool) -> Any:
     if isinstance(template, str):
-        return render_string(template, variables, path)
+        return _render_string(template, variables, path, omit=omit)
     if isinstance(template, Mapping):
-        return {
-            key: render_object(value, variables, f"{path}/{escape_pointer_token(str(key))}")
-            for key, value in template.items()
-        }
+        rendered = ((key, _render_value(value, variables, f"{path}/{escape_pointer_token(str(key))}", omit=True))
+                    for key, value in template.items())
+        return {key: value for key, value in rendered if value is not OMIT}
     if isinstance(template, list):
-        return [render_object(item, variables, f"{path}/{index}") for index, item in enumerate(template)]
+        items = (_render_value(item, variables, f"{path}/{index}", omit=True) for index, item in enumerate(template))
+        return [item for item in items if item is not OMIT]
     return template
 
 

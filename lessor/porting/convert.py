@@ -54,7 +54,6 @@ _WHY: dict[str, str] = {
 #: Names Poolboy's templates have that lessor's sandbox does not.
 _POOLBOY_ONLY = {
     "now(": "use timestamp.utcnow",
-    "omit": "lessor has no omit; leave the field out with an {% if %} around a separate value, or in default",
     "datetime.": "use timestamp(...) and timedelta(...)",
     "timezone.": "timestamps are always UTC",
     "json_query": "no JMESPath filter; use selectattr/map",

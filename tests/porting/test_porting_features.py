@@ -109,6 +109,22 @@ async def test_pools_give_their_handles_resource_labels_annotations_and_vars(
     assert made_cm["data"] == {"color": "blue"}
 
 
+async def test_a_field_whose_template_defaults_to_omit_is_left_out_of_the_resource(
+        kube: Gateway, namespace: str, made: Made) -> None:
+    """Poolboy's `{{ x | default(omit) }}`: set where the variable is defined, absent where it is not."""
+    provider = await made.create(PROVIDER, "omitting", {
+        "template": {"enable": True},
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace},
+                     "data": {"color": "{{ color | default(omit) }}", "size": "{{ size | default(omit) }}"}}})
+    await made.create(POOL, "omitting", {"minAvailable": 1, "vars": {"color": "blue"},
+                                         "resources": [{"provider": {"name": provider}, "template": {}}]})
+    await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c"},
+                                         "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
+    claim = await until(kube, CLAIM, namespace, "c", ready)
+    reference = claim["status"]["resources"][0]["reference"]
+    assert (await kube.get(CONFIGMAP, namespace, reference["name"]))["data"] == {"color": "blue"}
+
+
 @pytest.mark.parametrize("where", ["claim", "provider"])
 async def test_disable_creation_makes_a_claim_wait_for_a_pool(
         kube: Gateway, namespace: str, made: Made, where: str) -> None:

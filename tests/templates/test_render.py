@@ -155,3 +155,26 @@ def test_timestamps_inside_a_rendered_object_become_strings() -> None:
     assert rendered == {"end": "2021-05-02T12:30:00Z"}
     text = render_string("{{ {'end': timestamp('2021-05-01T12:30:00Z')} | tojson }}", variables())
     assert text == '{"end": "2021-05-01T12:30:00Z"}'
+
+
+def test_a_field_or_item_that_renders_to_omit_is_left_out() -> None:
+    """Poolboy's `{{ value | default(omit) }}`: a field set only when its value is there."""
+    template = {"data": {"size": "{{ size | default(omit) }}", "owner": "{{ owner | default(omit) }}",
+                         "kept": "{{ omit if false else 'yes' }}"},
+                "args": ["a", "{{ extra | default(omit) }}", "{{ omit }}", "b"]}
+    rendered = render_object(template, {**variables(), "size": "small"})
+    assert rendered == {"data": {"size": "small", "kept": "yes"}, "args": ["a", "b"]}
+
+
+@pytest.mark.parametrize("source", ["name-{{ omit }}", "{{ [1, omit] }}", "{{ {'a': omit} }}", "{{ omit ~ '' }}"])
+def test_omit_inside_a_text_or_a_value_is_an_error_that_says_why(source: str) -> None:
+    with pytest.raises(TemplateError, match="omit leaves out a whole field or list item") as caught:
+        render_object({"data": {"x": source}}, variables(), "/spec/override")
+    assert caught.value.path == "/spec/override/data/x"
+
+
+def test_a_whole_template_that_is_omit_is_an_error_not_an_empty_object() -> None:
+    with pytest.raises(TemplateError, match="omit"):
+        render_object("{{ omit }}", variables(), "/spec/override")
+    with pytest.raises(TemplateError, match="omit"):
+        render_string("{{ omit }}", variables(), "/spec/x")

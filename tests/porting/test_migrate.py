@@ -99,17 +99,31 @@ async def poolboy_namespace(kube: Gateway) -> AsyncIterator[str]:
     await kube.delete(NAMESPACE, None, name)
 
 
+async def made_by_poolboy(kube: Gateway, namespace: str, configmap: dict[str, Any]) -> dict[str, Any]:
+    """A ConfigMap as Poolboy creates one: under its own field manager, not lessor's (whose creates an apply
+    takes over), so that what lessor must leave alone is not lessor's on the API server either."""
+    return await kube.request("create", "ConfigMap", "POST", CONFIGMAP.path(namespace),
+                              body={"apiVersion": "v1", "kind": "ConfigMap", **configmap},
+                              params={"fieldManager": "poolboy"})
+
+
+async def poolboy_provider_and_pool(kube: Gateway, pb: str, user: str, name: str) -> str:
+    """A Poolboy provider of ConfigMaps in `user` (named `<name's prefix>-<guid>`) and its pool of 1, both `name`."""
+    prefix = name.split("-")[0]
+    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": name}, "spec": {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": prefix + "-{{ guid }}", "namespace": user}},
+        "template": {"enable": True}}})
+    await make(kube, PB_POOL, pb, {"metadata": {"name": name}, "spec": {
+        "minAvailable": 1, "resources": [{"provider": {"name": name, "namespace": pb}, "template": {"data": {"v": "1"}}}]}})
+    return name
+
+
 async def poolboy_leftovers(kube: Gateway, pb: str, user: str, sfx: str) -> dict[str, dict[str, Any]]:
     """What Poolboy leaves: a provider, a pool, a bound and an unbound pool handle with their ConfigMaps
     (marked as Poolboy marks them), a claim bound to the first, an expired claim, and a handle bound to a
     claim whose listed ConfigMap Poolboy did not make."""
-    provider = f"mig-{sfx}"
-    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": provider}, "spec": {
-        "override": {"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": "mig-{{ guid }}", "namespace": user}},
-        "template": {"enable": True}}})
-    await make(kube, PB_POOL, pb, {"metadata": {"name": provider}, "spec": {
-        "minAvailable": 1, "resources": [{"provider": {"name": provider, "namespace": pb}, "template": {"data": {"v": "1"}}}]}})
+    provider = await poolboy_provider_and_pool(kube, pb, user, f"mig-{sfx}")
     made: dict[str, dict[str, Any]] = {}
     for key, claim, pool, marked in (("a", "bound", True, True), ("b", None, True, True), ("c", "other", False, False),
                                      ("d", "elsewhere", False, True)):
@@ -131,7 +145,7 @@ async def poolboy_leftovers(kube: Gateway, pb: str, user: str, sfx: str) -> dict
                                                                 "name": cm_name, "namespace": user}}], "ready": True})
         annotations = {f"{PB}/resource-handle-name": handle_name, f"{PB}/resource-handle-namespace": pb,
                        f"{PB}/resource-handle-uid": handle["metadata"]["uid"]} if marked else {"owner": "someone else"}
-        made[key] = await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"v": "1"},
+        made[key] = await made_by_poolboy(kube, user, {"data": {"v": "1"},
                                                         "metadata": {"name": cm_name, "annotations": annotations}})
         if claim:
             await make(kube, PB_CLAIM, claim_ns, {"metadata": {"name": claim, "finalizers": [PB]}, "spec": {
@@ -235,7 +249,7 @@ async def test_a_claim_in_provider_mode_migrates_with_its_values_and_keeps_its_r
                  "lifespan": {"end": at(3600)}}},
         status={"resources": [{"reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": cm_name,
                                              "namespace": user}}], "ready": True})
-    made = await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"size": "small"},
+    made = await made_by_poolboy(kube, user, {"data": {"size": "small"},
                                                "metadata": {"name": cm_name, "annotations": {
                                                    f"{PB}/resource-handle-name": handle_name,
                                                    f"{PB}/resource-handle-namespace": pb,
@@ -268,13 +282,7 @@ async def test_a_finished_scaling_migrates_with_its_count_and_its_handles_stay_e
     """Poolboy made two handles for a scaling beyond the pool's minAvailable of 1: lessor neither makes
     them again (the scaling keeps its count) nor deletes them as a surplus (they keep the scaling's label)."""
     user, pb, sfx = namespace, poolboy_namespace, uuid.uuid4().hex[:5]
-    provider, scaling = f"sc-{sfx}", f"event-{sfx}"
-    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": provider}, "spec": {
-        "override": {"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": "sc-{{ guid }}", "namespace": user}},
-        "template": {"enable": True}}})
-    await make(kube, PB_POOL, pb, {"metadata": {"name": provider}, "spec": {
-        "minAvailable": 1, "resources": [{"provider": {"name": provider, "namespace": pb}, "template": {"data": {"v": "1"}}}]}})
+    provider, scaling = await poolboy_provider_and_pool(kube, pb, user, f"sc-{sfx}"), f"event-{sfx}"
     names = {key: f"guid-{key}{sfx}" for key in ("r", "s1", "s2")}
     for key, handle_name in names.items():
         labels = {f"{PB}/resource-pool-name": provider}
@@ -287,7 +295,7 @@ async def test_a_finished_scaling_migrates_with_its_count_and_its_handles_stay_e
                      "lifespan": {"end": at(3600)}}},
             status={"resources": [{"reference": {"apiVersion": "v1", "kind": "ConfigMap", "name": f"sc-{key}{sfx}",
                                                  "namespace": user}}], "ready": True})
-        await kube.create(CONFIGMAP, user, {"apiVersion": "v1", "kind": "ConfigMap", "data": {"v": "1"}, "metadata": {
+        await made_by_poolboy(kube, user, {"data": {"v": "1"}, "metadata": {
             "name": f"sc-{key}{sfx}", "annotations": {f"{PB}/resource-handle-name": handle_name,
                                                       f"{PB}/resource-handle-namespace": pb,
                                                       f"{PB}/resource-handle-uid": handle["metadata"]["uid"]}}})

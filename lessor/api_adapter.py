@@ -4,12 +4,13 @@ the answer to its write until the watch event of it arrives, and at a first star
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
 from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound, Object
 from lessor.gateway import ApiError, Gateway, Resource
-from lessor.gateway.client import FIELD_MANAGER
+from lessor.gateway.client import FIELD_MANAGER, Fence
 from lessor.gateway.informer import slim
 
 log = logging.getLogger(__name__)
@@ -32,9 +33,12 @@ def _unfenced(what: str) -> None:
 class GatewayApi:
     """Implements `lessor.actors.api.Api` on a `Gateway`.
 
-    Every write of every actor passes `fence(what)` just before its request, the one place where a
-    replica that is not (or may no longer be) the leader is stopped: it raises
-    `lessor.leader.NotLeader` instead of sending the request.
+    Every write of every actor (create, patch, apply and its field hand-over, delete) is fenced:
+    `fence(what)` raises `lessor.leader.NotLeader` when this replica is not (or may no longer be) the
+    leader. It is asked when the write starts, so a write begun after the fence closed never queues, and
+    again by the gateway when the request is sent (after its write slot and connection are held, see
+    `lessor.gateway.client.Fence`): a write that queued while the fence was open and reaches the
+    connection after it closed is refused there, never sent.
     """
 
     def __init__(self, gateway: Gateway, fence: Callable[[str], None] = _unfenced) -> None:
@@ -47,11 +51,10 @@ class GatewayApi:
         except LookupError as err:  # the group is served, the kind is not (a provider's typo, a CRD not yet installed)
             raise NotFound(str(err), reason="NotFound", status=404) from err
 
-    async def _writable(self, kind: Kind, what: str) -> Resource:
-        """The kind's resource, once the fence let `what` through: checked last before the request."""
-        resource = await self._resource(kind)
+    async def _writable(self, kind: Kind, what: str) -> tuple[Resource, Fence]:
+        """The kind's resource and the fence for `what`, which is asked now and again at the send."""
         self.fence(what)
-        return resource
+        return await self._resource(kind), functools.partial(self.fence, what)
 
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
         try:
@@ -65,24 +68,24 @@ class GatewayApi:
 
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         try:
-            resource = await self._writable(kind, f"create {kind.kind} {namespace}")
-            return slim(await self.gateway.create(resource, namespace, body))
+            resource, fence = await self._writable(kind, f"create {kind.kind} {namespace}")
+            return slim(await self.gateway.create(resource, namespace, body, fence=fence))
         except ApiError as err:
             raise _translate(err) from err
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
                           *, subresource: str | None = None) -> Object:
         try:
-            resource = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
-            return slim(await self.gateway.merge_patch(resource, namespace, name, patch, subresource))
+            resource, fence = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
+            return slim(await self.gateway.merge_patch(resource, namespace, name, patch, subresource, fence=fence))
         except ApiError as err:
             raise _translate(err) from err
 
     async def json_patch(self, kind: Kind, namespace: str, name: str, ops: list[Object],
                          *, subresource: str | None = None) -> Object:
         try:
-            resource = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
-            return slim(await self.gateway.json_patch(resource, namespace, name, ops, subresource))
+            resource, fence = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
+            return slim(await self.gateway.json_patch(resource, namespace, name, ops, subresource, fence=fence))
         except ApiError as err:
             # The API server answers a failed `test` op with a bare 422 Invalid: the precondition lost.
             if err.status == 422 and any(op.get("op") == "test" for op in ops):
@@ -95,10 +98,9 @@ class GatewayApi:
 
     async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
         try:
-            resource = await self._resource(kind)
+            resource, fence = await self._writable(kind, f"apply {kind.kind} {namespace}/{name}")
             await self._adopt_created_fields(resource, namespace, name)
-            self.fence(f"apply {kind.kind} {namespace}/{name}")
-            return slim(await self.gateway.apply(resource, namespace, name, body, force=True))
+            return slim(await self.gateway.apply(resource, namespace, name, body, force=True, fence=fence))
         except ApiError as err:
             raise _translate(err) from err
 
@@ -124,8 +126,8 @@ class GatewayApi:
         patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
                               "managedFields": [*(e for e in entries if e not in ours), merged]}}
         try:
-            self.fence(f"patch {resource.kind} {namespace}/{name}")
-            await self.gateway.merge_patch(resource, namespace, name, patch)
+            await self.gateway.merge_patch(resource, namespace, name, patch,
+                                           fence=functools.partial(self.fence, f"patch {resource.kind} {namespace}/{name}"))
         except ApiError as err:
             log.info("%s %s/%s: the create's fields stay the create's for now: %s", resource.kind, namespace,
                      name, err.message)
@@ -133,9 +135,9 @@ class GatewayApi:
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None:
         try:
-            resource = await self._writable(kind, f"delete {kind.kind} {namespace}/{name}")
+            resource, fence = await self._writable(kind, f"delete {kind.kind} {namespace}/{name}")
             await self.gateway.delete(resource, namespace, name,
-                                      resource_version=resource_version, uid=uid)
+                                      resource_version=resource_version, uid=uid, fence=fence)
         except NotFound:
             return
         except ApiError as err:

@@ -12,8 +12,10 @@ leader runs the object actors and writes. The rules (client-go's
 - The leader renews every `retry_period`. It is the leader only until
   `renew_deadline` after the start of its last successful renewal: from then
   on `fence()` refuses every write, whether or not the renewing task got to
-  run (fencing by time). `renew_deadline < lease_duration`, so the old
-  leader has stopped writing before anyone else may take over.
+  run (fencing by time, `TermFence`). The gateway asks the fence when a write
+  is sent, not when it queues, and the step-down drops the writes still
+  queued. `renew_deadline < lease_duration`, so the old leader has stopped
+  writing before anyone else may take over.
 - On SIGTERM renewals stop but the fence stays as time set it, so the actors
   being stopped may finish their writes; `release()` (after they stopped)
   closes the fence, then clears the holder and
@@ -55,6 +57,45 @@ class NotLeader(ApiFailure):
 
     def __init__(self, what: str) -> None:
         super().__init__(f"not the leader: {what} refused", reason="NotLeader", status=503)
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def boot_clock() -> float:
+    """Seconds on CLOCK_BOOTTIME where there is one (Linux), else `time.monotonic`.
+
+    Both are monotonic and keep running while the process is stopped (SIGSTOP, a long GC pause, a
+    starved CPU), so a paused leader resumes already past its deadline. CLOCK_BOOTTIME also counts a
+    suspended host's sleep, which CLOCK_MONOTONIC does not. Neither sees a paused VM whose guest clock
+    the hypervisor stopped as well: see docs/architecture.md, "Fencing by time".
+    """
+    return time.monotonic() if _BOOTTIME is None else time.clock_gettime(_BOOTTIME)
+
+
+class TermFence:
+    """Fencing by time: writes may be sent only before the current term's deadline, read from `clock` at
+    the moment of asking, so nothing that happened meanwhile (a blocked loop, a paused process, a renewal
+    task that never got to run) can leave it open past the deadline."""
+
+    def __init__(self, clock: Callable[[], float] = boot_clock) -> None:
+        self._clock = clock
+        self._until = float("-inf")
+
+    def open_until(self, instant: float) -> None:
+        """A renewal that started at `instant - renew_deadline` succeeded."""
+        self._until = instant
+
+    def close(self) -> None:
+        self._until = float("-inf")
+
+    def is_open(self) -> bool:
+        return self._clock() < self._until
+
+    def check(self, what: str) -> None:
+        """Raise `NotLeader` unless `what` may be sent now."""
+        if not self.is_open():
+            raise NotLeader(what)
 
 
 @dataclass(frozen=True)
@@ -146,7 +187,7 @@ class LeaderElector:
 
     def __init__(self, gateway: Gateway, namespace: str, settings: ElectionSettings, *,
                  identity: str | None = None, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = boot_clock) -> None:
         self.gateway = gateway
         self.namespace = namespace
         self.settings = settings
@@ -154,11 +195,12 @@ class LeaderElector:
         self._clock = clock
         self._metrics = _Metrics(registry)
         self._metrics.leader.set(0)
-        self._valid_until = float("-inf")  # the fence: leading only before this instant (monotonic)
+        self._fence = TermFence(clock)  # leading only before the deadline of the last renewal
         self._lease: dict[str, Any] | None = None  # the Lease as last read or written
         self._observed: dict[str, Any] | None = None  # its spec, and when it last changed on our clock
         self._observed_at = float("-inf")
         self._expires_at = float("inf")  # when the other holder's lease runs out, as we observed it
+        self._deadline = float("-inf")  # the fence's deadline, for the renewal loop's timing
         self._term = 0  # terms of leadership begun, and ended
         self._ended = 0
         self._step = asyncio.Event()  # set (and replaced) at each beginning or end of a term
@@ -169,11 +211,10 @@ class LeaderElector:
     # --- what the operator asks ----------------------------------------------------------
 
     def leading(self) -> bool:
-        return self._clock() < self._valid_until
+        return self._fence.is_open()
 
     def fence(self, what: str) -> None:
-        if not self.leading():
-            raise NotLeader(what)
+        self._fence.check(what)
 
     async def wait_leading(self) -> int:
         """Wait for a term of leadership; return its number."""
@@ -248,16 +289,19 @@ class LeaderElector:
     async def _lead(self) -> None:
         """Renew every retry_period; return once the fence closed."""
         while self.leading():
-            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._valid_until - self._clock())))
-            while (remaining := self._valid_until - self._clock()) > 0:
+            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
+            while (remaining := self._deadline - self._clock()) > 0:
                 if await self._attempt(timeout=remaining):
                     break
-                await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._valid_until - self._clock())))
+                await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
         log.warning("lost leadership (%s): could not renew within %gs", self.identity, self.settings.renew_deadline)
         self._step_down()
 
     def _step_down(self) -> None:
-        self._valid_until = float("-inf")
+        """Close the fence and drop the writes queued for a slot: refused now, not when a slot frees."""
+        self._fence.close()
+        self._deadline = float("-inf")
+        self.gateway.drop_queued_writes()
         if self._ended < self._term:
             self._ended = self._term
             self._metrics.leader.set(0)
@@ -317,7 +361,8 @@ class LeaderElector:
     def _won(self, lease: dict[str, Any], started: float) -> None:
         self._lease = lease
         self._observed, self._observed_at = lease.get("spec") or {}, self._clock()
-        self._valid_until = started + self.settings.renew_deadline
+        self._deadline = started + self.settings.renew_deadline
+        self._fence.open_until(self._deadline)
 
     async def _write(self, verb: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create or replace, with the resourceVersion read (optimistic concurrency)."""

@@ -12,6 +12,7 @@ from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFoun
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.client import FIELD_MANAGER, Fence
 from lessor.gateway.informer import slim
+from lessor.leader import NotLeader, fence_denial
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,10 @@ def _unfenced(what: str) -> None:
     return None
 
 
+def _unheard(message: str) -> None:
+    return None
+
+
 class GatewayApi:
     """Implements `lessor.actors.api.Api` on a `Gateway`.
 
@@ -39,11 +44,23 @@ class GatewayApi:
     again by the gateway when the request is sent (after its write slot and connection are held, see
     `lessor.gateway.client.Fence`): a write that queued while the fence was open and reaches the
     connection after it closed is refused there, never sent.
+
+    The API server's own fence (deploy/leader-fence.yaml) refuses a write of a replica that does not hold
+    the leader Lease when it is admitted; that 403 is `NotLeader` too, as the process's fence would have
+    said, and `refused(message)` (the leadership's) hears of it.
     """
 
-    def __init__(self, gateway: Gateway, fence: Callable[[str], None] = _unfenced) -> None:
+    def __init__(self, gateway: Gateway, fence: Callable[[str], None] = _unfenced,
+                 refused: Callable[[str], None] = _unheard) -> None:
         self.gateway = gateway
         self.fence = fence
+        self.refused = refused
+
+    def _failure(self, err: ApiError, what: str) -> ApiFailure:
+        if fence_denial(err.status, err.message):
+            self.refused(err.message)
+            return NotLeader(what, by_server=err.message)
+        return _translate(err)
 
     async def _resource(self, kind: Kind) -> Resource:
         try:
@@ -68,41 +85,41 @@ class GatewayApi:
 
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         try:
-            resource, fence = await self._writable(kind, f"create {kind.kind} {namespace}")
+            resource, fence = await self._writable(kind, what := f"create {kind.kind} {namespace}")
             return slim(await self.gateway.create(resource, namespace, body, fence=fence))
         except ApiError as err:
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
                           *, subresource: str | None = None) -> Object:
         try:
-            resource, fence = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
+            resource, fence = await self._writable(kind, what := f"patch {kind.kind} {namespace}/{name}")
             return slim(await self.gateway.merge_patch(resource, namespace, name, patch, subresource, fence=fence))
         except ApiError as err:
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def json_patch(self, kind: Kind, namespace: str, name: str, ops: list[Object],
                          *, subresource: str | None = None) -> Object:
         try:
-            resource, fence = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
+            resource, fence = await self._writable(kind, what := f"patch {kind.kind} {namespace}/{name}")
             return slim(await self.gateway.json_patch(resource, namespace, name, ops, subresource, fence=fence))
         except ApiError as err:
             # The API server answers a failed `test` op with a bare 422 Invalid: the precondition lost.
             if err.status == 422 and any(op.get("op") == "test" for op in ops):
                 raise Conflict(f"precondition failed on {kind.kind} {namespace}/{name}",
                                reason="PreconditionFailed", status=422) from err
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: Object) -> Object:
         return await self.merge_patch(kind, namespace, name, {"status": status}, subresource="status")
 
     async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
         try:
-            resource, fence = await self._writable(kind, f"apply {kind.kind} {namespace}/{name}")
+            resource, fence = await self._writable(kind, what := f"apply {kind.kind} {namespace}/{name}")
             await self._adopt_created_fields(resource, namespace, name)
             return slim(await self.gateway.apply(resource, namespace, name, body, force=True, fence=fence))
         except ApiError as err:
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def _adopt_created_fields(self, resource: Resource, namespace: str, name: str) -> None:
         """Hand the fields the operator's own create set (an `Update` entry of its field manager) to its
@@ -135,7 +152,7 @@ class GatewayApi:
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None:
         try:
-            resource, fence = await self._writable(kind, f"delete {kind.kind} {namespace}/{name}")
+            resource, fence = await self._writable(kind, what := f"delete {kind.kind} {namespace}/{name}")
             await self.gateway.delete(resource, namespace, name,
                                       resource_version=resource_version, uid=uid, fence=fence)
         except NotFound:
@@ -143,7 +160,7 @@ class GatewayApi:
         except ApiError as err:
             if err.not_found:
                 return
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
 
 def _union(a: Object, b: Object) -> Object:

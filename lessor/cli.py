@@ -59,11 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not run kube-controller-manager (no garbage collection, no namespace deletion)")
 
     inst = sub.add_parser(
-        "install", help="apply the CRDs and create the operator's namespace",
+        "install", help="apply the CRDs, create the operator's namespace and install the leader fence",
         description="Apply lessor's CustomResourceDefinitions with server-side apply, wait until they "
-        "are Established, and create the operator's namespace.",
+        "are Established, create the operator's namespace, and apply the leader fence (deploy/leader-fence.yaml: "
+        "a ValidatingAdmissionPolicy by which the API server admits writes of lessor's ServiceAccounts only "
+        "from the holder of the leader Lease; Kubernetes 1.30 or later).",
     )
     _kube_args(inst)
+    inst.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                      help="the replicas elect a leader (lessor run's default): install the leader fence; "
+                      "--no-leader-elect for a single `lessor run --no-leader-elect`: remove it (default: elect)")
 
     run = sub.add_parser(
         "run", help="run the operator",
@@ -285,7 +290,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         from lessor.install import install
 
         async with await Gateway.connect(args.kubeconfig) as gateway:
-            await install(gateway, args.operator_namespace, progress=_say)
+            await install(gateway, args.operator_namespace, progress=_say, leader_fence=args.leader_elect)
         return 0
     if args.command == "run":
         from lessor.admission.server import WebhookSettings

@@ -101,7 +101,8 @@ class Operator:
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
                                     instance=self.leadership.identity, registry=registry)
         self.context = Context(
-            api=GatewayApi(gateway, fence=self.leadership.fence), operator_namespace=config.operator_namespace,
+            api=GatewayApi(gateway, fence=self.leadership.fence, refused=self.leadership.refused),
+            operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
             decision_window=config.decision_window, events=self.events,
         )

@@ -345,9 +345,10 @@ WRITES = ("create", "update", "patch", "delete")
 
 
 def _writes(gateway: Gateway) -> int:
-    """Requests that change something, apart from the election's own."""
+    """Requests that change something, apart from the election's own (its Lease, and the SelfSubjectReview,
+    a `create` that stores nothing, by which a candidate learns who it is for the Lease's annotations)."""
     return sum(n for (verb, kind), n in gateway.requests.items()
-               if verb in WRITES and kind != "Lease.coordination.k8s.io")
+               if verb in WRITES and kind not in ("Lease.coordination.k8s.io", "SelfSubjectReview"))
 
 
 async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:

@@ -66,7 +66,7 @@ from .lease_protocol import (
 )
 from .object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from .observed import Observed
-from .exporter_state import exporter_online, exporter_ready
+from .exporter_state import exporter_online, exporter_ready, may_take
 from .queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
 from .registration import registered_condition
@@ -322,9 +322,8 @@ class ExporterActor(ObjectActor):
         holder = self.holder
         if holder is not None and not holder.spot:
             return
-        waiter = self.queue.best(lambda w: (enabled or w.name in self.allow_disabled)
-                                 # only a non-spot approval evicts a spot holder
-                                 and (holder is None or not w.spot))
+        waiter = self.queue.best(lambda w: may_take(enabled=enabled, allow_disabled=w.name in self.allow_disabled,
+                                                    holder=holder, spot=w.spot))
         if waiter is None:
             return
         self.tickets += 1

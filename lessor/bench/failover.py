@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from lessor.bench.common import machine, percentile, say, start_operator, wait_http
 from lessor.bench.failover_check import (
     WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes,
@@ -185,14 +187,17 @@ Signals = list[tuple[float, str]]
 
 async def _kill(replicas: Replicas, args: argparse.Namespace, rng: random.Random) -> Signals:
     sent: Signals = []
-    for i in range(args.kills):
+    for _ in range(2 * args.kills):  # a leader that loses the lead by itself is not killed: try again
+        if len(sent) == args.kills:
+            break
         leader = await replicas.leader()
         await asyncio.sleep(args.kill_every * rng.uniform(0.75, 1.25))
         if leader.proc.poll() is not None or not await asyncio.to_thread(_is_leader, leader.metrics):
-            continue  # it lost the lead by itself meanwhile: not a kill of the leader
+            say(f"kill {len(sent) + 1}/{args.kills}: {leader.user} lost the lead by itself before the kill")
+            continue
         sent.append((time.time(), leader.user))
         replicas.signal(leader, signal.SIGKILL)
-        say(f"kill {i + 1}/{args.kills}: SIGKILLed {leader.user}")
+        say(f"kill {len(sent)}/{args.kills}: SIGKILLed {leader.user}")
         await replicas.reap(leader)
         await replicas.ready(replicas.start())  # as the Deployment would
     return sent
@@ -239,7 +244,7 @@ ATTACKS: dict[str, Callable[[Replicas, argparse.Namespace, random.Random], Any]]
 
 
 def _accounts_needed(mode: str, args: argparse.Namespace) -> int:
-    return args.replicas + {"kill": args.kills, "stop": 0, "rolling": args.rounds * args.replicas}[mode]
+    return args.replicas + {"kill": 2 * args.kills, "stop": 0, "rolling": args.rounds * args.replicas}[mode]
 
 
 def _seconds(text: str) -> float:
@@ -295,6 +300,8 @@ async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -
                         task.cancel()
                     await asyncio.gather(*background, return_exceptions=True)
             audit = [json.loads(line) for line in cp.audit_log.read_text().splitlines() if line.strip()]
+    if args.keep:  # the history too, so that a changed checker can judge the run again
+        (folder / "history.jsonl").write_bytes(b"".join(orjson.dumps(e.__dict__) + b"\n" for e in history.events))
     accepted = writes(audit, users)
     seconds = failovers(accepted, signals)
     scanned = scan_history(history.events, args.grace)

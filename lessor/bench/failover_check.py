@@ -136,8 +136,9 @@ _REFS = {"Lease": "exporterRef", "Exporter": "leaseRef"}
 def scan_history(events: Iterable[Observed], grace: float = 2.0) -> HistoryReport:
     """Replay the history sample by sample (see the module's docstring). A grant is a priority inversion
     when, at the sample where the lease turns Ready, a lease of the same group with a higher priority
-    had been Pending (live, not ended, no exporter) for at least `grace` seconds: a lease judged a
-    moment ago may not have reached the exporter's queue yet."""
+    had been Pending (live, not ended, no exporter in its status and none naming it: a lease already
+    committed is not waiting) for at least `grace` seconds: a lease judged a moment ago may not have
+    reached the exporter's queue yet."""
     result = HistoryReport()
     exporters: dict[str, dict[str, Any]] = {}
     leases: dict[str, dict[str, Any]] = {}
@@ -174,7 +175,8 @@ def scan_history(events: Iterable[Observed], grace: float = 2.0) -> HistoryRepor
             if (now := ready_exporter(new)) is not None:
                 ready_on[now].add(name)
                 if was is None and new is not None:
-                    _inversion(result, new, leases, waiting, event.seen, grace)
+                    _inversion(result, new, leases, {n: t for n, t in waiting.items() if not named_by.get(n)},
+                               event.seen, grace)
             if new is not None:
                 leases[name] = new
             if is_waiting(new):

@@ -106,6 +106,11 @@ def test_priority_inversion_needs_a_higher_priority_lease_of_the_group_waiting_p
             .lease(lease("spot", pending=True, priority=10, spot=True, group="g1"), "ADDED")
             .lease(lease("silver", on="e1", ready=True, priority=20)))
     assert scan_history(fair.events, grace=0.0).inversions == []
+    committed = (History().lease(lease("gold", pending=True, priority=30), "ADDED")
+                 .exporter(exporter("e2", "gold"), "ADDED")  # committed, its Ready not written yet
+                 .lease(lease("silver", pending=True, priority=20), "ADDED")
+                 .lease(lease("silver", on="e1", ready=True, priority=20)))
+    assert scan_history(committed.events, grace=0.0).inversions == []
 
 
 def test_stranded_end_states_by_kind() -> None:

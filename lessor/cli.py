@@ -17,8 +17,10 @@ from lessor import __version__
 
 BENCHMARKS = {
     "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests",
-    "failover": "replicas during a steady lease workload, the leader SIGKILLed and SIGTERMed: seconds to the "
-    "new leader's first write, p50/p99",
+    "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn and "
+    "CPU hogs, the leader SIGKILLed, SIGSTOPped past its lease, or the replicas rolled; from a watch history and "
+    "the audit log: double bookings, late writes of deposed leaders, stranded objects, priority inversions, "
+    "failover p50/max, next to the targets",
     "claims": "a claim storm (a pool with minAvailable 100, then 500 claims at once) against the API server's ceiling",
     "fuzz": "hostile bodies of eight kinds (all but ResourcePoolScaling) through the API server, with and without "
             "the webhook: refusals by layer, tracebacks, crash restarts",

@@ -9,7 +9,7 @@ from typing import Any
 from lessor.mailbox import Actor
 from lessor.model.kinds import PROVIDER
 
-from .provider import Provider, provider_from
+from .provisioning.provider import Provider, provider_from
 
 TOPOLOGY = "topology"
 """The topology actor's address."""

@@ -22,15 +22,15 @@ from typing import Any
 
 from lessor.model.fields import generation, newer
 
-from .access_policy import compile_policies
+from .leasing.access_policy import compile_policies
 from .api import CLIENT, POLICY, PROVIDER, Kind
 from .conditions import VALID, find_condition, merge_condition, same_conditions
 from .context import Context
 from .events import record_transitions
-from .lease_wording import summarize_policy
+from .leasing.wording import summarize_policy
 from .object_actor import ObjectActor
 from .observed import Observed
-from .provider import provider_from
+from .provisioning.provider import provider_from
 from .queries import TOPOLOGY, GetObject
 from .validation import FieldError, client_errors, policy_errors, provider_errors, valid_condition
 

@@ -27,8 +27,8 @@ from lessor.model.jsonpatch import field_path
 from lessor.model.selectors import SelectorError, parse_selector
 
 from .conditions import Condition, new_condition
-from .lease_spec import parse_go_duration
-from .provider import provider_from
+from .leasing.spec import parse_go_duration
+from .provisioning.provider import provider_from
 
 INVALID_SELECTOR = "InvalidSelector"
 INVALID_RULE = "InvalidRule"

@@ -26,13 +26,13 @@ from lessor.admission.checks import preflight_registry
 from lessor.admission.lookup import CacheLookup, GatewayLookup
 from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.server import CertificateFiles, WebhookSettings, development_certificate, webhook
-from lessor.actors.claim import ClaimActor
-from lessor.actors.claim_protocol import KINDS
+from lessor.actors.provisioning.claim import ClaimActor
+from lessor.actors.provisioning.protocol import KINDS
 from lessor.actors.context import Context
-from lessor.actors.exporter import ExporterActor
-from lessor.actors.handle import HandleActor
-from lessor.actors.lease import LeaseActor
-from lessor.actors.pool import PoolActor
+from lessor.actors.leasing.exporter import ExporterActor
+from lessor.actors.provisioning.handle import HandleActor
+from lessor.actors.leasing.lease import LeaseActor
+from lessor.actors.provisioning.pool import PoolActor
 from lessor.actors.valid import RULES, ValidActor
 from lessor.api_adapter import GatewayApi
 from lessor.created_kinds import CreatedKinds, KindsActor

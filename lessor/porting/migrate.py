@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from lessor.actors.handle_render import tracking
-from lessor.actors.lease import ENDED_LABEL
+from lessor.actors.provisioning.handle_render import tracking
+from lessor.actors.leasing.lease import ENDED_LABEL
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, SCALING
 from lessor.leader import COORDINATION_LEASE, LEASE_NAME

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from lessor.actors.handle_render import render_handle
-from lessor.actors.provider import provider_from
+from lessor.actors.provisioning.handle_render import render_handle
+from lessor.actors.provisioning.provider import provider_from
 from lessor.model.keys import reference_key
 from lessor.templates import TemplateError, render_string
 

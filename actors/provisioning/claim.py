@@ -61,8 +61,8 @@ from .handle_render import POOL_NAME, status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from ..object_actor import ObjectActor
 from ..observed import Observed
-from .provider import Provider, Readiness
-from ..queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects, load_providers
+from .provider import Provider, Readiness, load_providers
+from ..queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
 
 log = logging.getLogger(__name__)
 

@@ -57,8 +57,8 @@ from .handle_render import RenderedResource, render_handle, rendered_condition, 
 from ..object_actor import ObjectActor
 from ..observed import Observed
 from .ownership import owned_by, owner_text
-from .provider import Provider, Readiness
-from ..queries import TOPOLOGY, GetObject, HandleResources, load_providers
+from .provider import Provider, Readiness, load_providers
+from ..queries import TOPOLOGY, GetObject, HandleResources
 
 log = logging.getLogger(__name__)
 

@@ -59,8 +59,8 @@ from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, u
 from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .pool_scaling import SCALING_LABEL, Scaling, next_at, scaling_of, scalings_for, status_of
-from .provider import Provider
-from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles, load_providers
+from .provider import Provider, load_providers
+from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
 
 log = logging.getLogger(__name__)
 

@@ -99,7 +99,7 @@ def test_bool_refuses_a_string_that_says_neither() -> None:
 
 
 def test_the_webhook_and_the_valid_condition_name_a_broken_var() -> None:
-    from lessor.actors.validation import INVALID_TEMPLATE, provider_errors
+    from lessor.actors.provisioning.validity import INVALID_TEMPLATE, provider_errors
 
     [error] = provider_errors({"metadata": {"name": "p", "namespace": OPS}, "spec": {
         "template": {"enable": True}, "override": {"apiVersion": "v1", "kind": "ConfigMap"},

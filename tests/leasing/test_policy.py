@@ -1,4 +1,4 @@
-"""Policy resolution (actors/lease_resolution.py, access_policy.py, exporter_state.py): every rule of the leasing issue and every corner case of the seed.
+"""Policy resolution (actors/leasing/resolution.py, access_policy.py, exporter_state.py): every rule of the leasing issue and every corner case of the seed.
 
 The seed (an analysis of an existing lease controller) lists what it gets
 wrong; the tests named `test_seed_*` are those rows, answered the lessor way.

@@ -1,1 +1,1 @@
-"""One module per actor kind, with the messages it handles."""
+"""The actors and their pure rules: two domains, leasing/ and provisioning/, over what both use (docs/architecture.md, "Layers")."""

@@ -6,11 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lessor.mailbox import Actor
-from lessor.model.kinds import PROVIDER
-
-from .provider import Provider, provider_from
-
 TOPOLOGY = "topology"
 """The topology actor's address."""
 
@@ -93,10 +88,3 @@ class HandleResources:
 
     namespace: str
     handle: str
-
-
-async def load_providers(actor: Actor, namespace: str) -> dict[str, Provider]:
-    """The compiled providers of the operator's namespace, by name, from the topology's cache."""
-    objects = await actor.ask(TOPOLOGY, ListObjects(PROVIDER.kind, namespace))
-    providers = (provider_from(obj) for obj in objects)
-    return {provider.name: provider for provider in providers}

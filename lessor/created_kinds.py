@@ -23,8 +23,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from lessor.actors.claim_protocol import WatchKind
-from lessor.actors.provider import provider_from
+from lessor.actors.provisioning.protocol import WatchKind
+from lessor.actors.provisioning.provider import provider_from
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway, Informer
 from lessor.gateway.informer import Handler
 from lessor.mailbox import Actor

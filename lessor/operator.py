@@ -26,14 +26,16 @@ from lessor.admission.checks import preflight_registry
 from lessor.admission.lookup import CacheLookup, GatewayLookup
 from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.server import CertificateFiles, WebhookSettings, development_certificate, webhook
-from lessor.actors.claim import ClaimActor
-from lessor.actors.claim_protocol import KINDS
+from lessor.actors.provisioning.claim import ClaimActor
+from lessor.actors.provisioning.protocol import KINDS
 from lessor.actors.context import Context
-from lessor.actors.exporter import ExporterActor
-from lessor.actors.handle import HandleActor
-from lessor.actors.lease import LeaseActor
-from lessor.actors.pool import PoolActor
-from lessor.actors.valid import RULES, ValidActor
+from lessor.actors.leasing.exporter import ExporterActor
+from lessor.actors.provisioning.handle import HandleActor
+from lessor.actors.leasing.lease import LeaseActor
+from lessor.actors.provisioning.pool import PoolActor
+from lessor.actors.leasing.validity import CLIENT_RULE, POLICY_RULE
+from lessor.actors.provisioning.validity import PROVIDER_RULE
+from lessor.actors.validity import ValidActor
 from lessor.api_adapter import GatewayApi
 from lessor.created_kinds import CreatedKinds, KindsActor
 from lessor.events import EventRecorder, GatewaySink
@@ -172,9 +174,8 @@ class Operator:
         system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant)
         system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant)
         # The Valid condition of clients, policies and providers; idle ones passivate (a change wakes them).
-        for prefix, kind in (("client", "Client"), ("policy", "ExporterAccessPolicy"),
-                             ("provider", "ResourceProvider")):
-            system.register(prefix, functools.partial(ValidActor, ctx=self.context, rule=RULES[kind]),
+        for prefix, rule in (("client", CLIENT_RULE), ("policy", POLICY_RULE), ("provider", PROVIDER_RULE)):
+            system.register(prefix, functools.partial(ValidActor, ctx=self.context, rule=rule),
                             capacity=1000, supervision=tolerant, passivate_after=60.0, max_starting=WRITING_STARTS)
 
     async def run(self) -> None:

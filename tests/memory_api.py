@@ -22,11 +22,11 @@ from typing import Any
 
 from lessor.actors.api import AlreadyExists, Conflict, Kind, NotFound
 from lessor.actors.context import Context
-from lessor.actors.claim import ClaimActor
-from lessor.actors.exporter import ExporterActor
-from lessor.actors.handle import HandleActor
-from lessor.actors.lease import LeaseActor
-from lessor.actors.pool import PoolActor
+from lessor.actors.provisioning.claim import ClaimActor
+from lessor.actors.leasing.exporter import ExporterActor
+from lessor.actors.provisioning.handle import HandleActor
+from lessor.actors.leasing.lease import LeaseActor
+from lessor.actors.provisioning.pool import PoolActor
 from lessor.mailbox import ActorSystem, Supervision
 from lessor.model.jsonpatch import JsonPatchError, apply
 from lessor.topology import Topology

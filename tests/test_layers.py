@@ -44,24 +44,53 @@ def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
     return found
 
 
-def breaches(package: str) -> list[str]:
+def modules(package: str, *, nested: bool = True) -> list[tuple[Path, str]]:
+    """(file, module name) of every module of the installed `package`; with `nested=False` not its subpackages'."""
     root = Path(importlib.import_module(package).__file__).parent  # the installed package, as users get it
+    found = []
+    for path in sorted(root.rglob("*.py") if nested else root.glob("*.py")):
+        module = ".".join([package, *path.relative_to(root).with_suffix("").parts])
+        found.append((path, module.removesuffix(".__init__")))
+    return found
+
+
+def breaches(package: str) -> list[str]:
     allowed = (package, *ALLOWED[package])
     found = []
-    for path in sorted(root.rglob("*.py")):
-        module = ".".join([package, *path.relative_to(root).with_suffix("").parts])
-        module = module.removesuffix(".__init__")
+    for path, module in modules(package):
         for line, name in imports_of(path, module):
             top = name.partition(".")[0]
             wrong_layer = top == "lessor" and not any(_within(name, ok) for ok in allowed)
             if wrong_layer or top in _HTTP_AND_KUBERNETES:
-                found.append(f"{path.relative_to(root.parent)}:{line} imports {name}")
+                found.append(f"{module}:{line} imports {name}")
     return found
+
+
+def forbidden(package: str, others: tuple[str, ...], *, nested: bool = True) -> list[str]:
+    """Every import in `package` (its top modules only with `nested=False`) of a package in `others`."""
+    return [f"{module}:{line} imports {name}"
+            for path, module in modules(package, nested=nested)
+            for line, name in imports_of(path, module)
+            if any(_within(name, other) for other in others)]
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_package_imports_only_the_layers_below(package: str) -> None:
     assert breaches(package) == []
+
+
+# Contracts inside lessor.actors (as kopf's import-linter contracts): the two domains are independent, and
+# the shared top (object actor base, conditions, events, guard, api, context, queries, validity) knows neither.
+DOMAINS = ("lessor.actors.leasing", "lessor.actors.provisioning")
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_a_domain_never_imports_the_other(domain: str) -> None:
+    assert forbidden(domain, tuple(other for other in DOMAINS if other != domain)) == []
+
+
+def test_the_shared_actors_import_no_domain() -> None:
+    assert forbidden("lessor.actors", DOMAINS, nested=False) == []
 
 
 def test_the_checker_sees_a_breach(tmp_path: Path) -> None:
@@ -70,3 +99,11 @@ def test_the_checker_sees_a_breach(tmp_path: Path) -> None:
     source.write_text("from ..gateway import client\nfrom .api import Api\nimport aiohttp\n", encoding="utf-8")
     assert imports_of(source, "lessor.actors.lease") == [
         (1, "lessor.gateway"), (2, "lessor.actors.api"), (3, "aiohttp")]
+
+
+def test_the_checker_sees_a_cross_domain_import(tmp_path: Path) -> None:
+    """From inside a domain, `..provisioning` is the other domain and `..api` the shared top."""
+    source = tmp_path / "lease.py"
+    source.write_text("from ..provisioning.provider import provider_from\nfrom ..api import Api\n", encoding="utf-8")
+    assert imports_of(source, "lessor.actors.leasing.lease") == [
+        (1, "lessor.actors.provisioning.provider"), (2, "lessor.actors.api")]

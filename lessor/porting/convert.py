@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lessor.actors.pool_scaling import SCALING_LABEL
+from lessor.actors.provisioning.pool_scaling import SCALING_LABEL
 from lessor.model.fields import mapping_at
 from lessor.templates import parse_duration, strings_in
 

@@ -5,7 +5,7 @@ running lessor operator harmless too: providers, then handles (bound ones name t
 keep their names, so their guid and their resources' names stay), then the resources those handles
 list are adopted, then claims (with `status.resourceHandle`), then scalings (with what they created
 so far), then pools, which find their handles already there. Adoption adds lessor's ownership marks
-(actors/ownership.py) to a resource only when a Poolboy handle lists it AND the resource carries
+(actors/provisioning/ownership.py) to a resource only when a Poolboy handle lists it AND the resource carries
 Poolboy's own marks for that handle; anything else stays untouched and is reported. Jumpstarter:
 clients, policies, exporters (with the agent's status and `leaseRef`), then leases with their status,
 so an active lease keeps its exporter.
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from lessor.actors.handle_render import tracking
-from lessor.actors.lease import ENDED_LABEL
+from lessor.actors.provisioning.handle_render import tracking
+from lessor.actors.leasing.lease import ENDED_LABEL
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, SCALING
 from lessor.leader import COORDINATION_LEASE, LEASE_NAME

@@ -24,13 +24,13 @@ from typing import Any
 import anyio
 import pytest
 
-from lessor.actors.access_policy import compile_policies
-from lessor.actors.claim_spec import resolve_claim, resolve_pool
-from lessor.actors.claim_updates import plan_claim_update
-from lessor.actors.exporter_state import ExporterView
-from lessor.actors.lease_resolution import resolve
-from lessor.actors.lease_spec import ConditionType, Reason, Verdict, parse_lease
-from lessor.actors.provider import provider_from
+from lessor.actors.leasing.access_policy import compile_policies
+from lessor.actors.provisioning.claim_spec import resolve_claim, resolve_pool
+from lessor.actors.provisioning.claim_updates import plan_claim_update
+from lessor.actors.leasing.exporter_state import ExporterView
+from lessor.actors.leasing.resolution import resolve
+from lessor.actors.leasing.spec import ConditionType, Reason, Verdict, parse_lease
+from lessor.actors.provisioning.provider import provider_from
 from lessor.admission import Deadline, review
 from lessor.admission.checks import preflight_registry
 from lessor.gateway.resources import API_VERSION, HANDLE, PROVIDER

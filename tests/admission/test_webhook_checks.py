@@ -372,7 +372,7 @@ async def test_a_provider_that_would_fail_later_is_denied_now_with_every_cause(
 async def test_a_provider_must_fix_its_kind_somewhere_and_a_schema_alone_may(
     kube: Gateway, operator_namespace: str, preflight: None
 ) -> None:
-    """The operator's rule (lessor.actors.validation.provider_errors), denied here: no kind anywhere is refused;
+    """The operator's rule (lessor.actors.provisioning.validity.provider_errors), denied here: no kind anywhere is refused;
     a schema allowing one apiVersion and one kind fixes it, with override setting only the namespace."""
     err = await denial(kube, PROVIDER, operator_namespace, manifest("ResourceProvider", "kindless", {
         "override": {"metadata": {"namespace": operator_namespace}}}))

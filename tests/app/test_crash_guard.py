@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from lessor.actors import lease_spec
+from lessor.actors.leasing import spec as lease_spec
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, HANDLE, LEASE, PROVIDER
 
@@ -116,7 +116,7 @@ async def test_a_claim_that_always_fails_keeps_its_handle_and_resources_and_reco
         kube: Gateway, namespace: str, operator: Any, until: Until, monkeypatch: pytest.MonkeyPatch) -> None:
     """Forced by monkeypatching the claim actor's `resolve_claim` (the rule that validates the claim) to raise
     for this claim only while armed."""
-    from lessor.actors import claim as claim_module
+    from lessor.actors.provisioning import claim as claim_module
 
     resolve = claim_module.resolve_claim
     armed = {"on": False}

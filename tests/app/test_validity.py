@@ -64,7 +64,7 @@ async def test_a_client_and_a_policy_get_valid_and_a_broken_policy_names_every_b
 
 async def test_a_refused_provider_says_why_on_itself_and_is_logged_once(
         kube: Gateway, until: Until, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="lessor.actors.valid")
+    caplog.set_level(logging.INFO, logger="lessor.actors.validity")
     name = f"bad-regex-{uuid.uuid4().hex[:6]}"
     spec = {"override": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchIgnore": ["^/data/(a"]}
     await kube.create(PROVIDER, OPS, body("ResourceProvider", name, spec))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from lessor.actors.lifespan import (
+from lessor.actors.provisioning.lifespan import (
     LifespanConfig,
     claim_lifespan,
     claim_lifespan_of,

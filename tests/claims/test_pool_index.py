@@ -6,8 +6,8 @@ import random
 from types import SimpleNamespace
 from typing import Any
 
-from lessor.actors.claim_spec import ClaimResource, ClaimSpec, matches_handle
-from lessor.actors.handle_index import IndexedHandles, template_key
+from lessor.actors.provisioning.claim_spec import ClaimResource, ClaimSpec, matches_handle
+from lessor.actors.provisioning.handle_index import IndexedHandles, template_key
 
 
 def _free(handle: Any) -> bool:

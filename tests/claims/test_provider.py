@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lessor.actors.provider import Readiness, merge, provider_from
+from lessor.actors.provisioning.provider import Readiness, merge, provider_from
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 SAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "50-resourceprovider.yaml"

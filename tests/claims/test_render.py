@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from lessor.actors.handle_render import (
+from lessor.actors.provisioning.handle_render import (
     CLAIM_NAME,
     HANDLE_NAME,
     POOL_NAME,
@@ -20,7 +20,7 @@ from lessor.actors.handle_render import (
     requester_of,
     valid_label_value,
 )
-from lessor.actors.provider import Provider, provider_from
+from lessor.actors.provisioning.provider import Provider, provider_from
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 OPERATOR_NAMESPACE = "lessor-system"

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from lessor.actors.claim_spec import (
+from lessor.actors.provisioning.claim_spec import (
     bound_templates,
     matches_handle,
     ready_condition,
@@ -19,7 +19,7 @@ from lessor.actors.claim_spec import (
     status_resources,
     valid_condition,
 )
-from lessor.actors.provider import Provider, Readiness, provider_from
+from lessor.actors.provisioning.provider import Provider, Readiness, provider_from
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 SAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "samples"

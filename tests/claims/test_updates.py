@@ -6,9 +6,9 @@ import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from lessor.actors.claim_spec import resolve_claim, status_resources, valid_condition
-from lessor.actors.claim_updates import plan_claim_update, plan_update
-from lessor.actors.provider import Provider, provider_from
+from lessor.actors.provisioning.claim_spec import resolve_claim, status_resources, valid_condition
+from lessor.actors.provisioning.claim_updates import plan_claim_update, plan_update
+from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.model.jsonpatch import apply
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""Policy resolution (actors/lease_resolution.py, access_policy.py, exporter_state.py): every rule of the leasing issue and every corner case of the seed.
+"""Policy resolution (actors/leasing/resolution.py, access_policy.py, exporter_state.py): every rule of the leasing issue and every corner case of the seed.
 
 The seed (an analysis of an existing lease controller) lists what it gets
 wrong; the tests named `test_seed_*` are those rows, answered the lessor way.
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lessor.actors.lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
-from lessor.actors.access_policy import OPEN_ACCESS, PolicySet, approvals, compile_policies
-from lessor.actors.exporter_state import ExporterView, Holder, exporter_online, exporter_ready
-from lessor.actors.lease_resolution import Candidate, Plan, State, resolve
+from lessor.actors.leasing.spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
+from lessor.actors.leasing.access_policy import OPEN_ACCESS, PolicySet, approvals, compile_policies
+from lessor.actors.leasing.exporter_state import ExporterView, Holder, exporter_online, exporter_ready
+from lessor.actors.leasing.resolution import Candidate, Plan, State, resolve
 from lessor.templates.timestamps import format_timestamp
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)

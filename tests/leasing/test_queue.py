@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lessor.actors.queue import WaitQueue, Waiter
+from lessor.actors.leasing.queue import WaitQueue, Waiter
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -118,7 +118,7 @@ def test_property_removing_keeps_the_rest_in_order(waiters: list[Waiter], data: 
 
 
 def test_may_take_is_the_one_rule_for_who_gets_an_exporter() -> None:
-    from lessor.actors.exporter_state import Holder, may_take
+    from lessor.actors.leasing.exporter_state import Holder, may_take
 
     assert may_take(enabled=True, allow_disabled=False, holder=None, spot=False)
     assert may_take(enabled=True, allow_disabled=False, holder=None, spot=True)

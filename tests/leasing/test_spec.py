@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lessor.actors.lease_spec import (
+from lessor.actors.leasing.spec import (
     ConditionType,
     LeaseRequest,
     Reason,

@@ -17,7 +17,7 @@ from lessor.actors.conditions import (
     remove_condition,
     same_conditions,
 )
-from lessor.actors.lease_spec import ConditionType, Reason
+from lessor.actors.leasing.spec import ConditionType, Reason
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
 LATER = T0 + timedelta(minutes=5)

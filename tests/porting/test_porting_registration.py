@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from lessor.actors.registration import registered_condition
+from lessor.actors.leasing.registration import registered_condition
 
 NOW = datetime(2024, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 

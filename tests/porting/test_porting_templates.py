@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from lessor.actors.handle_render import render_handle
-from lessor.actors.provider import provider_from
+from lessor.actors.provisioning.handle_render import render_handle
+from lessor.actors.provisioning.provider import provider_from
 from lessor.model.keys import reference_key
 from lessor.templates import TemplateError, render_string
 
@@ -99,7 +99,7 @@ def test_bool_refuses_a_string_that_says_neither() -> None:
 
 
 def test_the_webhook_and_the_valid_condition_name_a_broken_var() -> None:
-    from lessor.actors.validation import INVALID_TEMPLATE, provider_errors
+    from lessor.actors.provisioning.validity import INVALID_TEMPLATE, provider_errors
 
     [error] = provider_errors({"metadata": {"name": "p", "namespace": OPS}, "spec": {
         "template": {"enable": True}, "override": {"apiVersion": "v1", "kind": "ConfigMap"},

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from lessor.actors.claim_spec import lifespan_errors
-from lessor.actors.claim_updates import plan_claim_update
-from lessor.actors.provider import Provider, provider_from
+from lessor.actors.provisioning.claim_spec import lifespan_errors
+from lessor.actors.provisioning.claim_updates import plan_claim_update
+from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec, spec_changed
 from lessor.admission.checks.provided import (

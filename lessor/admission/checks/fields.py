@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lessor.actors.validation import FieldError
+from lessor.actors.validity import FieldError
 from lessor.admission import AdmissionRequest, Cause, CheckResult
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import field_path
@@ -61,7 +61,7 @@ def grouped(errors: Sequence[FieldError], checks: Sequence[tuple[str, Callable[[
             rest: str) -> dict[str, list[FieldError]]:
     """Each of the operator's errors under the first check whose test it passes, else under `rest`.
 
-    The operator's validation function is the rule (lessor.actors.validation); the checks only sort its
+    The operator's validity function is the rule (the domains' `validity` modules); the checks only sort its
     errors into the names a denial shows, so the webhook denies exactly what the operator marks invalid.
     """
     found: dict[str, list[FieldError]] = {name: [] for name, _ in checks}

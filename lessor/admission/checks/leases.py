@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from lessor.actors.access_policy import compile_policies, too_short_for
-from lessor.actors.lease_resolution import duration_exceeded
-from lessor.actors.lease_spec import Verdict, parse_lease, selection_problems, time_problems
+from lessor.actors.leasing.access_policy import compile_policies, too_short_for
+from lessor.actors.leasing.resolution import duration_exceeded
+from lessor.actors.leasing.spec import Verdict, parse_lease, selection_problems, time_problems
 from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import problem_cause, ref_name, selector_causes, spec, spec_changed
 from lessor.gateway.resources import CLIENT, POLICY

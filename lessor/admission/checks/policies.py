@@ -2,7 +2,7 @@
 
 Once any policy exists in a namespace only the clients some policy admits
 may lease there, so a policy that silently admits no one locks a lab out.
-What is invalid is decided by `lessor.actors.validation.policy_errors`, the
+What is invalid is decided by `lessor.actors.leasing.validity.policy_errors`, the
 function the operator's `Valid` condition comes from; these checks only
 sort its errors by name, and add warnings.
 """
@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from lessor.actors.validation import FieldError, policy_errors
+from lessor.actors.leasing.validity import policy_errors
+from lessor.actors.validity import FieldError
 from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import deny_errors, grouped, spec
 from lessor.gateway.resources import POLICY

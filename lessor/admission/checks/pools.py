@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from lessor.actors.lifespan import LifespanConfig
+from lessor.actors.provisioning.lifespan import LifespanConfig
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import spec
 from lessor.admission.checks.provided import providers_result, resolve_resources, templates_result

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lessor.actors.claim_spec import ClaimSpec, ResourceError, resolve_claim, resolve_pool
-from lessor.actors.provider import Provider, provider_from
+from lessor.actors.provisioning.claim_spec import ClaimSpec, ResourceError, resolve_claim, resolve_pool
+from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.admission import Cause, CheckResult, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec
 from lessor.gateway.resources import PROVIDER

@@ -3,7 +3,7 @@
 A provider's templates, schema and regexes are used only when a claim or
 pool needs them, possibly days later and for someone else; a typo found
 then blocks that user. Refusing the provider blocks only its author.
-What is refused is decided by `lessor.actors.validation.provider_errors`
+What is refused is decided by `lessor.actors.provisioning.validity.provider_errors`
 (the compiled provider the operator uses, and its `Valid` condition); the
 checks only sort its errors by name.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
-from lessor.actors.validation import INVALID_REGEX, INVALID_SCHEMA, INVALID_TEMPLATE, provider_errors
+from lessor.actors.provisioning.validity import INVALID_REGEX, INVALID_SCHEMA, INVALID_TEMPLATE, provider_errors
 from lessor.admission import AdmissionRequest, Check, Lookup
 from lessor.admission.checks.fields import deny_errors, grouped
 

@@ -39,11 +39,11 @@ from lessor.model.keys import actor_address
 from lessor.templates.timestamps import format_timestamp
 
 from .access_policy import compile_policies
-from .api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
-from .conditions import merge_condition, new_condition, remove_condition, same_conditions
-from .context import Context
-from .events import NORMAL, severity
-from .lease_protocol import (
+from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
+from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
+from ..context import Context
+from ..events import NORMAL, severity
+from .protocol import (
     Accept,
     AvailabilityChanged,
     Confirm,
@@ -60,12 +60,12 @@ from .lease_protocol import (
     Withdraw,
 )
 from .exporter_state import ExporterView
-from .lease_resolution import Candidate, Pending, Plan, resolve
-from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
-from .lease_tags import missing_tag_labels
-from .object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
-from .observed import Observed
-from .queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
+from .resolution import Candidate, Pending, Plan, resolve
+from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
+from .tags import missing_tag_labels
+from ..object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
+from ..observed import Observed
+from ..queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
 
 ENDED_LABEL = "lessor.dev/lease-ended"
 READY = ConditionType.READY

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from lessor.templates.timestamps import format_timestamp
 
-from .lease_spec import LeaseRequest, Reason, format_go_duration
+from .spec import LeaseRequest, Reason, format_go_duration
 
 if TYPE_CHECKING:
     from .access_policy import AccessPolicy, PolicySet, Rule
     from .exporter_state import ExporterView
-    from .lease_resolution import Candidate, State
+    from .resolution import Candidate, State
 
 __all__ = [
     "describe_rule",

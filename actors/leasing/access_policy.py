@@ -29,7 +29,7 @@ from lessor.model.fields import mapping_at
 from lessor.model.selectors import NOTHING, Operator, Selector, SelectorError, parse_selector
 
 from .exporter_state import ExporterView
-from .lease_spec import parse_go_duration
+from .spec import parse_go_duration
 
 __all__ = [
     "OPEN_ACCESS",

@@ -47,18 +47,18 @@ from lessor.model.keys import reference_key
 from lessor.model.kinds import kind_of
 from lessor.templates import offload
 
-from .api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, Kind, NotFound
-from .claim_protocol import KINDS, ClaimDeleted, WatchKind
+from ..api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, Kind, NotFound
+from .protocol import KINDS, ClaimDeleted, WatchKind
 from .claim_spec import resource_state
-from .conditions import merge_condition, same_conditions
-from .context import Context
-from .events import WARNING
+from ..conditions import merge_condition, same_conditions
+from ..context import Context
+from ..events import WARNING
 from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of
-from .object_actor import ObjectActor
-from .observed import Observed
+from ..object_actor import ObjectActor
+from ..observed import Observed
 from .ownership import owned_by, owner_text
-from .provider import Provider, Readiness
-from .queries import TOPOLOGY, GetObject, HandleResources, load_providers
+from .provider import Provider, Readiness, load_providers
+from ..queries import TOPOLOGY, GetObject, HandleResources
 
 log = logging.getLogger(__name__)
 

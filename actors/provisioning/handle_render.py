@@ -28,7 +28,7 @@ from typing import Any
 from lessor.model.keys import reference_key
 from lessor.templates import TemplateError, render_object, template_variables
 
-from .conditions import new_condition
+from ..conditions import new_condition
 from .linked import WAITING_FOR_LINKED, linked_variables
 from .provider import Object, Provider, clock
 

@@ -40,8 +40,8 @@ from lessor.model.handles import CLAIM_TEMPLATES, claim_of, templates_record
 from lessor.model.keys import actor_address
 from lessor.templates import format_timestamp, offload
 
-from .api import CLAIM, HANDLE, POOL, PROVIDER, SCALING, ApiFailure
-from .claim_protocol import HandleBound, NoHandle, WantHandle
+from ..api import CLAIM, HANDLE, POOL, PROVIDER, SCALING, ApiFailure
+from .protocol import HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
     PoolSpec,
@@ -50,17 +50,17 @@ from .claim_spec import (
     resolve_pool,
     valid_condition,
 )
-from .conditions import merge_condition, same_conditions
-from .context import Context
-from .events import NORMAL
+from ..conditions import merge_condition, same_conditions
+from ..context import Context
+from ..events import NORMAL
 from .handle_index import IndexedHandles
 from .handle_render import carried_to_handles
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
-from .object_actor import GaveUp, Lost, ObjectActor, Written, commit
-from .observed import Observed
+from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
+from ..observed import Observed
 from .pool_scaling import SCALING_LABEL, Scaling, next_at, scaling_of, scalings_for, status_of
-from .provider import Provider
-from .queries import TOPOLOGY, GetObject, ListObjects, PoolHandles, load_providers
+from .provider import Provider, load_providers
+from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
 
 log = logging.getLogger(__name__)
 

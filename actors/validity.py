@@ -3,14 +3,25 @@
 These kinds are read by the lease, claim, pool and handle actors, which
 report a broken one where it is used; this actor tells the object's own
 author, on the object: `Valid` True, or False with the reason and message
-of `validation` (the same functions the admission webhook denies with).
+of the kind's `Rule` (the same pure functions the admission webhook denies
+with). The rules are the domains': `leasing.validity` (Client,
+ExporterAccessPolicy) and `provisioning.validity` (ResourceProvider); the
+app registers one actor kind per rule (lessor/operator.py). Here is only
+what every rule shares: `FieldError`, `valid_condition`, `Rule` and the
+actor.
+
+Each error names its field the way the manifest spells it
+(`spec.policies[0].from`) and has a CamelCase reason; the condition takes
+the first error's reason and every error's message. Reasons shared by the
+kinds: `InvalidDuration`, `InvalidField` (any other malformed field); the
+others are the domains'. `Valid` when there is none.
 
 State: the object as last seen. Messages: `Observed` of the object (the
 topology routes each change of it here). Writes: the object's `Valid`
 condition, only when it changes (status writes do not change a spec, so a
 status-only change costs no write), and an Event when it goes wrong or
-recovers. A provider found invalid is logged once per verdict, not on
-every event.
+recovers. A kind whose rule says so (providers) is logged once per verdict
+when invalid, not on every event.
 """
 
 from __future__ import annotations
@@ -18,23 +29,44 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from lessor.model.fields import generation, newer
 
-from .access_policy import compile_policies
-from .api import CLIENT, POLICY, PROVIDER, Kind
-from .conditions import VALID, find_condition, merge_condition, same_conditions
+from .api import Kind
+from .conditions import VALID, Condition, find_condition, merge_condition, new_condition, same_conditions
 from .context import Context
 from .events import record_transitions
-from .lease_wording import summarize_policy
 from .object_actor import ObjectActor
 from .observed import Observed
-from .provider import provider_from
 from .queries import TOPOLOGY, GetObject
-from .validation import FieldError, client_errors, policy_errors, provider_errors, valid_condition
+
+INVALID_DURATION = "InvalidDuration"
+INVALID_FIELD = "InvalidField"
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One thing wrong with an object: the field as the manifest spells it, what is wrong, and the reason."""
+
+    field: str
+    message: str
+    reason: str = INVALID_FIELD
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def valid_condition(errors: Sequence[FieldError], *, now: datetime, generation: int | None,
+                    summary: str = "the spec is valid") -> Condition:
+    """`Valid`: True with `summary`, or False with the first error's reason and every error, each naming its field."""
+    if not errors:
+        return new_condition("Valid", True, "Valid", summary, now=now, observed_generation=generation)
+    return new_condition("Valid", False, errors[0].reason, "; ".join(map(str, errors)), now=now,
+                         observed_generation=generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +78,6 @@ class Rule:
     log_refusals: bool = False
     summary: Callable[[Mapping[str, Any]], str] | None = None
     """What a valid object does, as its `Valid` message (what `kubectl get` shows in Message)."""
-
-
-def _policy_summary(obj: Mapping[str, Any]) -> str:
-    return summarize_policy(compile_policies([obj]).policies[0])
-
-
-def _provider_summary(obj: Mapping[str, Any]) -> str:
-    provider = provider_from(obj)
-    if provider.kind and provider.api_version:
-        return f"creates {provider.kind} ({provider.api_version}) for each claim's resource"
-    return "creates the kind its override's templates render, for each claim's resource"
-
-
-RULES: Mapping[str, Rule] = {
-    CLIENT.kind: Rule(CLIENT, client_errors),
-    POLICY.kind: Rule(POLICY, policy_errors, summary=_policy_summary),
-    PROVIDER.kind: Rule(PROVIDER, provider_errors, log_refusals=True, summary=_provider_summary),
-}
 
 
 class ValidActor(ObjectActor):

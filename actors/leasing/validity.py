@@ -1,64 +1,32 @@
-"""Whether a Client, an ExporterAccessPolicy or a ResourceProvider is valid: one pure function per kind.
+"""Whether a Client or an ExporterAccessPolicy is valid: one pure function per kind, and their `Rule`s.
 
-The operator writes the verdict as the object's `Valid` condition (`valid`
-actor) and the admission webhook denies the same errors (lessor.admission
-checks for policies and providers): one rule, one place. Each error names
-its field the way the manifest spells it (`spec.policies[0].from`) and has
-a CamelCase reason; the condition takes the first error's reason and every
-error's message.
+The operator writes the verdict as the object's `Valid` condition (the
+`validity` actor, registered per rule in lessor/operator.py) and the
+admission webhook denies the same errors (lessor.admission checks for
+policies): one rule, one place.
 
-Reasons: `InvalidSelector` (a missing or malformed label selector),
-`InvalidRule` (a policy rule that can never apply, or is not an object),
-`InvalidDuration`, `InvalidTemplate` (a Jinja2 template or expression that
-does not compile), `InvalidSchema`, `InvalidRegex`, `KindNotFixed` (a
-provider that does not fix the kind it creates), `InvalidField` (any other
-malformed field); `Valid` when there is none.
+Reasons (besides the shared `InvalidDuration` and `InvalidField` of
+`validity`): `InvalidSelector` (a missing or malformed label selector),
+`InvalidRule` (a policy rule that can never apply, or is not an object).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from lessor.model.fields import mapping_at
-from lessor.model.jsonpatch import field_path
 from lessor.model.selectors import SelectorError, parse_selector
 
-from .conditions import Condition, new_condition
-from .lease_spec import parse_go_duration
-from .provider import provider_from
+from ..api import CLIENT, POLICY
+from ..validity import INVALID_DURATION, FieldError, Rule
+from .access_policy import compile_policies
+from .spec import parse_go_duration
+from .wording import summarize_policy
 
 INVALID_SELECTOR = "InvalidSelector"
 INVALID_RULE = "InvalidRule"
-INVALID_DURATION = "InvalidDuration"
-INVALID_TEMPLATE = "InvalidTemplate"
-INVALID_SCHEMA = "InvalidSchema"
-INVALID_REGEX = "InvalidRegex"
-KIND_NOT_FIXED = "KindNotFixed"
-INVALID_FIELD = "InvalidField"
-
-
-@dataclass(frozen=True, slots=True)
-class FieldError:
-    """One thing wrong with an object: the field as the manifest spells it, what is wrong, and the reason."""
-
-    field: str
-    message: str
-    reason: str = INVALID_FIELD
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-def valid_condition(errors: Sequence[FieldError], *, now: datetime, generation: int | None,
-                    summary: str = "the spec is valid") -> Condition:
-    """`Valid`: True with `summary`, or False with the first error's reason and every error, each naming its field."""
-    if not errors:
-        return new_condition("Valid", True, "Valid", summary, now=now, observed_generation=generation)
-    return new_condition("Valid", False, errors[0].reason, "; ".join(map(str, errors)), now=now,
-                         observed_generation=generation)
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -138,32 +106,9 @@ def _rule_errors(field: str, rule: Any) -> list[FieldError]:
     return errors
 
 
-# --- ResourceProvider -----------------------------------------------------------------------
+def _policy_summary(obj: Mapping[str, Any]) -> str:
+    return summarize_policy(compile_policies([obj]).policies[0])
 
 
-def provider_errors(provider: Mapping[str, Any]) -> list[FieldError]:
-    """The problems `provider_from` finds (the provider the claims, pools and handles use), by field."""
-    return [_provider_error(text) for text in provider_from(provider).errors]
-
-
-def _provider_error(text: str) -> FieldError:
-    """`spec.override/metadata/name: message` (as the compiled provider says it) as a FieldError."""
-    field, _, message = text.partition(": ")
-    prefix, slash, pointer = field.partition("/")
-    if slash:  # a string inside default or override: a template that does not compile
-        return FieldError(field_path(prefix, slash + pointer), message, INVALID_TEMPLATE)
-    return FieldError(field, message, _provider_reason(field, message))
-
-
-def _provider_reason(field: str, message: str) -> str:
-    if field.startswith("spec.validation.openAPIV3Schema"):
-        return INVALID_SCHEMA
-    if (field.startswith("spec.matchIgnore") or field.endswith(".pathMatch")) and "regular expression" in message:
-        return INVALID_REGEX
-    if field.startswith("spec.lifespan"):
-        return INVALID_DURATION
-    if field.startswith(("spec.validation.checks", "spec.readinessCheck")):
-        return INVALID_TEMPLATE
-    if field == "spec.override" and "apiVersion" in message:
-        return KIND_NOT_FIXED
-    return INVALID_FIELD
+CLIENT_RULE = Rule(CLIENT, client_errors)
+POLICY_RULE = Rule(POLICY, policy_errors, summary=_policy_summary)

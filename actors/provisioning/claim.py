@@ -42,9 +42,9 @@ from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
-from .api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
+from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
 from .claim_approval import ApprovalWait, approval_state, approval_wait
-from .claim_protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
+from .protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
     ResourceError,
@@ -54,15 +54,15 @@ from .claim_spec import (
     valid_condition,
 )
 from .claim_updates import plan_update
-from .conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
-from .context import Context
-from .events import NORMAL, WARNING, record_transitions
+from ..conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
+from ..context import Context
+from ..events import NORMAL, WARNING, record_transitions
 from .handle_render import POOL_NAME, status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
-from .object_actor import ObjectActor
-from .observed import Observed
-from .provider import Provider, Readiness
-from .queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects, load_providers
+from ..object_actor import ObjectActor
+from ..observed import Observed
+from .provider import Provider, Readiness, load_providers
+from ..queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
 
 log = logging.getLogger(__name__)
 

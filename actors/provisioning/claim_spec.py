@@ -34,7 +34,7 @@ from lessor.templates import (
     validate_schema,
 )
 
-from .conditions import UNKNOWN, new_condition
+from ..conditions import UNKNOWN, new_condition
 from .lifespan import LifespanConfig, combine
 from .parameters import parameter_values
 from .provider_mode import Expanded, expand, in_provider_terms

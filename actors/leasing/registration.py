@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .conditions import find_condition, new_condition
+from ..conditions import find_condition, new_condition
 
 REGISTERED = "Registered"
 

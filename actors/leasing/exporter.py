@@ -45,10 +45,10 @@ from typing import Any
 from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 
-from .api import EXPORTER, LEASE
-from .conditions import find_condition, merge_condition, new_condition
-from .context import Context
-from .lease_protocol import (
+from ..api import EXPORTER, LEASE
+from ..conditions import find_condition, merge_condition, new_condition
+from ..context import Context
+from .protocol import (
     Accept,
     AvailabilityChanged,
     Confirm,
@@ -64,10 +64,10 @@ from .lease_protocol import (
     Want,
     Withdraw,
 )
-from .object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
-from .observed import Observed
+from ..object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
+from ..observed import Observed
 from .exporter_state import exporter_online, exporter_ready, may_take
-from .queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
+from ..queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
 from .registration import registered_condition
 

@@ -23,8 +23,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from lessor.mailbox import Actor
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import ALL_OPS, json_equal
+from lessor.model.kinds import PROVIDER
 from lessor.templates import (
     TemplateError,
     check_expression,
@@ -40,6 +42,7 @@ from lessor.templates.errors import describe
 from lessor.templates.regexes import regex_errors
 from lessor.templates.sandbox import compile_expression
 
+from ..queries import TOPOLOGY, ListObjects
 from .lifespan import LifespanConfig
 from .linked import Link, parse_links
 from .parameters import Parameter, parse_parameters
@@ -396,3 +399,10 @@ def _filter_errors(field: str, update_filter: Any) -> list[str]:
         if unknown:
             errors.append(f"{field}.allowedOps: {unknown} are not among {list(ALL_OPS)}")
     return errors
+
+
+async def load_providers(actor: Actor, namespace: str) -> dict[str, Provider]:
+    """The compiled providers of the operator's namespace, by name, from the topology's cache."""
+    objects = await actor.ask(TOPOLOGY, ListObjects(PROVIDER.kind, namespace))
+    providers = (provider_from(obj) for obj in objects)
+    return {provider.name: provider for provider in providers}

@@ -43,8 +43,8 @@ from enum import Enum
 
 from .access_policy import Approval, PolicySet, Rule, approvals
 from .exporter_state import ExporterView, Holder, may_take
-from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict
-from .lease_wording import (
+from .spec import ConditionType, LeaseRequest, Reason, Verdict
+from .wording import (
     duration_exceeded_message,
     list_labels,
     list_names,

@@ -1,0 +1,1 @@
+"""Provisioning: claims, pools, handles and providers (docs/claims.md). Imports no leasing."""

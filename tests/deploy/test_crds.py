@@ -964,7 +964,7 @@ def test_deploy_files(deploy):
     for objs in deploy.values():
         for o in objs:
             if o["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
-                                 "Kustomization"}:
+                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Kustomization"}:
                 assert o["metadata"]["namespace"] == "lessor-system", o["metadata"]["name"]
 
 

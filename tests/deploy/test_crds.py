@@ -163,6 +163,25 @@ def lookup(schema, path):
     return node
 
 
+_MATCHES = re.compile(r"self\.matches\(r'(.*)'\)")
+
+
+def typed_rules(node):
+    """[(regex, message)] of a field's CEL rules `self.matches(r'...')`: how a typed field is checked."""
+    if not isinstance(node, dict):
+        return []
+    rules = node.get("x-kubernetes-validations") or []
+    return [(m.group(1), rule["message"]) for rule in rules if (m := _MATCHES.fullmatch(rule["rule"]))]
+
+
+def typed_regex(node):
+    """The one regex a typed field's CEL rule checks (no `pattern`: its refusal prints the regex)."""
+    assert "pattern" not in node, "a typed field is checked by a CEL rule with a sentence, not a pattern"
+    (regex, message), = typed_rules(node)
+    assert message and "^" not in message, message
+    return re.compile(regex)
+
+
 def to_jsonschema(node):
     """OpenAPI v3 (structural, with Kubernetes extensions) -> strict JSON Schema."""
     if isinstance(node, list):
@@ -170,6 +189,9 @@ def to_jsonschema(node):
     if not isinstance(node, dict):
         return node
     out = {}
+    regexes = [regex for regex, _ in typed_rules(node)]
+    if regexes:  # a typed field's rule is a regular expression: check it here as a pattern
+        out["allOf"] = [{"pattern": regex} for regex in regexes]
     for key, value in node.items():
         if key.startswith("x-kubernetes-"):
             continue
@@ -320,6 +342,19 @@ def test_schema_is_structural(crds, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_what_a_person_types_is_refused_with_a_sentence(crds, kind):
+    """No `pattern` in a spec: the API server's refusal would print the regular expression. A CEL rule
+    with a message says what is expected instead, and is cheap enough for the server's cost budget
+    (a bounded string; tests/deploy/test_crds_server.py installs every CRD and sees the sentences)."""
+    for path, node in walk(_schema(crds[kind])["properties"]["spec"], "spec"):
+        assert "pattern" not in node, f"{path}: a pattern failure shows the regex; use a CEL rule with a message"
+        for rule in node.get("x-kubernetes-validations", []):
+            assert rule.get("message") or rule.get("messageExpression"), f"{path}: {rule['rule']} has no message"
+        if typed_rules(node):
+            assert node["type"] == "string" and node.get("maxLength", 1000) <= 64, path
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_schema_converts_to_valid_jsonschema(crds, kind):
     validator(crds[kind])
 
@@ -441,11 +476,21 @@ TIMES = [
     ("ResourceClaim", "status.lifespan.firstReady"),
     ("ResourcePoolScaling", "spec.at"),
 ]
+# The times a person types: a CEL rule checks them, so that a typo is refused with a sentence; `format:
+# date-time` would refuse it first with a type error and keep the rule from running.
+REQUESTED_TIMES = [("Lease", "spec.beginTime"), ("Lease", "spec.endTime"),
+                   ("ResourceClaim", "spec.lifespan.start"), ("ResourceClaim", "spec.lifespan.end"),
+                   ("ResourcePoolScaling", "spec.at")]
 
 
 @pytest.mark.parametrize("kind,path", TIMES)
 def test_times_are_rfc3339(crds, kind, path):
-    assert lookup(_schema(crds[kind]), path) == {**lookup(_schema(crds[kind]), path), "type": "string", "format": "date-time"}
+    node = lookup(_schema(crds[kind]), path)
+    if (kind, path) in REQUESTED_TIMES:
+        assert node["type"] == "string" and "format" not in node and node["maxLength"] == 64
+        assert "RFC 3339" in typed_rules(node)[0][1]
+    else:
+        assert node == {**node, "type": "string", "format": "date-time"}
 
 
 GO_DURATIONS = [("Lease", "spec.duration"), ("ExporterAccessPolicy", "spec.policies[].maximumDuration")]
@@ -462,8 +507,8 @@ LIFESPANS = [
 
 
 @pytest.mark.parametrize("kind,path", GO_DURATIONS)
-def test_go_duration_pattern(crds, kind, path):
-    pattern = re.compile(lookup(_schema(crds[kind]), path)["pattern"])
+def test_go_duration_rule(crds, kind, path):
+    pattern = typed_regex(lookup(_schema(crds[kind]), path))
     for ok in DURATION_OK:
         assert pattern.search(ok), ok
     for bad in DURATION_BAD:
@@ -471,8 +516,9 @@ def test_go_duration_pattern(crds, kind, path):
 
 
 @pytest.mark.parametrize("kind,path", LIFESPANS)
-def test_lifespan_pattern(crds, kind, path):
-    pattern = re.compile(lookup(_schema(crds[kind]), path)["pattern"])
+def test_lifespan_rule(crds, kind, path):
+    node = lookup(_schema(crds[kind]), path)
+    pattern = typed_regex(node) if path.startswith("spec.") else re.compile(node["pattern"])
     for ok in LIFESPAN_OK:
         assert pattern.search(ok), ok
     for bad in LIFESPAN_BAD:
@@ -1073,12 +1119,16 @@ def test_schema_durations_parse_in_the_operator(crds):
     assert durations.parse_duration("1h30m") == dt.timedelta(minutes=90)
 
 
-@pytest.mark.parametrize("kind,path", [("Lease", "spec.beginTime"), ("Lease", "spec.endTime"),
-                                       ("ResourceClaim", "spec.lifespan.start"), ("ResourceClaim", "spec.lifespan.end")])
+@pytest.mark.parametrize("kind,path", REQUESTED_TIMES)
 def test_requested_times_are_bounded_to_lessors_range(crds, kind, path):
     """Years 1970 to 8999, as the operator's parser (`lessor.templates.timestamps`) takes them."""
-    pattern = re.compile(lookup(_schema(crds[kind]), path)["pattern"])
-    for ok in ("1970-01-01T00:00:00Z", "2024-05-01T12:30:00Z", "8999-12-31T23:59:59Z"):
+    timestamps = pytest.importorskip("lessor.templates.timestamps")
+    pattern = typed_regex(lookup(_schema(crds[kind]), path))
+    for ok in ("1970-01-01T00:00:00Z", "2024-05-01T12:30:00Z", "8999-12-31T23:59:59Z", "2030-01-01T09:00:00.5+02:00",
+               "2030-01-01t09:00:00z"):
         assert pattern.search(ok), ok
-    for bad in ("0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9000-01-01T00:00:00Z", "9999-12-31T23:59:59Z"):
+        timestamps.parse_timestamp(ok)  # what the rule admits, the operator reads
+    for bad in ("0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9000-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
+                "tomorrow", "2030-01-01", "2030-13-01T00:00:00Z", "2030-01-01T25:00:00Z", "2030-01-01T09:00:00",
+                "2030-01-01 09:00:00Z"):
         assert not pattern.search(bad), bad

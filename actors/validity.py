@@ -78,6 +78,8 @@ class Rule:
     log_refusals: bool = False
     summary: Callable[[Mapping[str, Any]], str] | None = None
     """What a valid object does, as its `Valid` message (what `kubectl get` shows in Message)."""
+    shown: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    """Status fields written with `Valid` for `kubectl get`'s columns (what a JSONPath cannot format)."""
 
 
 class ValidActor(ObjectActor):
@@ -116,14 +118,16 @@ class ValidActor(ObjectActor):
         summary = self.rule.summary(self.obj) if self.rule.summary and not errors else "the spec is valid"
         condition = valid_condition(errors, now=self.ctx.now(), generation=generation(self.obj), summary=summary)
         conditions = merge_condition(current, condition)
-        if same_conditions(current, conditions):
+        shown = self.rule.shown(self.obj) if self.rule.shown else {}
+        status = self.obj.get("status") or {}
+        if same_conditions(current, conditions) and all(status.get(k) == v for k, v in shown.items()):
             return
         if errors and self.rule.log_refusals:
             log.warning("%s %s/%s is invalid and not used (%s): %s", self.rule.kind.kind, self.namespace,
                         self.name, condition["reason"], condition["message"])
         elif self.rule.log_refusals and _was_invalid(current):
             log.info("%s %s/%s is valid again", self.rule.kind.kind, self.namespace, self.name)
-        if not await self.write_status({"conditions": conditions}):
+        if not await self.write_status({"conditions": conditions, **shown}):
             self.stop()
             return
         record_transitions(self.ctx.events, self.rule.kind, self.obj, current, conditions)

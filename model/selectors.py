@@ -251,3 +251,32 @@ def _value_problem(value: Any) -> str | None:
             "starting and ending with an alphanumeric character"
         )
     return None
+
+
+def format_selector(raw: Any) -> str:
+    """A LabelSelector as `kubectl` prints one (`metav1.FormatLabelSelector`): `board=rpi4,env in (lab)`.
+
+    matchLabels are `key=value`, expressions `key in (a,b)`, `key notin (a)`, `key` (Exists) and
+    `!key` (DoesNotExist); sorted by key, values sorted, as the API machinery sorts them. Where kubectl
+    prints `<none>` for both, an empty selector (it matches everything) is `<all>` and a missing one
+    (it matches nothing) `<none>`; one that does not parse is `<invalid>`.
+    """
+    if raw is None:
+        return "<none>"
+    try:
+        parse_selector(raw)
+    except SelectorError:
+        return "<invalid>"
+    terms: list[tuple[str, str]] = [(key, f"{key}={value}") for key, value in (raw.get("matchLabels") or {}).items()]
+    for expression in raw.get("matchExpressions") or ():
+        key, values = expression["key"], ",".join(sorted(expression.get("values") or ()))
+        match expression["operator"]:
+            case Operator.IN:
+                terms.append((key, f"{key} in ({values})"))
+            case Operator.NOT_IN:
+                terms.append((key, f"{key} notin ({values})"))
+            case Operator.EXISTS:
+                terms.append((key, key))
+            case _:
+                terms.append((key, f"!{key}"))
+    return ",".join(term for _, term in sorted(terms, key=lambda pair: pair[0])) or "<all>"

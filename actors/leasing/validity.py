@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from lessor.model.fields import mapping_at
-from lessor.model.selectors import SelectorError, parse_selector
+from lessor.model.selectors import SelectorError, format_selector, parse_selector
 
 from ..api import CLIENT, POLICY
 from ..validity import INVALID_DURATION, FieldError, Rule
@@ -110,5 +110,10 @@ def _policy_summary(obj: Mapping[str, Any]) -> str:
     return summarize_policy(compile_policies([obj]).policies[0])
 
 
+def _policy_shown(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The policy's selector as kubectl prints one, for the Exporters column."""
+    return {"exporterSelector": format_selector(mapping_at(obj, "spec").get("exporterSelector"))}
+
+
 CLIENT_RULE = Rule(CLIENT, client_errors)
-POLICY_RULE = Rule(POLICY, policy_errors, summary=_policy_summary)
+POLICY_RULE = Rule(POLICY, policy_errors, summary=_policy_summary, shown=_policy_shown)

@@ -50,7 +50,7 @@ from lessor.templates import offload
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, Kind, NotFound
 from .protocol import KINDS, ClaimDeleted, WatchKind
 from .claim_spec import resource_state
-from ..conditions import merge_condition, same_conditions
+from ..conditions import READY, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import WARNING
 from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of
@@ -334,6 +334,7 @@ class HandleActor(ObjectActor):
         shown = [self.failures.get(r.index, r) for r in results]
         conditions = merge_condition(current.get("conditions"),
                                      rendered_condition(shown, now=now, generation=generation(self.obj)))
+        conditions = merge_condition(conditions, ready_condition(resources, now=now, generation=generation(self.obj)))
         status = {"resources": resources, "ready": all(r["ready"] for r in resources),
                   "healthy": all(r["healthy"] for r in resources), "conditions": conditions}
         if all(json_equal(current.get(key), status[key]) for key in ("resources", "ready", "healthy")) \
@@ -409,3 +410,14 @@ def _contains(value: Any, pattern: Any) -> bool:
 def _uses_requester(provider: Provider) -> bool:
     spec = provider.definition.get("spec") or {}
     return provider.template_enable and "requester_" in json.dumps([provider.override, spec.get("vars")])
+
+
+def ready_condition(resources: list[dict[str, Any]], *, now: datetime, generation: int | None) -> dict[str, Any]:
+    """The handle's `Ready` condition, `status.ready` as a condition: what its Ready column shows (`True`, as
+    every kind's Ready does, where the boolean printed `true`). False names the resources not ready yet."""
+    waiting = [r["name"] or f"resources[{i}]" for i, r in enumerate(resources) if not r["ready"]]
+    if not waiting:
+        return new_condition(READY, True, "Ready", "every resource is ready", now=now,
+                             observed_generation=generation)
+    return new_condition(READY, False, "NotReady", f"not ready yet: {', '.join(waiting)}", now=now,
+                         observed_generation=generation)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, PROVIDER, Resource
+from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, Resource
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -65,6 +65,9 @@ async def test_every_lease_says_why_it_is_not_ready_and_a_released_one_when_it_e
     await _lease(kube, namespace, "held", selector={"matchLabels": {"board": "x"}}, duration="1h")
     held = await until_row(kube, LEASE, namespace, "held", lambda r: r["Ready"] == "True")
     assert held["Reason"] == "Ready" and held["Exporter"] == "e1"
+    # The leased exporter names its holder; what its agent says is the Agent column, not a Status
+    exporter = (await table(kube, EXPORTER, namespace))[0]["e1"]
+    assert (exporter["Online"], exporter["Lease"], exporter["Agent"]) == ("True", "held", "Available"), exporter
     planned_end = held["End"]
 
     await _lease(kube, namespace, "waiting", selector={"matchLabels": {"board": "x"}}, duration="1h")
@@ -99,11 +102,27 @@ async def test_claims_policies_providers_and_handles_have_columns_that_say_somet
         "spec": {"exporterSelector": {"matchLabels": {"board": "rpi4"}},
                  "policies": [{"priority": 1, "from": [{"clientSelector": {}}]}]}})
     row = await until_row(kube, POLICY, namespace, "p1", lambda r: r["Valid"] is not None)
-    assert (row["Exporters"], row["Valid"]) == ('{"board":"rpi4"}', "True"), row
+    assert (row["Exporters"], row["Valid"]) == ("board=rpi4", "True"), row
     # A valid policy's message says what it grants, to whom (the rules themselves have no column)
     assert row["Message"] == "exporters board=rpi4: policies[0]: any client, priority 1", row
     _, types = await table(kube, POLICY, namespace)
     assert {"Reason", "Message"} <= types.keys()
+    # Exporters prints the selector as kubectl does, matchExpressions too (a JSONPath would print JSON or
+    # nothing): the operator writes it with Valid, and again when the selector changes
+    selectors = {"p2": ({"matchLabels": {"board": "rpi4"}, "matchExpressions": [
+                           {"key": "env", "operator": "In", "values": ["lab"]},
+                           {"key": "arch", "operator": "NotIn", "values": ["x86", "arm"]},
+                           {"key": "broken", "operator": "DoesNotExist"}]},
+                        "arch notin (arm,x86),board=rpi4,!broken,env in (lab)"),
+                 "p3": ({}, "<all>")}
+    for name, (selector, shown) in selectors.items():
+        await kube.create(POLICY, namespace, {"apiVersion": API, "kind": "ExporterAccessPolicy",
+                                              "metadata": {"name": name},
+                                              "spec": {"exporterSelector": selector, "policies": []}})
+        row = await until_row(kube, POLICY, namespace, name, lambda r, shown=shown: r["Exporters"] == shown)
+    await kube.merge_patch(POLICY, namespace, "p3", {"spec": {"exporterSelector": {
+        "matchExpressions": [{"key": "board", "operator": "Exists"}]}}})
+    await until_row(kube, POLICY, namespace, "p3", lambda r: r["Exporters"] == "board")
 
     await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c1"},
                                          "spec": {"resources": [{"provider": {"name": "no-such-provider"},
@@ -117,6 +136,28 @@ async def test_claims_policies_providers_and_handles_have_columns_that_say_somet
     assert types["End"] == "string", types
     _, types = await table(kube, HANDLE, "lessor-system")
     assert types["Rendered"] == "string" and types["End"] == "string", types
+    # A handle's Ready prints True as every kind's does (the Ready condition, not the boolean status.ready)
+    ready_provider = f"ready-{namespace}"
+    await kube.create(PROVIDER, "lessor-system", {
+        "apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": ready_provider},
+        "spec": {"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "lessor-system"}}}})
+    await kube.create(POOL, "lessor-system", {
+        "apiVersion": API, "kind": "ResourcePool", "metadata": {"name": ready_provider},
+        "spec": {"minAvailable": 1, "resources": [{"provider": {"name": ready_provider}, "template": {}}]}})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rows, types = await table(kube, HANDLE, "lessor-system")
+            mine = [row for row in rows.values() if row["Pool"] == ready_provider]
+            if mine and mine[0]["Ready"] == "True":
+                break
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError(f"the pool's handle: kubectl get shows {mine}")
+        assert types["Ready"] == "string", types
+    finally:
+        await kube.delete(POOL, "lessor-system", ready_provider)
+        await kube.delete(PROVIDER, "lessor-system", ready_provider)
     provider = f"cols-{namespace}"
     await kube.create(PROVIDER, "lessor-system", {
         "apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": provider},

@@ -664,7 +664,7 @@ COLUMNS = {
     "Exporter": {
         "Online": '.status.conditions[?(@.type=="Online")].status',
         "Lease": ".status.leaseRef.name",
-        "Status": ".status.exporterStatus",
+        "Agent": ".status.exporterStatus",
         "Age": ".metadata.creationTimestamp",
     },
     "Lease": {
@@ -685,7 +685,7 @@ COLUMNS = {
         "Claim Namespace": ".spec.resourceClaim.namespace",
         "Claim Name": ".spec.resourceClaim.name",
         "Pool": ".spec.resourcePool.name",
-        "Ready": ".status.ready",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Rendered": '.status.conditions[?(@.type=="Rendered")].reason',
     },
     "ResourcePoolScaling": {
@@ -699,7 +699,7 @@ COLUMNS = {
     },
     "Client": {"Valid": '.status.conditions[?(@.type=="Valid")].status', "Age": ".metadata.creationTimestamp"},
     "ExporterAccessPolicy": {
-        "Exporters": ".spec.exporterSelector.matchLabels",
+        "Exporters": ".status.exporterSelector",
         "Valid": '.status.conditions[?(@.type=="Valid")].status',
         "Age": ".metadata.creationTimestamp",
     },
@@ -718,6 +718,16 @@ def _column_schema_path(json_path):
     p = re.sub(r"\[\?\(@\.[a-zA-Z]+==(\"[^\"]*\"|true|false)\)\]", "[]", json_path)
     p = p.replace("[*]", "[]")
     return p.lstrip(".")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_ready_column_is_a_condition_status(crds, kind):
+    """`kubectl get` prints True/False in every kind's Ready column: a condition's status, never a boolean
+    (which prints `true`). The pool's Ready is a count of ready handles."""
+    for column in _version(crds[kind])["additionalPrinterColumns"]:
+        if column["name"] in ("Ready", "Valid", "Online") and kind != "ResourcePool":
+            assert column["type"] == "string", (kind, column)
+            assert column["jsonPath"] == f'.status.conditions[?(@.type=="{column["name"]}")].status', (kind, column)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -743,8 +753,7 @@ def test_printer_columns(crds, kind):
             continue
         node = lookup(_schema(crds[kind]), schema_path)
         expected = {"date": "string", "string": "string", "boolean": "boolean", "integer": "integer"}[c["type"]]
-        # a string column over a map prints it as JSON (a selector's matchLabels)
-        assert node["type"] == expected or (c["type"] == "string" and node["type"] == "object"), c
+        assert node["type"] == expected, c  # a string column over a map would print it as JSON
 
 
 # --------------------------------------------------------------- samples

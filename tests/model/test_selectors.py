@@ -2,7 +2,7 @@
 
 import pytest
 
-from lessor.model.selectors import EVERYTHING, NOTHING, Operator, SelectorError, parse_selector
+from lessor.model.selectors import EVERYTHING, NOTHING, Operator, SelectorError, format_selector, parse_selector
 
 BOARD = {"board": "rpi4", "site": "lab-a"}
 
@@ -142,3 +142,22 @@ def test_valid_qualified_keys_and_values_are_accepted() -> None:
         }
     )
     assert selector.matches({"lessor.dev/lease-ended": "true", "a_b.c-d": "X.y_z-1", "example.com/k": ""})
+
+
+@pytest.mark.parametrize(
+    ("selector", "shown"),
+    [
+        ({"matchLabels": {"env": "lab", "board": "rpi4"}}, "board=rpi4,env=lab"),
+        ({"matchLabels": {"board": "rpi4"}, "matchExpressions": [expression("env", "In", "lab")]},
+         "board=rpi4,env in (lab)"),
+        ({"matchExpressions": [expression("arch", "NotIn", "x86", "arm"), expression("a", "Exists"),
+                               expression("z", "DoesNotExist")]}, "a,arch notin (arm,x86),!z"),
+        ({}, "<all>"),
+        ({"matchLabels": {}}, "<all>"),
+        (None, "<none>"),
+        ({"matchExpressions": [expression("a", "In")]}, "<invalid>"),
+        ("board=rpi4", "<invalid>"),
+    ],
+)
+def test_a_selector_prints_as_kubectl_prints_it(selector: object, shown: str) -> None:
+    assert format_selector(selector) == shown

@@ -49,6 +49,7 @@ from .wording import (
     list_labels,
     list_names,
     no_access_message,
+    no_client_message,
     pending_message,
     scheduled_message,
 )
@@ -163,8 +164,7 @@ def resolve(
     if isinstance(usable, Verdict):
         return usable
     if client_labels is None:
-        return Verdict(ConditionType.UNSATISFIABLE, Reason.NO_ACCESS,
-                       f"spec.clientRef.name: there is no Client {request.client} in the namespace")
+        return Verdict(ConditionType.UNSATISFIABLE, Reason.NO_ACCESS, no_client_message(request))
 
     requested = request.requested_duration(now)
     approved, closed = approvals(usable, client_labels, policies, requested)

@@ -26,6 +26,7 @@ __all__ = [
     "list_labels",
     "list_names",
     "no_access_message",
+    "no_client_message",
     "pending_message",
     "scheduled_message",
 ]
@@ -69,6 +70,13 @@ def duration_exceeded_message(request: LeaseRequest, longest: Rule, now: datetim
     field = "spec.endTime" if "endTime" in request.given and "duration" not in request.given else "spec.duration"
     return (f"{field}: the lease asks for {asked}, longer than the policies that admit client {request.client} "
             f"allow: the longest allowed is {format_go_duration(longest.maximum)} ({longest.where})")
+
+
+def no_client_message(request: LeaseRequest) -> str:
+    """The Client named by `spec.clientRef` does not exist: `NoAccess`, which ends the lease like every
+    `Unsatisfiable`. Said outright, because creating the Client later does not bring this lease back."""
+    return (f"spec.clientRef.name: there is no Client {request.client} in the namespace; this lease has ended "
+            f"and creating the Client will not revive it: create the Client {request.client}, then a new lease")
 
 
 def no_access_message(

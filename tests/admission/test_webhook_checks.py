@@ -237,7 +237,9 @@ async def test_a_lease_for_a_client_that_does_not_exist_is_created_with_a_warnin
 ) -> None:
     warnings = await warnings_of_create(controlplane, LEASE, lab, lease(client="carol", selector=RPI4, duration="1h"))
 
-    assert warnings == [f"lease-client: spec.clientRef.name: there is no Client carol in namespace {lab}"]
+    assert warnings == [f"lease-client: spec.clientRef.name: there is no Client carol in namespace {lab}: the lease "
+                        "will end at once (Unsatisfiable, NoAccess), and creating the Client later will not revive "
+                        "it; create the Client first"]
 
 
 async def qa_limited_to_two_hours(kube: Gateway, namespace: str) -> None:

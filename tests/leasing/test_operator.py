@@ -258,6 +258,23 @@ async def test_no_approval_is_no_access_listing_the_policies(kube: Gateway, name
     assert "QA rigs" in next(c["message"] for c in got["status"]["conditions"] if c["type"] == "Unsatisfiable")
 
 
+async def test_a_lease_for_a_missing_client_ends_saying_so_and_stays_ended(kube: Gateway, namespace: str) -> None:
+    await exporter(kube, namespace, "e1", board="rpi")
+    await lease(kube, namespace, "early", "carol", selector={"board": "rpi"})
+    got = await until(kube, namespace, "early", has("Unsatisfiable", "NoAccess"))
+    message = next(c["message"] for c in got["status"]["conditions"] if c["type"] == "Unsatisfiable")
+    assert "there is no Client carol" in message and "this lease has ended" in message, message
+    assert "create the Client carol, then a new lease" in message, message
+    assert got["status"]["ended"] is True
+    # As the message says: the Client appears, this lease stays ended, and a new one is granted.
+    await client(kube, namespace, "carol")
+    await lease(kube, namespace, "again", "carol", selector={"board": "rpi"})
+    await until(kube, namespace, "again", ready)
+    after = await kube.get(LEASE, namespace, "early")
+    assert after["status"]["ended"] is True and condition(after, "Unsatisfiable") == ("True", "NoAccess")
+    assert not (after["status"].get("exporterRef") or {}).get("name"), after["status"]
+
+
 async def test_pending_reasons_offline_and_not_ready(kube: Gateway, namespace: str) -> None:
     await exporter(kube, namespace, "dark", online=False, board="dark")
     await exporter(kube, namespace, "busy", status="BeforeLeaseHook", board="busy")

@@ -313,6 +313,14 @@ def test_rule_6_no_access_lists_the_policies_that_exist() -> None:
         assert text in result.message
 
 
+def test_rule_6_a_missing_client_is_no_access_that_says_the_lease_has_ended() -> None:
+    """Unsatisfiable ends a lease, so its message says so: creating the Client later does not revive it."""
+    result = verdict(boards(), [exporter("e1")], client=None)
+    assert result.reason is Reason.NO_ACCESS
+    assert result.message == ("spec.clientRef.name: there is no Client alice in the namespace; this lease has ended "
+                              "and creating the Client will not revive it: create the Client alice, then a new lease")
+
+
 def test_rule_6_no_access_names_the_pinned_exporter() -> None:
     result = verdict(lease(exporterRef={"name": "e1"}), [exporter("e1")], policies(policy("p", RPI4, rule(1, DEV))))
     assert "exporter e1" in result.message

@@ -76,7 +76,9 @@ def _denied(problems: Sequence[str]) -> CheckResult:
 async def _client(name: str, namespace: str, client: Mapping[str, Any] | None) -> CheckResult:
     if client is not None:
         return CheckResult.ok()
-    return CheckResult.ok(f"spec.clientRef.name: there is no Client {name} in namespace {namespace}")
+    return CheckResult.ok(f"spec.clientRef.name: there is no Client {name} in namespace {namespace}: the lease "
+                          f"will end at once (Unsatisfiable, NoAccess), and creating the Client later will not "
+                          f"revive it; create the Client first")
 
 
 async def _within_policies(

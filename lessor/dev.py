@@ -182,8 +182,22 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
         await stack.aclose()
         _say("stopping the operator" + ("" if args.no_webhook else
                                         " (it removes its webhook registration lessor-preflight)"))
+        asked = operator.running  # else it had exited by itself, and its exit code is news
         await operator.stop()
-        _say(f"stopped the operator (exit code {operator.process.returncode if operator.process else '-'})")
+        _say(operator_stopped(operator.process.returncode if operator.process else None, asked=asked,
+                              log=operator.log_path))
+
+
+def operator_stopped(code: int | None, *, asked: bool, log: Path) -> str:
+    """What `lessor dev` says once its operator is down: 143 (128 + SIGTERM, `lessor run`'s answer to
+    the SIGTERM we sent) is a clean stop, not an error to read an exit code into."""
+    if code is None:
+        return "the operator did not start"
+    if asked and code in (0, 128 + signal.SIGTERM, -signal.SIGTERM):
+        return "stopped the operator cleanly"
+    if asked and code == -signal.SIGKILL:
+        return f"stopped the operator: it did not stop within 10s of SIGTERM and was killed (log: {log})"
+    return f"the operator had stopped by itself with exit code {code} (log: {log})"
 
 
 async def _start_prometheus(binary: str, args: argparse.Namespace, cp: ControlPlane,

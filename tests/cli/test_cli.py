@@ -186,10 +186,25 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
         rest = await asyncio.to_thread(proc.communicate, timeout=60)
     said = "".join(lines) + (rest[1] or "")
     assert proc.returncode == 0, said
-    for cleanup in ("interrupted: cleaning up", "stopped the operator", "stopped the control plane",
+    for cleanup in ("interrupted: cleaning up", "stopped the operator cleanly", "stopped the control plane",
                     f"removed the lock {folder / 'lessor.pid'}"):
         assert cleanup in rest[1], said
+    assert "exit code" not in rest[1], said  # Ctrl-C is not an error
     assert not (folder / "lessor.pid").exists()
+
+
+def test_dev_says_a_stop_it_asked_for_is_clean_and_an_exit_it_did_not_ask_for_is_news(tmp_path: Path) -> None:
+    from lessor.dev import operator_stopped
+
+    log = tmp_path / "operator.log"
+    for code in (143, -signal.SIGTERM, 0):  # `lessor run` answers SIGTERM with 143; killed before its handler: -15
+        assert operator_stopped(code, asked=True, log=log) == "stopped the operator cleanly"
+    assert operator_stopped(-signal.SIGKILL, asked=True, log=log) == (
+        f"stopped the operator: it did not stop within 10s of SIGTERM and was killed (log: {log})")
+    assert operator_stopped(1, asked=False, log=log) == (
+        f"the operator had stopped by itself with exit code 1 (log: {log})")
+    assert operator_stopped(143, asked=False, log=log) == (
+        f"the operator had stopped by itself with exit code 143 (log: {log})")  # someone else's SIGTERM
 
 
 def test_dev_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> None:

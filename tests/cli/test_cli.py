@@ -30,6 +30,50 @@ def lessor(*args: str, cwd: Path, timeout: float = 60, **kw: object) -> subproce
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
 
 
+# What makes start-up slow (issue #24: `lessor --help` took 1.2 s of CPU, `convert` 1.0 s): the Kubernetes
+# client, aiohttp, the OpenTelemetry SDK, Jinja2, jsonschema and the Prometheus client.
+HEAVY = ("kubernetes_asyncio", "aiohttp", "opentelemetry", "jinja2", "jsonschema", "prometheus_client")
+JUMPSTARTER_LEASE = """apiVersion: jumpstarter.dev/v1alpha1
+kind: Lease
+metadata: {name: l1, namespace: lab}
+spec: {clientRef: {name: alice}, selector: {matchLabels: {board: rpi4}}, duration: 1h}
+"""
+
+
+def _imported(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> set[str]:
+    """The top-level packages `lessor ARGS` imports, from `python -X importtime` (no timing is judged)."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "lessor", *args], cwd=cwd, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode in ok, out.stderr[-2000:]
+    return {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("args", [("--help",), ("bench", "--help"), ("convert", "--help"), ("convert", "lease.yaml"),
+                                  ("trace", "--help")], ids=" ".join)
+def test_help_and_convert_start_without_the_heavy_modules(args: tuple[str, ...], tmp_path: Path) -> None:
+    """Each subcommand imports its modules when it runs (lessor/cli.py), the benchmarks' only for the one
+    named, and `lessor.templates` each of its modules when first used: so `--help` and `convert` cost about
+    0.1 s of CPU, not 1 s (README, Commands)."""
+    (tmp_path / "lease.yaml").write_text(JUMPSTARTER_LEASE)
+    imported = _imported(*args, cwd=tmp_path)
+    assert "lessor" in imported
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_a_benchmark_s_own_arguments_are_still_known(tmp_path: Path) -> None:
+    out = lessor("bench", "scale", "--help", cwd=tmp_path)
+    assert out.returncode == 0 and "--sizes" in out.stdout, out.stderr
+
+
+def test_trace_starts_without_the_operator_s_modules(tmp_path: Path) -> None:
+    """`lessor trace` reads a file: the OpenTelemetry SDK (its file format's exporter) but no client, no web."""
+    (tmp_path / "t.jsonl").write_text("")
+    imported = _imported("trace", "lease", "lab/l1", "--file", str(tmp_path / "t.jsonl"), cwd=tmp_path, ok=(0, 1))
+    assert "lessor" in imported
+    assert not imported & (set(HEAVY) - {"opentelemetry"}), sorted(imported & set(HEAVY))
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help(command: str, tmp_path: Path) -> None:
     out = lessor(*command.split(), "--help", cwd=tmp_path)

@@ -75,9 +75,11 @@ def slowness() -> Slowness:
     return _measured
 
 
-def scaled(seconds: float) -> float:
-    """A time limit written for a quiet machine, for this run."""
-    return seconds * slowness().factor
+def scaled(seconds: float, *, at_most: float | None = None) -> float:
+    """A time limit written for a quiet machine, for this run. `at_most`: where the limit is itself what a test
+    proves (a hand-over quicker than the lease duration can only be a release), the bound it must stay under."""
+    limit = seconds * slowness().factor
+    return limit if at_most is None else min(limit, max(at_most, seconds))
 
 
 def described(seconds: float) -> str:

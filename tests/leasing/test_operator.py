@@ -13,6 +13,7 @@ import pytest
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from tests.polling import record
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -66,7 +67,7 @@ def condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:
 
 async def until(kube: Gateway, ns: str, name: str, check: Callable[[Mapping[str, Any]], bool],
                 timeout: float = 20, res: Any = LEASE) -> Mapping[str, Any]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     obj: Mapping[str, Any] = {}
     while time.monotonic() < deadline:
         obj = await kube.get(res, ns, name)

@@ -31,6 +31,7 @@ from lessor.gateway.resources import (
 )
 from lessor.porting.migrate import make_plan
 from tests.polling import discard, get, gone, until
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 DATA = Path(__file__).parent / "data"
@@ -76,7 +77,7 @@ async def make(kube: Gateway, res: Resource, ns: str, obj: dict[str, Any], statu
 def migrate(kubeconfig: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     exe = str(Path(sys.executable).parent / "lessor")
     return subprocess.run([exe, "migrate", *args, "--kubeconfig", str(kubeconfig)], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=scaled(120))
 
 
 def ready(obj: dict[str, Any]) -> bool:

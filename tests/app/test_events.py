@@ -241,7 +241,7 @@ async def test_a_burst_for_one_object_is_rate_limited_and_another_object_is_not(
         written = await wait_events(kube, namespace, "noisy", lambda es: len(es) == 5)
         assert sorted(e["reason"] for e in written) == sorted(f"Reason{i}" for i in range(5))  # the first five
         assert registry.get_sample_value("lessor_events_dropped_total", {"reason": "rate_limited"}) == 15
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(scaled(0.5))
         assert len(await events_of(kube, namespace, "noisy")) == 5
 
         # Repeats of a written event are not lost to the limit: the count waits for the next token.

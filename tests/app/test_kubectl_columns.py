@@ -153,7 +153,7 @@ async def test_the_online_message_does_not_go_stale(kube: Gateway, namespace: st
         assert time.monotonic() < deadline, obj.get("status")
         await asyncio.sleep(0.2)
     await kube.patch_status(EXPORTER, namespace, "e1", {"lastSeen": _stamp(_now())})  # the next heartbeat
-    await asyncio.sleep(1)
+    await asyncio.sleep(scaled(1))
     obj = await kube.get(EXPORTER, namespace, "e1")
     online = next(c for c in obj["status"]["conditions"] if c["type"] == "Online")
     assert online["status"] == "True" and first not in online["message"], online

@@ -227,7 +227,7 @@ async def test_eviction_cut_short_by_the_stop_ends_the_loser_before_the_winner_i
     await leased(kube, ns, "second", "e")
     first = await object_when(kube, LEASE, ns, "first", lambda o: bool((o or {}).get("status", {}).get("ended")),
                               "lease first ended")
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(scaled(0.5))
     watcher.cancel()
     assert condition(first, "Ready") == ("False", "Evicted")
     state = {"first": True}

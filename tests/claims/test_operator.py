@@ -693,7 +693,7 @@ async def test_a_pool_keeps_at_most_max_unready_handles_not_ready(
     pool = await lab.pool("gadgets", gadget, {"spec": {"colour": "red"}}, min_available=3, maxUnready=1)
     for expected in (1, 2, 3):
         status = (await until(kube, POOL, OPS, pool, counted("available", expected)))["status"]
-        await asyncio.sleep(0.5)  # and no more than that while one is not ready
+        await asyncio.sleep(scaled(0.5))  # and no more than that while one is not ready
         assert len(await pool_handles(kube, pool)) == expected
         waiting = [h["name"] for h in status["resourceHandles"] if not h["ready"]]
         assert len(waiting) == 1

@@ -64,7 +64,7 @@ async def install_crds(kube: Gateway, path: Path) -> None:
                 raise
         await until(kube, CRD, "", crd["metadata"]["name"], lambda o: any(
             c["type"] == "Established" and c["status"] == "True" for c in (o.get("status") or {}).get("conditions") or ()))
-    await asyncio.sleep(0.5)  # discovery catches up with a just-established CRD
+    await asyncio.sleep(scaled(0.5))  # discovery catches up with a just-established CRD
 
 
 async def make(kube: Gateway, res: Resource, ns: str, obj: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:

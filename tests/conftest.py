@@ -1,4 +1,5 @@
-"""Shared fixtures: one real control plane per test session, a fresh namespace per test."""
+"""Shared fixtures: one real control plane per test session, a fresh namespace per test; the run's slowness
+factor (tests/slowness.py) in pytest's header, and a time limit per test that scales with it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import random
 import signal
 import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -20,8 +23,43 @@ from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import NAMESPACE
 from lessor.install import install
+from tests.slowness import described, scaled, slowness
 
 OPERATOR_NAMESPACE = "lessor-system"
+#: Each test's time limit (setup and teardown included) on a quiet machine, as a guard against a hang;
+#: scaled by the run's slowness. `pytest --timeout=S` (or PYTEST_TIMEOUT) sets another, 0 none.
+TEST_TIMEOUT = 600.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    slowness()  # measured now, before anything else runs in this process
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    measured = slowness()
+    lines = [f"slowness: {measured.factor:.2f} ({measured.how}); every time limit in the tests is multiplied by it"]
+    if _default_timeout(config):
+        lines.append(f"time limit per test: {described(TEST_TIMEOUT)}")
+    return lines
+
+
+def _default_timeout(config: pytest.Config) -> bool:
+    """Whether the tests get TEST_TIMEOUT: pytest-timeout is there and nobody set a timeout of their own."""
+    return (config.pluginmanager.hasplugin("timeout") and config.getoption("timeout", None) is None
+            and "PYTEST_TIMEOUT" not in os.environ and not config.getini("timeout"))
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, past pytest's capture: progress of a fixture that may take minutes."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
+        print(line, file=sys.__stderr__, flush=True)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.ensure_newline()
+        reporter.write_line(line)
+        reporter.flush()
 
 
 # Fixtures that bring up a control plane: a test using one (directly or through another fixture) is an
@@ -30,16 +68,59 @@ CONTROL_PLANE_FIXTURES = frozenset({"controlplane", "killed_operator", "operator
                                     "dev_metrics", "dev_traces"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    default_timeout = _default_timeout(config)
     for item in items:
         if CONTROL_PLANE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.apiserver)
+        if default_timeout and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(scaled(TEST_TIMEOUT)))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's signal method, with a failure that names the test and its limit."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None  # pytest-timeout's own (the thread method ends the whole run, after naming the test's thread)
+    from pytest_timeout import dump_stacks, is_debugging
+
+    def handler(signum: int, frame: object) -> None:
+        __tracebackhide__ = True
+        if not settings.disable_debugger_detection and is_debugging():
+            return
+        terminal = item.config.get_terminal_writer()
+        terminal.sep("+", title=f"Timeout: {item.nodeid}")
+        dump_stacks(terminal)
+        terminal.sep("+", title="Timeout")
+        how = f" ({described(TEST_TIMEOUT)})" if settings.timeout == scaled(TEST_TIMEOUT) else ""
+        pytest.fail(f"{item.nodeid} ran past its time limit of {settings.timeout:g} s{how}")
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]  # what pytest-timeout's cancel hook calls
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Build (or wait for) the control plane before the first test that needs one, outside any test's time
+    limit, with its progress on the terminal: the first build takes minutes, more on a busy machine."""
+    if session.config.option.collectonly or not any(item.get_closest_marker("apiserver") for item in session.items):
+        return
+    try:
+        ensure_binaries(lambda line: say(session.config, f"lessor: {line}"))
+    except Exception as error:  # each test that needs it reports it
+        say(session.config, f"lessor: the control plane could not be built: {error}")
 
 
 @pytest.fixture(scope="session")
-async def controlplane(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ControlPlane]:
+async def controlplane(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> AsyncIterator[ControlPlane]:
     """The real etcd + kube-apiserver (+ controller manager), built from Go modules once per machine."""
-    binaries = ensure_binaries(lambda line: print(f"lessor: {line}", flush=True))
+    binaries = ensure_binaries(lambda line: say(request.config, f"lessor: {line}"))
     # PodTemplates bypass the watch cache, so a test can force a real 410 Gone by compacting etcd.
     async with ControlPlane(tmp_path_factory.mktemp("controlplane"), binaries,
                             apiserver_args=("--watch-cache-sizes=podtemplates#0",)) as cp:
@@ -100,7 +181,8 @@ Violations = Callable[[], Awaitable[list[str]]]
 @pytest.fixture
 def until(kube: Gateway) -> Callable[..., Awaitable[Mapping[str, Any]]]:
     """`await until(resource, namespace, name, check, timeout=30)`: poll the object until `check(obj)`
-    holds and return it; fail with its last status otherwise (a missing object counts as not yet)."""
+    holds and return it; fail with its last status otherwise (a missing object counts as not yet).
+    The timeout is scaled by the run's slowness (tests/polling.py)."""
     from tests.polling import until as poll
 
     return lambda res, namespace, name, check, timeout=30: poll(kube, res, namespace, name, check, timeout)
@@ -161,19 +243,19 @@ def sampled(chaos_seed: int) -> Callable[..., Sampler]:
 @pytest.fixture
 def settles() -> Callable[[Violations, float], Awaitable[None]]:
     """`await settles(violations, timeout)`: poll until the invariant checker finds nothing,
-    else fail with what it still finds (the chaos tests' "afterwards")."""
+    else fail with what it still finds (the chaos tests' "afterwards"); the timeout is scaled."""
     import asyncio
     import time
 
     async def wait(violations: Violations, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         found: list[str] = []
         while time.monotonic() < deadline:
             found = await violations()
             if not found:
                 return
             await asyncio.sleep(0.5)
-        pytest.fail("invariants still broken after the storm:\n" + "\n".join(found))
+        pytest.fail(f"invariants still broken {described(timeout)} after the storm:\n" + "\n".join(found))
 
     return wait
 
@@ -213,7 +295,7 @@ class OperatorProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(30)
+                self.process.wait(scaled(30))
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -267,15 +349,16 @@ def killed_operator(operator_process: Callable[[ControlPlane], OperatorProcess])
 @pytest.fixture(scope="session")
 def read_until() -> Callable[..., Awaitable[str]]:
     """`await read_until(proc, "text", lines)`: read a `lessor` process's stderr into `lines` until a line
-    has `text`, as a user watches `lessor dev`; fails with the output so far if it exits or takes too long."""
+    has `text`, as a user watches `lessor dev`; fails with the output so far if it exits or takes longer than
+    `timeout` (scaled)."""
     import asyncio
     import time
 
     async def read(proc: subprocess.Popen[str], text: str, lines: list[str], timeout: float = 120) -> str:
         assert proc.stderr is not None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while not any(text in line for line in lines):
-            assert time.monotonic() < deadline, "".join(lines)
+            assert time.monotonic() < deadline, f"no {text!r} within {described(timeout)}:\n" + "".join(lines)
             line = await asyncio.to_thread(proc.stderr.readline)
             assert line or proc.poll() is None, "".join(lines)
             lines.append(line)

@@ -10,6 +10,7 @@ from typing import Any
 
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import EVENT
+from tests.slowness import described, scaled
 
 Check = Callable[[Mapping[str, Any]], bool]
 
@@ -36,25 +37,27 @@ async def discard(kube: Gateway, res: Resource, ns: str | None, name: str) -> No
 async def until(kube: Gateway, res: Resource, ns: str, name: str, check: Check,
                 timeout: float = 30) -> Mapping[str, Any]:
     """Poll the object until `check(obj)` holds and return it (a missing object counts as not yet);
-    fail with its last status otherwise."""
-    deadline = time.monotonic() + timeout
+    fail with its last status otherwise. `timeout` is for a quiet machine: it is `scaled` here, as in every
+    helper of this module."""
+    deadline = time.monotonic() + scaled(timeout)
     obj: Mapping[str, Any] | None = None
     while time.monotonic() < deadline:
         obj = await get(kube, res, ns, name)
         if obj is not None and check(obj):
             return obj
         await asyncio.sleep(0.1)
-    raise AssertionError(f"{res.kind} {ns}/{name} never got there; last status: {(obj or {}).get('status')}")
+    raise AssertionError(f"{res.kind} {ns}/{name} never got there within {described(timeout)}; "
+                         f"last status: {(obj or {}).get('status')}")
 
 
 async def gone(kube: Gateway, res: Resource, ns: str, name: str, timeout: float = 30) -> None:
     """Wait until the object no longer exists."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if await get(kube, res, ns, name) is None:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{res.kind} {ns}/{name} still exists")
+    raise AssertionError(f"{res.kind} {ns}/{name} still exists after {described(timeout)}")
 
 
 async def record(kube: Gateway, res: Resource, ns: str, version: str, seen: Callable[[Mapping[str, Any]], Any],
@@ -79,7 +82,7 @@ async def events_of(kube: Gateway, ns: str, name: str, kind: str | None = None) 
 
 async def wait_events(kube: Gateway, ns: str, name: str, check: Callable[[list[dict[str, Any]]], bool], *,
                       kind: str | None = None, timeout: float = 30) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     found: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         found = await events_of(kube, ns, name, kind)
@@ -87,4 +90,4 @@ async def wait_events(kube: Gateway, ns: str, name: str, check: Callable[[list[d
             return found
         await asyncio.sleep(0.2)
     shown = [(e["type"], e["reason"], e.get("note"), e.get("series")) for e in found]
-    raise AssertionError(f"events of {ns}/{name} never got there: {shown}")
+    raise AssertionError(f"events of {ns}/{name} never got there within {described(timeout)}: {shown}")

@@ -26,6 +26,7 @@ from lessor.admission.server import WebhookSettings, webhook
 from lessor.controlplane import ControlPlane
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import API_VERSION, CLAIM, CLIENT, CONFIGMAP, LEASE, NAMESPACE, POLICY, POOL, PROVIDER
+from tests.slowness import scaled
 
 SCOPE_LABEL = "test.lessor.dev/preflight"
 SLOW_LABEL = "test.lessor.dev/slow"
@@ -130,7 +131,7 @@ async def preflight(kube: Gateway, scope: str, operator_namespace: str) -> Async
     settings = WebhookSettings(port=0, timeout=TIMEOUT, margin=MARGIN, registration=f"lessor-preflight-{scope}",
                                namespace_selector={"matchLabels": {SCOPE_LABEL: scope}})
     async with webhook(kube, registry, GatewayLookup(kube), settings, "127.0.0.1"):
-        await until_enforced(kube, LEASE, operator_namespace, lease())  # no selector: denied once enforced
+        await until_enforced(kube, LEASE, operator_namespace, lease(), timeout=scaled(20))  # no selector: denied once enforced
         yield
 
 
@@ -574,7 +575,7 @@ async def test_a_bound_claim_may_change_only_what_the_update_filters_allow(
 
 async def _updates_of_a_bound_claim(kube: Gateway, lab: str) -> None:
     await kube.create(CLAIM, lab, manifest("ResourceClaim", "claim", {"resources": [environment("small")]}))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while not ((await kube.get(CLAIM, lab, "claim")).get("status") or {}).get("resourceHandle"):
         assert time.monotonic() < deadline, f"the operator did not bind the claim: {(await kube.get(CLAIM, lab, 'claim')).get('status')}"
         await asyncio.sleep(0.2)
@@ -613,7 +614,7 @@ async def test_a_bound_claim_is_judged_on_its_defaulted_template_as_the_operator
     try:
         await kube.create(CLAIM, lab, manifest("ResourceClaim", "vm", {"resources": [
             {"provider": {"name": "state"}, "template": {"data": {"owner": "alice"}}}]}))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while not ((bound := await kube.get(CLAIM, lab, "vm")).get("status") or {}).get("resources", [{}])[0] \
                 .get("reference"):
             assert time.monotonic() < deadline, f"the operator did not bind the claim: {bound.get('status')}"
@@ -629,7 +630,7 @@ async def test_a_bound_claim_is_judged_on_its_defaulted_template_as_the_operator
         assert causes(caught.value) == {("claim-update-filters", "spec.resources[0].template.data.owner")}
         assert "replace is not allowed by ResourceProvider state's updateFilters" in caught.value.message
         while (await kube.get(CONFIGMAP, "lessor-system", configmap))["data"].get("state") != "stopped":
-            assert time.monotonic() < deadline + 30, "the allowed change did not reach the resource"
+            assert time.monotonic() < deadline + scaled(30), "the allowed change did not reach the resource"
             await asyncio.sleep(0.2)
         assert (await kube.get(CONFIGMAP, "lessor-system", configmap))["data"] == {"state": "stopped", "owner": "alice"}
     finally:

@@ -29,6 +29,7 @@ from lessor.controlplane.processes import free_port
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway
 from lessor.gateway.resources import API_VERSION, CLAIM, LEASE, NAMESPACE, PROVIDER, VALIDATING_WEBHOOK
 from lessor.operator import Operator, OperatorConfig
+from tests.slowness import scaled
 
 
 def selectorless_lease(name: str = "lease") -> dict[str, Any]:
@@ -66,10 +67,10 @@ async def test_lessor_run_registers_its_development_webhook_and_removes_it_when_
                             metrics_port=free_port(), webhook=WebhookSettings(port=0, namespace_selector=selector))
     operator = asyncio.create_task(Operator(config, kube, CollectorRegistry()).run())
     try:
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(scaled(20)):
             while (registered_now := await configuration(kube, NAME)) is None:
                 await asyncio.sleep(0.05)
-        await until_enforced(kube, LEASE, namespace, selectorless_lease())
+        await until_enforced(kube, LEASE, namespace, selectorless_lease(), timeout=scaled(20))
     finally:
         operator.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -98,7 +99,7 @@ async def test_while_the_webhook_is_down_specs_are_refused_but_status_writes_and
     nobody_listens = development_configuration(f"https://127.0.0.1:{free_port()}/validate", ca_bundle, 5,
                                                name=f"lessor-preflight-{lab}", namespace_selector=selector)
     async with registered(kube, nobody_listens):
-        await until_enforced(kube, LEASE, lab, selectorless_lease("probe"))
+        await until_enforced(kube, LEASE, lab, selectorless_lease("probe"), timeout=scaled(20))
 
         with pytest.raises(ApiError) as refused:
             await kube.merge_patch(LEASE, lab, "lease", {"spec": {"duration": "2h"}})
@@ -194,10 +195,10 @@ async def test_the_operators_webhook_judges_from_its_informer_cache_without_a_re
 
             await asyncio.gather(*(provider(name) for name in names))
             (cache,) = [i for i in operator.informers if i.resource.kind == PROVIDER.kind]
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(scaled(30)):
                 while sum(key[0] == providers for key in cache.store) < len(names) or not operator.ready()[0]:
                     await asyncio.sleep(0.05)
-            await until_enforced(kube, LEASE, lab, selectorless_lease())
+            await until_enforced(kube, LEASE, lab, selectorless_lease(), timeout=scaled(20))
             before = collections.Counter(gateway.requests)
 
             entries = [{"name": f"r{i}", "provider": {"name": name},

@@ -25,6 +25,7 @@ import pytest
 from lessor.actors.leasing import spec as lease_spec
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, HANDLE, LEASE, PROVIDER
+from tests.slowness import scaled
 
 API = "lessor.dev/v1alpha1"
 Until = Callable[..., Awaitable[Mapping[str, Any]]]  # the `until` fixture
@@ -101,7 +102,7 @@ async def test_a_lease_that_always_fails_on_grant_gives_its_exporter_back_and_st
     # No crash loop: a couple of restarts before it gave up, then none while nothing changes.
     settled = lease_restarts(operator)
     assert settled - before <= 2
-    await asyncio.sleep(2.0)
+    await asyncio.sleep(scaled(2.0))
     assert lease_restarts(operator) == settled
 
     # A change of the lease wakes it: it tries afresh (and, no longer poisoned, waits its turn).

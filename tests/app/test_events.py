@@ -25,6 +25,7 @@ from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, LEASE, PROVIDER
 from tests.polling import events_of, until, wait_events
+from tests.slowness import scaled
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -57,7 +58,7 @@ def describe(kubeconfig: Path, resource: str, ns: str, name: str) -> str | None:
     if kubectl is None:
         return None
     done = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "describe", resource, name, "-n", ns],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "KUBECTL_COLOR": "false"})
+                          capture_output=True, text=True, timeout=scaled(60), env={**os.environ, "KUBECTL_COLOR": "false"})
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -240,7 +241,7 @@ async def test_a_burst_for_one_object_is_rate_limited_and_another_object_is_not(
         written = await wait_events(kube, namespace, "noisy", lambda es: len(es) == 5)
         assert sorted(e["reason"] for e in written) == sorted(f"Reason{i}" for i in range(5))  # the first five
         assert registry.get_sample_value("lessor_events_dropped_total", {"reason": "rate_limited"}) == 15
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(scaled(0.5))
         assert len(await events_of(kube, namespace, "noisy")) == 5
 
         # Repeats of a written event are not lost to the limit: the count waits for the next token.
@@ -353,7 +354,7 @@ async def test_a_repeat_after_the_window_is_a_new_event_and_a_waiting_count_is_w
         await recorder.drain()
         recorder.record(CONFIGMAP_KIND, obj, NORMAL, "Again", "second", "Test")  # no token: its count waits
         assert recorder.waiting
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + scaled(5)
         while recorder.waiting and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         await recorder.drain()

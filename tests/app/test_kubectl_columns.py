@@ -15,6 +15,7 @@ import pytest
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, Resource
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -39,7 +40,7 @@ async def table(kube: Gateway, res: Resource, namespace: str) -> tuple[dict[str,
 
 async def until_row(kube: Gateway, res: Resource, namespace: str, name: str,
                     check: Callable[[Mapping[str, Any]], bool], timeout: float = 20) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     row: dict[str, Any] = {}
     while time.monotonic() < deadline:
         rows, _ = await table(kube, res, namespace)
@@ -184,7 +185,7 @@ async def test_the_online_message_does_not_go_stale(kube: Gateway, namespace: st
     await kube.create(EXPORTER, namespace, {"apiVersion": API, "kind": "Exporter", "metadata": {"name": "e1"}})
     first = _stamp(_now(-5))
     await kube.patch_status(EXPORTER, namespace, "e1", {"lastSeen": first, "exporterStatus": "Available"})
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while True:
         obj = await kube.get(EXPORTER, namespace, "e1")
         online = next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == "Online"), None)
@@ -193,7 +194,7 @@ async def test_the_online_message_does_not_go_stale(kube: Gateway, namespace: st
         assert time.monotonic() < deadline, obj.get("status")
         await asyncio.sleep(0.2)
     await kube.patch_status(EXPORTER, namespace, "e1", {"lastSeen": _stamp(_now())})  # the next heartbeat
-    await asyncio.sleep(1)
+    await asyncio.sleep(scaled(1))
     obj = await kube.get(EXPORTER, namespace, "e1")
     online = next(c for c in obj["status"]["conditions"] if c["type"] == "Online")
     assert online["status"] == "True" and first not in online["message"], online

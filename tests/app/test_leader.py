@@ -28,6 +28,7 @@ from lessor.install import install
 from lessor.leader import COORDINATION_LEASE, ElectionSettings, LeaderElector, NotLeader
 from lessor.operator import Operator, OperatorConfig
 from tests.cli.test_cli import _get, _poll
+from tests.slowness import scaled
 
 OPS = "lessor-system"
 
@@ -58,7 +59,7 @@ async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway
     settings = _settings(lease_duration=120.0, renew_deadline=3.0)
     first, second = (LeaderElector(kube, OPS, settings, identity=who) for who in ("first", "second"))
     async with _running(first) as leading:
-        await asyncio.wait_for(first.wait_leading(), 10)
+        await asyncio.wait_for(first.wait_leading(), scaled(10))
         async with _running(second):
             await asyncio.sleep(4 * settings.retry_period + settings.renew_deadline)
             assert first.leading() and not second.leading()
@@ -69,7 +70,7 @@ async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway
                 await leading
             await first.release()
             assert not first.leading()
-            await asyncio.wait_for(second.wait_leading(), 30)
+            await asyncio.wait_for(second.wait_leading(), scaled(30, at_most=100))  # within the 120 s lease
             spec = await _holder(kube, settings.name)
             assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("second", 1)
 
@@ -93,13 +94,13 @@ async def test_a_leader_that_cannot_renew_stops_writing_before_another_takes_ove
             await asyncio.sleep(3600)
 
         async with _running(first):
-            await asyncio.wait_for(first.wait_leading(), 10)
+            await asyncio.wait_for(first.wait_leading(), scaled(10))
             async with _running(second):
                 sampler = asyncio.create_task(sample())
                 await api.create(CLIENT, namespace, {"apiVersion": CLIENT.api_version, "kind": "Client",
                                                      "metadata": {"name": "before"}})
                 partitioned.request = unreachable  # type: ignore[method-assign]  # the first leader is cut off
-                await asyncio.wait_for(second.wait_leading(), 30)
+                await asyncio.wait_for(second.wait_leading(), scaled(30))
                 await asyncio.sleep(0.1)
                 sampler.cancel()
 
@@ -182,13 +183,13 @@ async def test_a_partitioned_leader_drops_its_queued_writes_and_sends_none_after
             elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
             api = GatewayApi(partitioned, fence=elector.fence)
             async with _running(elector):
-                term = await asyncio.wait_for(elector.wait_leading(), 10)
+                term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
                 proxy.flowing.clear()
                 writes = {name: asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
                     "metadata": {"labels": {"written-by": "partitioned"}}})) for name in names}
-                await asyncio.wait_for(elector.wait_lost(term), 30)
+                await asyncio.wait_for(elector.wait_lost(term), scaled(30))
                 # Nothing can be answered through the stalled proxy: a write that is done was refused.
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(scaled(30)):
                     while sum(t.done() for t in writes.values()) < len(names) - WRITE_CONCURRENCY:
                         await asyncio.sleep(0.01)
                 dropped = {n for n, t in writes.items() if t.done()}
@@ -282,7 +283,7 @@ async def test_failed_watches_are_counted_by_http_code(kube: Gateway, kubeconfig
         informer = Informer(gateway, missing, lambda _: None, retry_delay=0.05)
         task = asyncio.create_task(informer.run())
         try:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(scaled(10)):
                 while not registry.get_sample_value("lessor_watch_failures_total",
                                                     {"kind": "Missing", "code": "404"}):
                     await asyncio.sleep(0.05)
@@ -308,7 +309,7 @@ async def test_readyz_fails_while_the_api_server_is_stopped_and_recovers(tmp_pat
                 try:
                     body = await _poll(url, 503, timeout=30)
                     assert "the API server has not answered for" in body, body
-                    async with asyncio.timeout(30):  # the watches time out, and are counted
+                    async with asyncio.timeout(scaled(30)):  # the watches time out, and are counted
                         while not registry.get_sample_value("lessor_watch_failures_total",
                                                             {"kind": "Exporter", "code": "timeout"}):
                             await asyncio.sleep(0.1)
@@ -332,10 +333,10 @@ def test_run_elects_by_default_and_refuses_settings_that_do_not_fence(tmp_path: 
     assert build_parser().parse_args(["run", "--no-leader-elect"]).leader_elect is False
     out = subprocess.run([sys.executable, "-m", "lessor", "run", "--kubeconfig", str(tmp_path / "k"),
                           "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "5s"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=scaled(60))
     assert out.returncode == 1 and "must be longer than --leader-elect-renew-deadline" in out.stderr, out.stderr
     help_text = subprocess.run([sys.executable, "-m", "lessor", "bench", "failover", "--help"], cwd=tmp_path,
-                               capture_output=True, text=True, timeout=60)
+                               capture_output=True, text=True, timeout=scaled(60))
     assert help_text.returncode == 0 and "--kills" in help_text.stdout
 
 
@@ -356,7 +357,7 @@ async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:
 
     await kube.create(LEASE, ns, {"apiVersion": API, "kind": "Lease", "metadata": {"name": name}, "spec": {
         "clientRef": {"name": "qa"}, "selector": {"matchLabels": {"board": "rpi"}}}})
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(scaled(30)):
         while _cond(await kube.get(LEASE, ns, name), "Ready") != ("True", "Ready"):
             await asyncio.sleep(0.1)
 
@@ -373,7 +374,7 @@ async def test_a_follower_only_watches_and_takes_over_without_a_relist(tmp_path:
         await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         await _lab(kube, ns)
         async with _operator(cp.kubeconfig, leader_election=settings) as (first, _):
-            await asyncio.wait_for(first.leadership.wait_leading(), 30)
+            await asyncio.wait_for(first.leadership.wait_leading(), scaled(30))
             async with _operator(cp.kubeconfig, leader_election=settings) as (second, registry):
                 await _poll(f"http://127.0.0.1:{second.config.health_port}/readyz", 200)
                 await _ready_lease(kube, ns, "granted-by-first")
@@ -382,7 +383,7 @@ async def test_a_follower_only_watches_and_takes_over_without_a_relist(tmp_path:
                 relists = sum(i.relists for i in second.informers)
 
                 await _stop(first)  # as SIGTERM does: actors stop, then the Lease is released
-                await asyncio.wait_for(second.leadership.wait_leading(), 20)
+                await asyncio.wait_for(second.leadership.wait_leading(), scaled(20, at_most=25))  # within the 30 s lease
                 await _ready_lease(kube, ns, "granted-by-second")
                 assert _writes(second.gateway) > 0 and registry.get_sample_value("lessor_leader") == 1
                 assert sum(i.relists for i in second.informers) == relists

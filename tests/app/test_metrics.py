@@ -25,12 +25,13 @@ from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import API_VERSION, CLIENT, EXPORTER, LEASE, NAMESPACE
 from lessor.operator import Operator, OperatorConfig
+from tests.slowness import scaled
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "grafana-dashboard.json"
 
 
 def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=scaled(5)) as resp:
         return resp.read().decode()
 
 
@@ -71,7 +72,7 @@ async def test_the_operator_exports_what_an_on_call_engineer_expects(
     await kube.create(LEASE, namespace, {"apiVersion": api, "kind": "Lease", "metadata": {"name": "m"},
                                          "spec": {"clientRef": {"name": "alice"}, "duration": "1h",
                                                   "selector": {"matchLabels": {"board": "m"}}}})
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while True:
         found = samples(await asyncio.to_thread(scrape, operator.config.metrics_port))
         if value(found, "lessor_lease_grant_seconds_count") > value(before, "lessor_lease_grant_seconds_count"):
@@ -157,7 +158,7 @@ async def test_webhook_requests_latency_and_denials_by_check(
     try:
         lease = {"apiVersion": API_VERSION, "kind": "Lease", "metadata": {"name": "no-selector"},
                  "spec": {"clientRef": {"name": "alice"}, "duration": "1h"}}
-        await until_enforced(kube, LEASE, namespace, lease)
+        await until_enforced(kube, LEASE, namespace, lease, timeout=scaled(20))
         found = samples(generate_latest(registry).decode())
     finally:
         operator.cancel()

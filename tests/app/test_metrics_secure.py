@@ -20,6 +20,7 @@ import yaml
 from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
+from tests.slowness import scaled
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -30,7 +31,7 @@ def _get(url: str, token: str | None = None) -> tuple[int, str]:
     context.verify_mode = ssl.CERT_NONE  # the development certificate is self-signed
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(request, timeout=5, context=context) as resp:
+        with urllib.request.urlopen(request, timeout=scaled(5), context=context) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
@@ -68,7 +69,7 @@ async def test_secure_metrics_need_a_token_allowed_to_get_metrics(
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "lessor-metrics-reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}]})
     scraper, nobody = await _token(kube, namespace, "prometheus"), await _token(kube, namespace, "nobody")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while not await _may_get_metrics(kube, f"system:serviceaccount:{namespace}:prometheus"):
         assert time.monotonic() < deadline, "the binding never took effect"
         await asyncio.sleep(0.2)
@@ -81,7 +82,7 @@ async def test_secure_metrics_need_a_token_allowed_to_get_metrics(
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"https://127.0.0.1:{port}/metrics"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while True:
             try:
                 status, body = await asyncio.to_thread(_get, url, scraper)
@@ -98,7 +99,7 @@ async def test_secure_metrics_need_a_token_allowed_to_get_metrics(
             await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/metrics", None, 5)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=scaled(30))
         await kube.request("delete", "ClusterRoleBinding", "DELETE",
                            f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{binding}")
     assert proc.returncode in (0, 143), out

@@ -34,6 +34,7 @@ from lessor.gateway.resources import (
 )
 from lessor.install import install
 from tests.polling import get, record
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.apiserver
 API = "lessor.dev/v1alpha1"
@@ -81,14 +82,14 @@ def suffix() -> str:
 
 async def until(probe: Callable[[], Awaitable[T | None]], what: str, timeout: float = WAIT) -> T:
     """Poll `probe` until it returns something truthy; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     last: T | None = None
     while time.monotonic() < deadline:
         last = await probe()
         if last:
             return last
         await asyncio.sleep(0.2)
-    pytest.fail(f"{what}: not within {timeout:.0f}s (last seen: {last!r})")
+    pytest.fail(f"{what}: not within {scaled(timeout):.0f}s (last seen: {last!r})")
 
 
 def condition(obj: Mapping[str, Any] | None, type_: str) -> tuple[str, str] | None:
@@ -226,7 +227,7 @@ async def test_eviction_cut_short_by_the_stop_ends_the_loser_before_the_winner_i
     await leased(kube, ns, "second", "e")
     first = await object_when(kube, LEASE, ns, "first", lambda o: bool((o or {}).get("status", {}).get("ended")),
                               "lease first ended")
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(scaled(0.5))
     watcher.cancel()
     assert condition(first, "Ready") == ("False", "Evicted")
     state = {"first": True}

@@ -31,6 +31,7 @@ from tests.claims.test_chaos import violations as claim_violations
 from tests.leasing.test_chaos import _lab as lease_lab
 from tests.leasing.test_chaos import _storm as lease_storm
 from tests.leasing.test_chaos import violations as lease_violations
+from tests.slowness import scaled
 
 # Short terms, so that a SIGKILLed leader is replaced within seconds.
 ELECTION = ("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
@@ -76,7 +77,7 @@ async def _sample(kube: Gateway, lease_ns: str, storm: Storm, found: list[str]) 
 async def _kill_leaders(replicas: Replicas, rng: random.Random, kills: list[float]) -> None:
     """SIGKILL whoever leads every few seconds, and start a replacement (as a Deployment would)."""
     for _ in range(KILLS):
-        leader = await replicas.leader(timeout=60)
+        leader = await replicas.leader(timeout=scaled(60))
         await asyncio.sleep(rng.uniform(1.5, 3.0))
         replicas.signal(leader, signal.SIGKILL)
         await replicas.reap(leader)
@@ -88,7 +89,7 @@ async def _pause_leaders(replicas: Replicas, rng: random.Random, kills: list[flo
     """SIGSTOP whoever leads for longer than its lease, then SIGCONT: it resumes past its deadline, with
     writes it had queued and decisions it had made, while another replica leads."""
     for _ in range(PAUSES):
-        leader = await replicas.leader(timeout=60)
+        leader = await replicas.leader(timeout=scaled(60))
         await asyncio.sleep(rng.uniform(1.0, 2.5))
         leader.proc.send_signal(signal.SIGSTOP)  # it stays a member: it resumes, and follows
         await asyncio.sleep(rng.uniform(2.5, 4.0))  # past the 2 s lease: another replica takes over

@@ -8,6 +8,7 @@ from typing import Any
 from lessor.mailbox import ActorSystem
 from lessor.operator import _quiet
 from tests.mailbox.test_start_slots import SlowStart
+from tests.slowness import scaled
 
 
 async def test_busy_counts_the_actors_at_work_and_the_operator_waits_for_none() -> None:
@@ -23,5 +24,5 @@ async def test_busy_counts_the_actors_at_work_and_the_operator_waits_for_none() 
         await asyncio.sleep(0.2)
         assert not waiting.done(), "start-up is not over while starts are under way"
         gate.set()
-        await asyncio.wait_for(waiting, 2)
+        await asyncio.wait_for(waiting, scaled(2))
         assert system.busy() == 0 and len(handled) == 5

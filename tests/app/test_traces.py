@@ -27,6 +27,7 @@ from lessor.install import install
 from lessor.operator import Operator, OperatorConfig
 from lessor.tracefile import JsonLinesExporter, print_trace
 from tests.polling import until
+from tests.slowness import scaled
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -97,11 +98,11 @@ def writes(spans: Sequence[ReadableSpan], verb: str, kind: str) -> list[Readable
 async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_root(tmp_path: Path) -> None:
     async with traced_operator(tmp_path) as (kube, spans):
         await lab(kube, 2)
-        await asyncio.sleep(1)
+        await asyncio.sleep(scaled(1))
         spans.clear()
         await a_lease(kube, "l1")
         lease = await until(kube, LEASE, NS, "l1", ready)
-        await asyncio.sleep(0.5)  # the spans of the Ready write end just after it
+        await asyncio.sleep(scaled(0.5))  # the spans of the Ready write end just after it
         finished = spans.get_finished_spans()
     exporter = lease["status"]["exporterRef"]["name"]
     commit = [s for s in writes(finished, "patch", "Exporter") if exporter in attributes(s)["url.full"]]
@@ -139,16 +140,16 @@ async def test_a_lease_that_waits_for_another_ones_release_is_one_trace_linked_t
         tmp_path: Path) -> None:
     async with traced_operator(tmp_path) as (kube, spans):
         await lab(kube, 1)
-        await asyncio.sleep(1)
+        await asyncio.sleep(scaled(1))
         spans.clear()
         await a_lease(kube, "first")
         await until(kube, LEASE, NS, "first", ready)
         await a_lease(kube, "second")
         await until(kube, LEASE, NS, "second", lambda o: bool((o.get("status") or {}).get("conditions")))
-        await asyncio.sleep(1)
+        await asyncio.sleep(scaled(1))
         await kube.delete(LEASE, NS, "first")
         await until(kube, LEASE, NS, "second", ready)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(scaled(0.5))
         finished = spans.get_finished_spans()
     root = [s for s in finished if s.parent is None and s.name == "receive Lease"
             and attributes(s)["k8s.object.name"] == "second" and attributes(s)["k8s.event.type"] == "ADDED"]
@@ -175,13 +176,13 @@ async def test_one_claim_from_its_watch_event_to_ready_is_one_trace_through_the_
         await kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": "p"},
                                           "spec": {"override": {"apiVersion": "v1", "kind": "ConfigMap",
                                                                 "metadata": {"namespace": OPS}}}})
-        await asyncio.sleep(1)
+        await asyncio.sleep(scaled(1))
         spans.clear()
         await kube.create(CLAIM, NS, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c1"},
                                       "spec": {"resources": [{"provider": {"name": "p"},
                                                               "template": {"data": {"x": "1"}}}]}})
         await until(kube, CLAIM, NS, "c1", ready)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(scaled(0.5))
         finished = spans.get_finished_spans()
     roots = [s for s in finished if s.parent is None and s.name == "receive ResourceClaim"
              and attributes(s)["k8s.event.type"] == "ADDED"]
@@ -209,7 +210,7 @@ async def test_every_span_of_a_small_storm_follows_the_conventions(tmp_path: Pat
         await asyncio.gather(*(a_lease(kube, f"l{i}") for i in range(6)))
         for i in range(6):
             await until(kube, LEASE, NS, f"l{i}", lambda o: bool((o.get("status") or {}).get("conditions")))
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(scaled(0.5))
         finished = spans.get_finished_spans()
     assert finished
     problems = []

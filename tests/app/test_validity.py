@@ -17,6 +17,7 @@ import pytest
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, POLICY, PROVIDER
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -73,7 +74,7 @@ async def test_a_refused_provider_says_why_on_itself_and_is_logged_once(
         assert valid(got)["message"].startswith("spec.matchIgnore[0]: invalid regular expression '^/data/(a'")
         for n in range(3):  # changes that do not change the verdict: no write, no new log line
             await kube.merge_patch(PROVIDER, OPS, name, {"metadata": {"labels": {"touched": str(n)}}})
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(scaled(1.0))
         lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
         assert len(lines) == 1 and "is invalid and not used (InvalidRegex): spec.matchIgnore[0]" in lines[0], lines
 

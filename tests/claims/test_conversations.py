@@ -8,6 +8,7 @@ from typing import Any
 
 from lessor.actors.api import CLAIM
 from tests.memory_api import OPS, MemoryApi, world
+from tests.slowness import scaled
 
 API = "lessor.dev/v1alpha1"
 NS = "team"
@@ -39,7 +40,7 @@ def claim_handle(api: MemoryApi, name: str) -> str | None:
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + scaled(timeout)
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "never got there"
         await asyncio.sleep(0.01)

@@ -20,6 +20,7 @@ import pytest
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, NAMESPACE, POOL, PROVIDER
 from tests.polling import discard, get, gone, until
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -412,7 +413,7 @@ async def test_many_claims_at_once_never_share_a_handle_nor_hold_two(
     assert sorted(h["metadata"]["name"] for h in mine) == sorted(handles), "a claim with two handles"
     from_pool = [h for h in mine if h["spec"].get("resourcePool")]
     assert len(from_pool) >= 10
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while len(unbound(await pool_handles(kube, pool))) != 10:  # replenished: ten unbound handles again
         assert time.monotonic() < deadline, "the pool did not get back to minAvailable"
         await asyncio.sleep(0.2)
@@ -452,7 +453,7 @@ async def test_at_the_end_the_resources_go_then_the_handle_then_the_claim(
     # the default runs from the first Ready, so provisioning time is not taken from it
     assert parse(lifespan["start"]) <= first_ready and end - first_ready == dt.timedelta(seconds=3)
     handle, cm = handle_of(got), reference(got)["name"]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + scaled(20)
     while time.monotonic() < deadline:  # read in the reverse order of deletion: a later read sees earlier deletions
         claim_left = await get(kube, CLAIM, namespace, "short")
         handle_left = await get(kube, HANDLE, OPS, handle)
@@ -461,7 +462,7 @@ async def test_at_the_end_the_resources_go_then_the_handle_then_the_claim(
         assert handle_left is not None or cm_left is None, "the handle went before its ConfigMap"
         if claim_left is None:
             break
-        assert dt.datetime.now(dt.UTC) < end + dt.timedelta(seconds=10)
+        assert dt.datetime.now(dt.UTC) < end + dt.timedelta(seconds=scaled(10))
         await asyncio.sleep(0.05)
     assert claim_left is None and dt.datetime.now(dt.UTC) >= end
 
@@ -692,7 +693,7 @@ async def test_a_pool_keeps_at_most_max_unready_handles_not_ready(
     pool = await lab.pool("gadgets", gadget, {"spec": {"colour": "red"}}, min_available=3, maxUnready=1)
     for expected in (1, 2, 3):
         status = (await until(kube, POOL, OPS, pool, counted("available", expected)))["status"]
-        await asyncio.sleep(0.5)  # and no more than that while one is not ready
+        await asyncio.sleep(scaled(0.5))  # and no more than that while one is not ready
         assert len(await pool_handles(kube, pool)) == expected
         waiting = [h["name"] for h in status["resourceHandles"] if not h["ready"]]
         assert len(waiting) == 1

@@ -20,6 +20,7 @@ from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES, VALIDATING_WEBHOOK as WEBHOOKS
+from tests.slowness import scaled
 
 COMMANDS = ["controlplane", "install", "run", "dev", "topology", "trace", "convert", "migrate", "bench",
             "bench apiserver", "bench leases"]
@@ -27,7 +28,7 @@ COMMANDS = ["controlplane", "install", "run", "dev", "topology", "trace", "conve
 
 def lessor(*args: str, cwd: Path, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("lessor") or str(Path(sys.executable).parent / "lessor")
-    return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+    return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=scaled(timeout), **kw)  # type: ignore[call-overload]
 
 
 # What makes start-up slow (issue #24: `lessor --help` took 1.2 s of CPU, `convert` 1.0 s): the Kubernetes
@@ -109,14 +110,14 @@ async def test_install_establishes_every_crd(controlplane: ControlPlane, tmp_pat
 
 def _get(url: str) -> tuple[int, str]:
     try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
+        with urllib.request.urlopen(url, timeout=scaled(2)) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
 
 
 async def _poll(url: str, want: int, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     last: object = None
     while time.monotonic() < deadline:
         try:
@@ -127,7 +128,7 @@ async def _poll(url: str, want: int, timeout: float = 30) -> str:
         except OSError as err:
             last = err
         await asyncio.sleep(0.2)
-    raise AssertionError(f"{url} did not answer {want} within {timeout}s; last: {last}")
+    raise AssertionError(f"{url} did not answer {want} within {scaled(timeout):.0f}s; last: {last}")
 
 
 async def test_run_serves_health_readiness_and_metrics(kube: Gateway, controlplane: ControlPlane, tmp_path: Path) -> None:
@@ -144,7 +145,7 @@ async def test_run_serves_health_readiness_and_metrics(kube: Gateway, controlpla
         assert 'lessor_api_requests_total{code="200",kind="Lease",verb="list"}' in body
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=scaled(30))
     assert proc.returncode in (0, 143), out  # 143: stopped by SIGTERM, cleanly
 
 
@@ -163,7 +164,7 @@ async def test_sigterm_removes_the_development_webhook_registration(
         assert (await kube.get(WEBHOOKS, None, "lessor-preflight"))["metadata"]["name"] == "lessor-preflight"
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=scaled(30))
     assert proc.returncode == 143, out
     with pytest.raises(ApiError) as gone:
         await kube.get(WEBHOOKS, None, "lessor-preflight")
@@ -206,7 +207,7 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
             assert f":{webhook_port}/" in hook["webhooks"][0]["clientConfig"]["url"]
             exporters, _ = await gw.list(EXPORTER, "lab")
             assert len(exporters) >= 2
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + scaled(30)
             while not all(e.get("status", {}).get("lastSeen") for e in exporters):
                 assert time.monotonic() < deadline, "sample exporters never got a heartbeat"
                 await asyncio.sleep(0.5)
@@ -214,7 +215,7 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
             # The sample leases show their conditions: the operator is really deciding.
             want = {"alice-rpi4": ("Ready", "True", "Ready"), "bob-invalid": ("Invalid", "True", "InvalidSelector"),
                     "alice-too-long": ("Unsatisfiable", "True", "DurationExceeded")}
-            deadline = time.monotonic() + 60  # a loaded CI machine: the first decisions may take a while
+            deadline = time.monotonic() + scaled(60)  # a loaded CI machine: the first decisions may take a while
             while True:
                 leases = {x["metadata"]["name"]: x for x in (await gw.list(LEASE, "lab"))[0]}
                 conditions = {name: (leases.get(name, {}).get("status") or {}).get("conditions") or ()
@@ -227,7 +228,7 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
                 await asyncio.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGINT)
-        rest = await asyncio.to_thread(proc.communicate, timeout=60)
+        rest = await asyncio.to_thread(proc.communicate, timeout=scaled(60))
     said = "".join(lines) + (rest[1] or "")
     assert proc.returncode == 0, said
     for cleanup in ("interrupted: cleaning up", "stopped the operator cleanly", "stopped the control plane",

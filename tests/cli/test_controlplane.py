@@ -22,6 +22,7 @@ from lessor.controlplane.versions import KUBERNETES_VERSION
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.client import load_configuration
 from lessor.gateway.resources import CONFIGMAP, EXPORTER, Resource
+from tests.slowness import scaled
 
 SERVICE_ACCOUNT = Resource("", "v1", "ServiceAccount", "serviceaccounts")
 ROLE = Resource("rbac.authorization.k8s.io", "v1", "Role", "roles")
@@ -85,7 +86,7 @@ async def test_controller_manager_collects_garbage(kube: Gateway, namespace: str
         "name": "owned", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
                                               "uid": owner["metadata"]["uid"]}]}})
     await kube.delete(CONFIGMAP, namespace, "owner")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while time.monotonic() < deadline:
         try:
             await kube.get(CONFIGMAP, namespace, "owned")
@@ -112,16 +113,16 @@ def _alive(pid: int) -> bool:
 def _start_controlplane(directory: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-m", "lessor", "controlplane", "--dir", str(directory)],
                             cwd=directory.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while not (directory / "kubeconfig").exists():
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-        assert time.monotonic() < deadline, "no kubeconfig after 60 s"
+        assert time.monotonic() < deadline, f"no kubeconfig after {scaled(60):.0f} s"
         time.sleep(0.1)
     return proc
 
 
 def _wait_gone(pids: list[int], timeout: float = 20) -> list[int]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while (alive := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     return alive
@@ -133,7 +134,7 @@ def test_ctrl_c_stops_every_component(tmp_path: Path, controlplane: ControlPlane
     children = _children(proc.pid)
     assert len(children) >= 2, "expected etcd and kube-apiserver as children"
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 0
+    assert proc.wait(scaled(30)) == 0
     assert _wait_gone(children) == []
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from lessor.controlplane import ControlPlane
 from lessor.controlplane.processes import free_port
+from tests.slowness import scaled
 
 PROMETHEUS = shutil.which("prometheus")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -35,7 +36,7 @@ def test_without_prometheus_dev_metrics_says_how_to_install_it(tmp_path: Path) -
     out = subprocess.run([_lessor(), "dev", "--metrics", "--dir", str(tmp_path / "dev"),
                           "--health-port", str(free_port()), "--metrics-port", str(free_port()),
                           "--webhook-port", str(free_port()), "--prometheus-port", str(free_port())],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=scaled(60),
                          env={**os.environ, "PATH": str(tmp_path)})  # no prometheus there
     assert out.returncode == 1, out.stderr
     assert "apt-get install prometheus" in out.stderr and "Traceback" not in out.stderr
@@ -52,7 +53,7 @@ class DevWithMetrics:
 
 def _query(base: str, expr: str) -> list[dict[str, object]]:
     url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    with urllib.request.urlopen(url, timeout=scaled(5)) as resp:
         return json.loads(resp.read())["data"]["result"]
 
 
@@ -76,7 +77,7 @@ async def dev_metrics(controlplane: ControlPlane, tmp_path_factory: pytest.TempP
         yield DevWithMetrics(proc, lines, graph.group(1), f"http://127.0.0.1:{port}")
     finally:
         proc.send_signal(signal.SIGINT)
-        _, rest = await asyncio.to_thread(proc.communicate, timeout=60)
+        _, rest = await asyncio.to_thread(proc.communicate, timeout=scaled(60))
         lines.append(rest or "")
     assert proc.returncode == 0, "".join(lines)
     assert "stopped Prometheus" in "".join(lines)
@@ -85,7 +86,7 @@ async def dev_metrics(controlplane: ControlPlane, tmp_path_factory: pytest.TempP
 async def test_dev_metrics_runs_prometheus_scraping_the_operator(dev_metrics: DevWithMetrics) -> None:
     output = "".join(dev_metrics.output)
     assert f"Prometheus on {dev_metrics.prometheus}" in output
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while True:  # the samples' leases, by state, as the printed graph shows them
         states = {r["metric"]["state"] for r in await asyncio.to_thread(  # type: ignore[index]
             _query, dev_metrics.prometheus, "sum by (state) (lessor_leases)")}
@@ -100,7 +101,7 @@ async def test_dev_metrics_runs_prometheus_scraping_the_operator(dev_metrics: De
 async def test_a_headless_browser_shows_the_graph(dev_metrics: DevWithMetrics, tmp_path: Path) -> None:
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium): no screenshot")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while len(await asyncio.to_thread(_query, dev_metrics.prometheus, "lessor_leases[30s]")) == 0 or \
             not await asyncio.to_thread(_query, dev_metrics.prometheus, "count_over_time(lessor_leader[1m]) > 1"):
         assert time.monotonic() < deadline, "Prometheus never had two scrapes"
@@ -109,13 +110,13 @@ async def test_a_headless_browser_shows_the_graph(dev_metrics: DevWithMetrics, t
                "--window-size=1400,900", "--virtual-time-budget=15000"]
     png = tmp_path / "prometheus-graph.png"
     shot = await asyncio.to_thread(subprocess.run, [*browser, f"--screenshot={png}", dev_metrics.graph],
-                                   capture_output=True, text=True, timeout=120)
+                                   capture_output=True, text=True, timeout=scaled(120))
     assert png.is_file(), shot.stderr
     print(f"screenshot of {dev_metrics.graph}: {png}")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     # What the screenshot shows, read from the same page's rendered DOM: the graph's legend has a
     # line per lease state, which the page only draws once the query returned series.
     dom = await asyncio.to_thread(subprocess.run, [*browser, "--dump-dom", dev_metrics.graph],
-                                  capture_output=True, text=True, timeout=120)
+                                  capture_output=True, text=True, timeout=scaled(120))
     legend = re.findall(r'\{state=(?:&quot;|")(\w+)(?:&quot;|")\}', dom.stdout)
     assert {"ready", "ended"} <= set(legend), dom.stdout[-2000:]

@@ -28,6 +28,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import LEASE, NAMESPACE
 from tests.app.test_traces import NS, a_lease, lab, ready
 from tests.polling import until
+from tests.slowness import scaled
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 JAVA = shutil.which("java")
@@ -39,7 +40,7 @@ def test_without_java_dev_traces_says_how_to_install_it(tmp_path: Path) -> None:
     out = subprocess.run([lessor, "dev", "--traces", "--dir", str(tmp_path / "dev"),
                           "--health-port", str(free_port()), "--metrics-port", str(free_port()),
                           "--webhook-port", str(free_port()), "--zipkin-port", str(free_port())],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=scaled(60),
                          env={"PATH": str(tmp_path), "HOME": str(tmp_path)})  # no java there
     assert out.returncode == 1, out.stderr
     assert "apt-get install default-jre-headless" in out.stderr and "Traceback" not in out.stderr, out.stderr
@@ -72,14 +73,14 @@ async def dev_traces(controlplane: ControlPlane, tmp_path_factory: pytest.TempPa
         yield DevWithTraces(lines, folder / "dev.kubeconfig", f"http://127.0.0.1:{port}", folder)
     finally:
         proc.send_signal(signal.SIGINT)
-        _, rest = await asyncio.to_thread(proc.communicate, timeout=60)
+        _, rest = await asyncio.to_thread(proc.communicate, timeout=scaled(60))
         lines.append(rest or "")
     assert proc.returncode == 0, "".join(lines)
     assert "stopped Zipkin" in "".join(lines)
 
 
 def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    with urllib.request.urlopen(url, timeout=scaled(5)) as resp:
         return json.loads(resp.read())
 
 
@@ -87,7 +88,7 @@ async def _zipkin_trace_of(base: str, name: str, timeout: float = 60) -> list[di
     """The trace Zipkin holds whose root is the watch event of lease `name`'s creation."""
     query = urllib.parse.urlencode({"serviceName": "lessor", "spanName": "receive lease", "limit": 100,
                                     "annotationQuery": f"k8s.object.name={name} and k8s.event.type=ADDED"})
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         found = await asyncio.to_thread(_get, f"{base}/api/v2/traces?{query}")
         # Zipkin finds traces with such a span and such tags anywhere in them: keep the one whose root is the
@@ -122,7 +123,7 @@ async def test_dev_traces_prints_the_viewer_and_one_lease_is_one_trace_in_it(dev
     # The same trace from the terminal, out of the file `lessor dev --traces` also writes.
     shown = subprocess.run([sys.executable, "-m", "lessor", "trace", "lease", f"{NS}/l1", "--file",
                             str(dev_traces.folder / "dev" / "traces.jsonl")], capture_output=True, text=True,
-                           cwd=tmp_path, timeout=60)
+                           cwd=tmp_path, timeout=scaled(60))
     assert shown.returncode == 0 and "receive Lease" in shown.stdout, shown.stderr
 
     if CHROMIUM is None:
@@ -132,12 +133,12 @@ async def test_dev_traces_prints_the_viewer_and_one_lease_is_one_trace_in_it(dev
                "--window-size=1400,900", "--virtual-time-budget=15000"]
     png = tmp_path / "zipkin-lease-trace.png"
     shot = await asyncio.to_thread(subprocess.run, [*browser, f"--screenshot={png}", url],
-                                   capture_output=True, text=True, timeout=120)
+                                   capture_output=True, text=True, timeout=scaled(120))
     assert png.is_file(), shot.stderr
     print(f"screenshot of {url}: {png}")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     # What the screenshot shows, from the same page's rendered DOM: the trace's spans by name.
     dom = await asyncio.to_thread(subprocess.run, [*browser, "--dump-dom", url],
-                                  capture_output=True, text=True, timeout=120)
+                                  capture_output=True, text=True, timeout=scaled(120))
     assert re.search(r"receive lease", dom.stdout, re.IGNORECASE) and "patch exporter" in dom.stdout.lower(), \
         dom.stdout[-2000:]

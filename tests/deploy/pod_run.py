@@ -58,6 +58,7 @@ from lessor.dev import _heartbeat as heartbeat
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, EXPORTER, HANDLE, LEASE
 from lessor.install import install
+from tests.slowness import scaled
 
 LAB = "lab"
 LEASES = ("alice-rpi4", "bob-stm32")
@@ -297,7 +298,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
     probes = {p: container[p]["httpGet"] for p in ("readinessProbe", "livenessProbe") if p in container}
     url = {name: f"http://{pod_ip}:{container_port(container, get['port'])}{get['path']}"
            for name, get in probes.items()}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=scaled(5))) as http:
         if not await _until(lambda: _status(http, url["readinessProbe"], 200), 60, child):
             run.failures.append(f"readiness probe {url['readinessProbe']} never answered 200")
             return
@@ -311,7 +312,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
                  "metadata": {"name": "probe", "namespace": "default"},
                  "spec": {"clientRef": {"name": "nobody"}, "selector": {}, "duration": "1m"}}
         try:
-            await until_enforced(admin, LEASE, "default", lease, timeout=30)
+            await until_enforced(admin, LEASE, "default", lease, timeout=scaled(30))
             await admin.create(LEASE, "default", lease)
         except ApiError as err:
             run.denial = err.message
@@ -368,7 +369,7 @@ async def _scrape(run: PodRun, admin: Gateway, http: aiohttp.ClientSession, addr
                 return resp.status == 200
         return False
 
-    deadline = time.monotonic() + 15  # until the API server's authorizer has seen the new binding
+    deadline = time.monotonic() + scaled(15)  # until the API server's authorizer has seen the new binding
     while not await scrape("allowed", allowed) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)
     for who, token in (("unbound", unbound), ("anonymous", None)):
@@ -411,7 +412,7 @@ async def _impostor(run: PodRun, admin: Gateway, folder: Path) -> None:
         "contexts": [{"name": "impostor", "context": {"cluster": "c", "user": "impostor"}}]}))
     exporter = next(d for d in manifests.samples() if d["kind"] == "Exporter")["metadata"]
     async with await Gateway.connect(str(kubeconfig)) as impostor:
-        deadline = time.monotonic() + 15  # until the authorizer has seen the binding
+        deadline = time.monotonic() + scaled(15)  # until the authorizer has seen the binding
         while time.monotonic() < deadline:
             try:
                 await impostor.patch_status(EXPORTER, exporter.get("namespace", "default"), exporter["name"],
@@ -465,7 +466,7 @@ async def _ending(run: PodRun, admin: Gateway, child: Any) -> None:
 
 
 async def _until(check: Any, timeout: float, child: Any) -> bool:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if not child.running:
             return False
@@ -495,7 +496,7 @@ def _process(pid: int) -> dict[str, str]:
 
 async def _accepts(host: str, port: int) -> bool:
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), scaled(5))
     except (OSError, TimeoutError):
         return False
     writer.close()

@@ -20,6 +20,7 @@ import pytest
 from lessor import manifests
 from lessor.controlplane import ControlPlane
 from lessor.gateway import Gateway
+from tests.slowness import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINERFILE = ROOT / "Containerfile"
@@ -67,7 +68,7 @@ async def test_kubectl_apply_k_passes_a_server_dry_run(controlplane: ControlPlan
     proc = await asyncio.create_subprocess_exec(
         kubectl, "--kubeconfig", str(controlplane.kubeconfig), "apply", "-k", str(deploy_dir()),
         "--dry-run=server", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await asyncio.wait_for(proc.communicate(), scaled(120))
     assert proc.returncode == 0, err.decode()
     applied = {line.split(" ", 1)[0] for line in out.decode().splitlines() if line.endswith("(server dry run)")}
     expected = {f"{d['kind'].lower()}.{_group(d)}/{d['metadata']['name']}".replace("./", "/")

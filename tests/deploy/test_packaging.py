@@ -8,13 +8,15 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.slowness import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_package_builds_without_warnings_and_carries_its_data(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
                           "--wheel-dir", str(tmp_path), "--verbose", str(ROOT)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=scaled(300))
     assert out.returncode == 0, out.stderr
     said = out.stdout + out.stderr
     for warning in ("Warning", "deprecated", "is absent from the `packages` configuration"):

@@ -25,6 +25,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.client import FIELD_MANAGER, WRITE_CONCURRENCY
 from lessor.gateway.resources import CONFIGMAP, LESSOR_RESOURCES
 from lessor.leader import NotLeader, TermFence
+from tests.slowness import scaled
 
 CLIENTS = next(r for r in LESSOR_RESOURCES if r.kind == "Client")
 NS = "lab"
@@ -87,7 +88,7 @@ class FakeClock:
 
 async def _until(check: Callable[[], bool]) -> None:
     """Wait for `check` (a generous bound only turns a hang into a failure)."""
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(scaled(60)):
         while not check():
             await asyncio.sleep(0.01)
 

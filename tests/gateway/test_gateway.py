@@ -11,6 +11,7 @@ import pytest
 
 from lessor.gateway import ApiError, Gateway, Informer, WatchEvent
 from lessor.gateway.resources import CONFIGMAP, EXPORTER
+from tests.slowness import scaled
 
 
 def configmap(namespace: str, name: str, **data: str) -> dict[str, Any]:
@@ -31,7 +32,7 @@ class Recorder:
 
     async def wait_for(self, predicate: Any, timeout: float = 20.0) -> None:
         async with self.changed:
-            await asyncio.wait_for(self.changed.wait_for(lambda: predicate(self.events)), timeout)
+            await asyncio.wait_for(self.changed.wait_for(lambda: predicate(self.events)), scaled(timeout))
 
     def of(self, name: str) -> list[tuple[str, str]]:
         return [(e.type, e.object.get("data", {}).get("v", "")) for e in self.events if e.key[1] == name]
@@ -41,7 +42,7 @@ class Recorder:
 async def running(informer: Informer) -> AsyncIterator[asyncio.Task[None]]:
     task = asyncio.create_task(informer.run())
     try:
-        await asyncio.wait_for(informer.synced.wait(), 20)
+        await asyncio.wait_for(informer.synced.wait(), scaled(20))
         yield task
     finally:
         task.cancel()

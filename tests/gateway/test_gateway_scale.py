@@ -14,6 +14,7 @@ from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.client import READ_CONCURRENCY, load_configuration
 from lessor.gateway.informer import LAST_APPLIED
 from lessor.gateway.resources import CONFIGMAP, EXPORTER
+from tests.slowness import scaled
 
 
 def annotated(namespace: str, name: str) -> dict[str, Any]:
@@ -31,9 +32,9 @@ async def test_cached_objects_carry_no_managed_fields_on_list_and_watch(kube: Ga
     informer = Informer(kube, CONFIGMAP, seen.append, namespace=namespace)
     task = asyncio.create_task(informer.run())
     try:
-        await asyncio.wait_for(informer.synced.wait(), 20)
+        await asyncio.wait_for(informer.synced.wait(), scaled(20))
         await kube.create(CONFIGMAP, namespace, annotated(namespace, "watched"))
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(scaled(20)):
             while (namespace, "watched") not in informer.store:
                 await asyncio.sleep(0.05)
     finally:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.memory_api import MemoryApi, Write, world
+from tests.slowness import scaled
 
 API = "lessor.dev/v1alpha1"
 NS = "lab"
@@ -45,7 +46,7 @@ def is_ready(obj: Any) -> bool:
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + scaled(timeout)
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "never got there"
         await asyncio.sleep(0.01)

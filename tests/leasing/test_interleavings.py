@@ -14,6 +14,7 @@ from typing import Any
 
 from tests.leasing.test_conversations import API, NS, exporter, is_ready, lab, lease, until
 from tests.memory_api import MemoryApi, Write, world
+from tests.slowness import scaled
 
 
 def lease_ref(obj: Any) -> str | None:
@@ -66,7 +67,7 @@ async def test_a_commit_slower_than_the_offer_timeout_never_names_the_lease_twic
         slow(api, "Exporter", "e2", 0.6, when=commits_lease)
         lease(api, "l1")
         await until(lambda: is_ready(api.object("Lease", NS, "l1")))
-        await asyncio.sleep(0.8)  # every commit sent has landed (or failed) by now
+        await asyncio.sleep(scaled(0.8))  # every commit sent has landed (or failed) by now
         holders = [e for e in ("e1", "e2") if lease_ref(api.object("Exporter", NS, e)) == "l1"]
         assert holders == [exporter_ref(api.object("Lease", NS, "l1"))]
     assert_never_double_booked(api.writes)
@@ -94,7 +95,7 @@ async def test_an_exporter_killed_mid_commit_starts_from_that_commit_and_grants_
         system.kill("exporter/lab/e1")
         system.kill("exporter/lab/e2")
         await until(lambda: is_ready(api.object("Lease", NS, "l1")))
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(scaled(0.6))
         holders = [e for e in ("e1", "e2") if lease_ref(api.object("Exporter", NS, e)) == "l1"]
         assert holders == [exporter_ref(api.object("Lease", NS, "l1"))]
     assert_never_double_booked(api.writes)
@@ -109,7 +110,7 @@ async def test_a_lease_killed_while_its_accept_commits_settles_before_taking_ano
         await asyncio.sleep(0.2)  # its Accept is being committed
         system.kill("lease/lab/l1")  # the new incarnation does not know it accepted anything
         await until(lambda: is_ready(api.object("Lease", NS, "l1")))
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(scaled(0.6))
         holders = [e for e in ("e1", "e2") if lease_ref(api.object("Exporter", NS, e)) == "l1"]
         assert holders == [exporter_ref(api.object("Lease", NS, "l1"))]
     assert_never_double_booked(api.writes)
@@ -147,7 +148,7 @@ async def test_a_late_write_of_a_deposed_replica_does_not_tear_the_lease() -> No
             "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "by B",
                             "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}, subresource="status")
         granted_at = len(api.writes)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(scaled(0.5))
         assert is_ready(api.object("Lease", NS, "l1"))
         assert exporter_ref(api.object("Lease", NS, "l1")) == "busy"
     after = [w for w in api.writes[granted_at:] if w.kind == "Lease" and w.name == "l1"]

@@ -13,6 +13,7 @@ import pytest
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from tests.polling import record
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -66,7 +67,7 @@ def condition(obj: Mapping[str, Any], type_: str) -> tuple[str, str] | None:
 
 async def until(kube: Gateway, ns: str, name: str, check: Callable[[Mapping[str, Any]], bool],
                 timeout: float = 20, res: Any = LEASE) -> Mapping[str, Any]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     obj: Mapping[str, Any] = {}
     while time.monotonic() < deadline:
         obj = await kube.get(res, ns, name)
@@ -327,7 +328,7 @@ async def test_leases_created_together_are_served_by_priority(kube: Gateway, nam
     await policy(kube, namespace, "p", {"matchLabels": {"board": "rpi"}}, rule(1, team="lo"), rule(50, team="hi"))
     names = [f"lo-{i}" for i in range(6)] + [f"hi-{i}" for i in range(3)]
     await asyncio.gather(*(lease(kube, namespace, n, n.split("-")[0], selector={"board": "rpi"}) for n in names))
-    await asyncio.sleep(3)
+    await asyncio.sleep(scaled(3))
     leases, _ = await kube.list(LEASE, namespace)
     winners = {x["metadata"]["name"] for x in leases if ready(x)}
     holders = [holder(e) for e in (await kube.list(EXPORTER, namespace))[0]]
@@ -353,7 +354,7 @@ async def test_spot_only_lease_gets_a_free_exporter_and_is_evicted_by_a_steady_o
     evicted = await until(kube, namespace, "spotty", has("Ready", "Evicted", "False"))
     assert evicted["status"]["ended"] is True
     assert holder(await kube.get(EXPORTER, namespace, "e1")) == "steady"
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(scaled(0.5))
     watcher.cancel()
     # At no moment were both Ready: the evicted lease's end was written before the winner's Ready.
     state: dict[str, bool] = {"spotty": True}
@@ -422,7 +423,7 @@ async def test_an_ended_lease_stays_ended_and_has_no_actor(kube: Gateway, namesp
     await kube.merge_patch(LEASE, namespace, "l1", {"spec": {"release": True}})
     await until(kube, namespace, "l1", has("Ready", "Released", "False"))
     await kube.merge_patch(LEASE, namespace, "l1", {"spec": {"release": False, "duration": "5h"}})
-    await asyncio.sleep(1)
+    await asyncio.sleep(scaled(1))
     got = await kube.get(LEASE, namespace, "l1")
     assert got["status"]["ended"] is True and condition(got, "Ready") == ("False", "Released")
     assert f"lease/{namespace}/l1" not in operator.system.live("lease")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lessor.mailbox import Actor, ActorSystem, ChaosMonkey, Supervision
+from tests.slowness import scaled
 
 
 class SlowStart(Actor):
@@ -133,7 +134,7 @@ async def test_killed_mid_start_the_slots_are_given_back_and_every_actor_serves(
             for _ in range(40):
                 samples.append(SlowStart.inside)
                 await asyncio.sleep(0.005)
-        answers = await asyncio.gather(*(system.ask(f"flaky/{i}", ("ask", i), timeout=10) for i in range(200)))
+        answers = await asyncio.gather(*(system.ask(f"flaky/{i}", ("ask", i), timeout=scaled(10)) for i in range(200)))
         for _ in range(100):  # the last drains end just after their answers
             if system.busy() == 0:
                 break

@@ -10,6 +10,7 @@ import pytest
 
 from lessor.mailbox import Actor, ActorSystem, DeadLetter, DeadLetters, Supervision
 from lessor.mailbox.storms import FailureLog
+from tests.slowness import scaled
 
 
 class Clock:
@@ -99,7 +100,7 @@ async def test_shutdown_cancels_actors_still_starting_instead_of_waiting_for_the
         caplog: pytest.LogCaptureFixture) -> None:
     cancelled: list[str] = []
     caplog.set_level(logging.WARNING, logger="lessor.mailbox")
-    async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+    async with asyncio.timeout(scaled(60)):  # a guard against a hang, not a measurement
         async with ActorSystem(registry=None, shutdown_timeout=3600) as system:
             system.register("slow", lambda a: SlowStart(cancelled))
             for i in range(100):

@@ -7,6 +7,7 @@ import random
 from typing import Any
 
 from lessor.mailbox.timers import Timers
+from tests.slowness import scaled
 
 
 class Deliveries:
@@ -28,7 +29,7 @@ async def test_timers_armed_in_any_order_are_delivered_in_the_order_they_are_due
     for ms in delays:  # a later arm of an earlier timer moves the one event-loop timer forward
         timers.schedule(f"a/{ms}", "tick", ms, ms / 1000, None)
     timers.schedule("end", "z", "last", 0.06, None)
-    await asyncio.wait_for(got.done.wait(), 5)
+    await asyncio.wait_for(got.done.wait(), scaled(5))
     assert [address for address, _ in got.seen] == [f"a/{ms}" for ms in range(1, 41)] + ["end"]
 
 
@@ -39,7 +40,7 @@ async def test_a_key_rearmed_many_times_leaves_one_timer_and_a_bounded_heap() ->
         timers.schedule("exporter/lab/e1", "heartbeat", i, 30.0, None)
     assert len(timers._heap) < 1_000
     timers.schedule("exporter/lab/e1", "heartbeat", "last", 0.001, None)
-    await asyncio.wait_for(got.done.wait(), 5)
+    await asyncio.wait_for(got.done.wait(), scaled(5))
     await asyncio.sleep(0.01)
     assert got.seen == [("exporter/lab/e1", "last")]
     timers.close()
@@ -58,6 +59,6 @@ async def test_a_delivery_that_fails_does_not_stop_the_others() -> None:
     timers.schedule("a", "k", "bad", 0.0, None)
     timers.schedule("b", "k", "good", 0.0, None)
     timers.schedule("c", "k", "last", 0.002, None)
-    await asyncio.wait_for(got.done.wait(), 5)
+    await asyncio.wait_for(got.done.wait(), scaled(5))
     assert got.seen == [("b", "good"), ("c", "last")]
     assert [str(error) for error in reported] == ["boom"]

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from lessor.mailbox import Actor, ActorSystem, Cause
+from tests.slowness import scaled
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ async def test_without_tracing_there_is_no_cause_to_keep() -> None:
         system.register("keeper", lambda _: Keeper(done, causes))
         system.tell("keeper/k", Request())
         system.tell("keeper/k", Free())
-        await asyncio.wait_for(done.wait(), 5)
+        await asyncio.wait_for(done.wait(), scaled(5))
     assert causes == [None]
 
 

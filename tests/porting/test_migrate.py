@@ -31,6 +31,7 @@ from lessor.gateway.resources import (
 )
 from lessor.porting.migrate import make_plan
 from tests.polling import discard, get, gone, until
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 DATA = Path(__file__).parent / "data"
@@ -63,7 +64,7 @@ async def install_crds(kube: Gateway, path: Path) -> None:
                 raise
         await until(kube, CRD, "", crd["metadata"]["name"], lambda o: any(
             c["type"] == "Established" and c["status"] == "True" for c in (o.get("status") or {}).get("conditions") or ()))
-    await asyncio.sleep(0.5)  # discovery catches up with a just-established CRD
+    await asyncio.sleep(scaled(0.5))  # discovery catches up with a just-established CRD
 
 
 async def make(kube: Gateway, res: Resource, ns: str, obj: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -76,7 +77,7 @@ async def make(kube: Gateway, res: Resource, ns: str, obj: dict[str, Any], statu
 def migrate(kubeconfig: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     exe = str(Path(sys.executable).parent / "lessor")
     return subprocess.run([exe, "migrate", *args, "--kubeconfig", str(kubeconfig)], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=scaled(120))
 
 
 def ready(obj: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ import pytest
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, POOL, PROVIDER
 from tests.polling import discard, gone, until, wait_events
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -341,7 +342,7 @@ async def test_among_a_pools_ready_handles_the_highest_preference_score_is_bound
     newest = handles[-1]["metadata"]["name"]
     await kube.merge_patch(HANDLE, OPS, newest, {"spec": {"preferenceScore": 10}})
     await until(kube, HANDLE, OPS, newest, lambda h: h["spec"].get("preferenceScore") == 10)
-    await asyncio.sleep(1)  # the pool sees the change
+    await asyncio.sleep(scaled(1))  # the pool sees the change
     await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c1"},
                                          "spec": {"resources": entries}})
     claim = await until(kube, CLAIM, namespace, "c1", ready)

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from lessor.admission import Deadline, MalformedReview, review
 from lessor.admission.checks import preflight_registry
-from lessor.bench.fuzz import SEED_VARIABLE, VERDICTS, fresh_seed, fuzz
-from lessor.bench.fuzz_bodies import KINDS, manifests
-from lessor.controlplane import ControlPlane
+from lessor.tools.bench.fuzz import SEED_VARIABLE, VERDICTS, fresh_seed, fuzz
+from lessor.tools.bench.fuzz_bodies import KINDS, manifests
+from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import Gateway
 
 COUNT = int(os.environ.get("LESSOR_FUZZ_COUNT", "40"))

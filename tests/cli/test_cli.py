@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lessor.controlplane import ControlPlane
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES, VALIDATING_WEBHOOK as WEBHOOKS
 

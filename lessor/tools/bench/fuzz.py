@@ -39,8 +39,8 @@ from typing import Any
 
 from lessor.admission.registration import NAME as WEBHOOK_REGISTRATION
 from lessor.admission.registration import until_enforced
-from lessor.bench.common import machine, say, wait_http
-from lessor.controlplane.processes import free_port
+from lessor.tools.bench.common import machine, say, wait_http
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import (
     CLAIM,
@@ -155,7 +155,7 @@ async def fuzz(gateway: Gateway, kubeconfig: Path, *, count: int, seed: int, web
                log_dir: Path | None = None) -> Report:
     """Create ``count`` bodies of each kind under a `lessor run` of its own, and judge what happened."""
     try:
-        from lessor.bench.fuzz_bodies import KINDS, LAST, VICTIM, bodies
+        from lessor.tools.bench.fuzz_bodies import KINDS, LAST, VICTIM, bodies
     except ModuleNotFoundError as missing:  # Hypothesis comes with the test extra, not the operator
         raise SystemExit(f"lessor bench fuzz draws its bodies with Hypothesis ({missing}); install it with "
                          "`pip install 'lessor[test]'` (make install does)") from None
@@ -459,7 +459,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from lessor.controlplane import ControlPlane, ensure_binaries
+    from lessor.tools.controlplane import ControlPlane, ensure_binaries
     from lessor.install import install
 
     seed = args.seed if args.seed is not None else fresh_seed()

@@ -1,6 +1,6 @@
 """Hostile and careless objects of all nine kinds through the real API server, with and without the webhook.
 
-The bodies come from Hypothesis strategies (lessor/bench/fuzz_bodies.py);
+The bodies come from Hypothesis strategies (lessor/tools/bench/fuzz_bodies.py);
 `lessor run` runs as a process of its own, so an object that blocks its
 event loop fails the run instead of hanging it. Each run draws fresh bodies
 from a new seed, printed first; ``LESSOR_FUZZ_SEED=N`` replays it and

@@ -185,7 +185,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name, text in BENCHMARKS.items():
         p = bench_sub.add_parser(name, help=text, description=f"{text}. Prints JSON on stdout.")
         if name == named:
-            module = importlib.import_module(f"lessor.bench.{name}")
+            module = importlib.import_module(f"lessor.tools.bench.{name}")
             if hasattr(module, "add_arguments"):
                 module.add_arguments(p)
     return parser
@@ -294,7 +294,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
     assert main_task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     if args.command == "controlplane":
-        from lessor.dev import run_controlplane
+        from lessor.tools.dev.commands import run_controlplane
 
         return await run_controlplane(args.dir, controller_manager=not args.no_controller_manager)
     if args.command == "install":
@@ -327,7 +327,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         ))
         return 0
     if args.command == "dev":
-        from lessor.dev import run_dev
+        from lessor.tools.dev.commands import run_dev
 
         return await run_dev(args)
     if args.command == "trace":
@@ -346,15 +346,15 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         sys.stdout.write(topology.to_dot())
         return 0
     if args.command == "convert":
-        from lessor.porting.commands import run_convert
+        from lessor.tools.porting.commands import run_convert
 
         return run_convert(args.files, operator_namespace=args.operator_namespace)
     if args.command == "migrate":
-        from lessor.porting.migrate import run_migrate
+        from lessor.tools.porting.migrate import run_migrate
 
         return await run_migrate(args)
     if args.command == "bench":
-        module = importlib.import_module(f"lessor.bench.{args.benchmark}")
+        module = importlib.import_module(f"lessor.tools.bench.{args.benchmark}")
         result = await module.run(args)
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import NAMESPACE
 from lessor.install import install
@@ -156,7 +156,7 @@ async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[o
 
     from prometheus_client import CollectorRegistry
 
-    from lessor.controlplane.processes import free_port
+    from lessor.tools.controlplane.processes import free_port
     from lessor.operator import Operator, OperatorConfig
 
     config = OperatorConfig(operator_namespace=OPERATOR_NAMESPACE, bind_address="127.0.0.1",
@@ -275,8 +275,8 @@ class OperatorProcess:
         self.starts = 0
 
     def start(self) -> None:
-        from lessor.bench.common import start_operator
-        from lessor.controlplane.processes import free_port
+        from lessor.tools.bench.common import start_operator
+        from lessor.tools.controlplane.processes import free_port
 
         assert self.process is None or self.process.poll() is not None, "already running"
         self.starts += 1
@@ -376,7 +376,7 @@ OPERATOR_USER = "system:serviceaccount:lessor-system:lessor"
 async def operator_pod(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[object]:
     """deploy/ applied to its own API server (audit log on, the operator's user recorded), and
     deployment.yaml's container run in a pod sandbox as the ServiceAccount; see tests/pod_run.py."""
-    from lessor.controlplane.pod import PodSandbox
+    from tests.deploy.pod import PodSandbox
 
     if reason := PodSandbox.available():
         pytest.skip(f"no pod sandbox on this machine: {reason}")

@@ -1,5 +1,6 @@
 """The layers point one way (docs/architecture.md, "Layers"): each package of the installed lessor imports only
-the layers below it. Read from the source with `ast`, so an import that a test never executes counts too."""
+the layers below it, and the runtime never imports the tools (lessor.tools). Read from the source with `ast`, so an
+import that a test never executes counts too."""
 
 from __future__ import annotations
 
@@ -91,6 +92,51 @@ def test_a_domain_never_imports_the_other(domain: str) -> None:
 
 def test_the_shared_actors_import_no_domain() -> None:
     assert forbidden("lessor.actors", DOMAINS, nested=False) == []
+
+
+# The runtime apart from its tools: what `lessor run` (and `lessor install`, `lessor topology`, `lessor trace`) loads is
+# every module of lessor but the tools and the CLI that dispatches to them. It never imports the tools (dev, control
+# plane, bench, porting), not even lazily, nor test-only code.
+TOOLS = "lessor.tools"
+ENTRY_POINT = "lessor.cli"
+TEST_ONLY = ("tests", "pytest", "hypothesis")
+
+
+def runtime_modules() -> list[tuple[Path, str]]:
+    return [(path, module) for path, module in modules("lessor") if not _within(module, TOOLS) and module != ENTRY_POINT]
+
+
+def tool_imports(path: Path, module: str) -> list[str]:
+    """Every import of the tools (or of test-only code) in the runtime module `module`."""
+    return [f"{module}:{line} imports {name}" for line, name in imports_of(path, module)
+            if _within(name, TOOLS) or name.partition(".")[0] in TEST_ONLY]
+
+
+def test_the_runtime_never_imports_the_tools() -> None:
+    runtime = runtime_modules()
+    assert {"lessor.operator", "lessor.admission.server", "lessor.certs", "lessor.actors.leasing.lease"} <= {
+        module for _, module in runtime}
+    assert [breach for path, module in runtime for breach in tool_imports(path, module)] == []
+
+
+def test_the_tools_are_apart() -> None:
+    """Every tool lives under lessor.tools: no dev, control plane, bench or porting module left beside the runtime."""
+    names = {module for _, module in modules("lessor")}
+    left = sorted(name for name in names if not _within(name, TOOLS) and any(
+        part in {"dev", "devlock", "controlplane", "bench", "porting"} or part.startswith("dev_") for part in name.split(".")))
+    assert left == []
+    assert {f"{TOOLS}.dev", f"{TOOLS}.controlplane", f"{TOOLS}.bench", f"{TOOLS}.porting"} <= names
+
+
+def test_the_checker_sees_the_runtime_import_a_tool(tmp_path: Path) -> None:
+    """From the webhook, `...tools.controlplane` is the control plane; a lazy import counts as much as a top one."""
+    source = tmp_path / "server.py"
+    source.write_text("from ..certs import CertificateAuthority\nfrom ..tools.controlplane import pki\n"
+                      "def f():\n    import lessor.tools.bench.fuzz\n    import hypothesis\n", encoding="utf-8")
+    assert tool_imports(source, "lessor.admission.server") == [
+        "lessor.admission.server:2 imports lessor.tools.controlplane",
+        "lessor.admission.server:4 imports lessor.tools.bench.fuzz",
+        "lessor.admission.server:5 imports hypothesis"]
 
 
 def test_the_checker_sees_a_breach(tmp_path: Path) -> None:

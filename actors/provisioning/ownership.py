@@ -6,7 +6,7 @@ value that cannot be a label) name that handle. lessor writes them when it
 creates the resource, and creates only names that are free; so a resource
 that lacks them existed before, or was made by someone else, and lessor
 neither applies to it, nor deletes it, nor shows its content on a claim.
-The one exception is deliberate: `lessor migrate poolboy` (lessor/porting/migrate.py)
+The one exception is deliberate: `lessor migrate poolboy` (lessor/tools/porting/migrate.py)
 marks a resource that a Poolboy handle lists and that carries Poolboy's marks for it.
 """
 

@@ -27,7 +27,7 @@ from lessor.admission.deadline import Deadline
 from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registration import NAME, development_configuration, registered
 from lessor.admission.registry import Registry
-from lessor.controlplane.pki import CertificateAuthority
+from lessor.certs import CertificateAuthority
 from lessor.gateway import Gateway
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from lessor.admission.checks import preflight_registry
 from lessor.admission.lookup import GatewayLookup
 from lessor.admission.registration import until_enforced
 from lessor.admission.server import WebhookSettings, webhook
-from lessor.controlplane import ControlPlane
+from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import API_VERSION, CLAIM, CLIENT, CONFIGMAP, LEASE, NAMESPACE, POLICY, POOL, PROVIDER
 from tests.slowness import scaled

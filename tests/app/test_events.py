@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from lessor.actors.api import CLAIM as CLAIM_KIND
 from lessor.actors.api import Kind
 from lessor.actors.events import NORMAL, WARNING, record_transitions, severity
-from lessor.controlplane import ControlPlane
+from lessor.tools.controlplane import ControlPlane
 from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, LEASE, PROVIDER

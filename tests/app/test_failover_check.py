@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from lessor.bench.failover_check import (
+from lessor.tools.bench.failover_check import (
     GROUP_LABEL, PRIORITY_LABEL, SPOT_LABEL, Observed, failovers, late_writes, scan_history, slim_exporter,
     slim_lease, stranded, writes,
 )

@@ -1,6 +1,6 @@
 """Hostile and careless objects of all nine kinds through the real API server, with and without the webhook.
 
-The bodies come from Hypothesis strategies (lessor/bench/fuzz_bodies.py);
+The bodies come from Hypothesis strategies (lessor/tools/bench/fuzz_bodies.py);
 `lessor run` runs as a process of its own, so an object that blocks its
 event loop fails the run instead of hanging it. Each run draws fresh bodies
 from a new seed, printed first; ``LESSOR_FUZZ_SEED=N`` replays it and
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from lessor.admission import Deadline, MalformedReview, review
 from lessor.admission.checks import preflight_registry
-from lessor.bench.fuzz import SEED_VARIABLE, VERDICTS, fresh_seed, fuzz
-from lessor.bench.fuzz_bodies import KINDS, manifests
-from lessor.controlplane import ControlPlane
+from lessor.tools.bench.fuzz import SEED_VARIABLE, VERDICTS, fresh_seed, fuzz
+from lessor.tools.bench.fuzz_bodies import KINDS, manifests
+from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import Gateway
 
 COUNT = int(os.environ.get("LESSOR_FUZZ_COUNT", "40"))

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 from lessor.actors.api import CLIENT
 from lessor.gateway.client import WRITE_CONCURRENCY, load_configuration
 from lessor.api_adapter import GatewayApi
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway, Informer, Resource
 from lessor.gateway.resources import LEASE, NAMESPACE
 from lessor.install import install

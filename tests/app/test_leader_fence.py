@@ -20,7 +20,7 @@ import yaml
 
 from lessor.actors.api import EXPORTER as EXPORTER_KIND
 from lessor.api_adapter import GatewayApi
-from lessor.controlplane import ControlPlane
+from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER
 from lessor.install import install, leader_fence_documents

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lessor.admission.registration import until_enforced
 from lessor.admission.server import WebhookSettings
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import API_VERSION, CLIENT, EXPORTER, LEASE, NAMESPACE
 from lessor.operator import Operator, OperatorConfig

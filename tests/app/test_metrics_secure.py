@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lessor.controlplane import ControlPlane
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from tests.slowness import scaled
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import (
     CLAIM,

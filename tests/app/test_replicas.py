@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from lessor.bench.failover import Replicas, double_bookings
-from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.bench.failover import Replicas, double_bookings
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, EXPORTER, HANDLE, LEASE, NAMESPACE
 from lessor.install import install

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY, PROVIDER
 from lessor.install import install

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 
-from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
 from lessor.install import install

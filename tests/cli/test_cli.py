@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lessor.controlplane import ControlPlane
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLIENT, CRD, EXPORTER, LEASE, LESSOR_RESOURCES, VALIDATING_WEBHOOK as WEBHOOKS
 from tests.slowness import scaled
@@ -239,7 +239,7 @@ async def test_dev_brings_up_everything_and_ctrl_c_stops_it(
 
 
 def test_dev_says_a_stop_it_asked_for_is_clean_and_an_exit_it_did_not_ask_for_is_news(tmp_path: Path) -> None:
-    from lessor.dev import operator_stopped
+    from lessor.tools.dev.commands import operator_stopped
 
     log = tmp_path / "operator.log"
     for code in (143, -signal.SIGTERM, 0):  # `lessor run` answers SIGTERM with 143; killed before its handler: -15

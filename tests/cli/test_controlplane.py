@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio.config import incluster_config
 
-from lessor.controlplane import ControlPlane
-from lessor.controlplane.processes import free_port
-from lessor.controlplane.versions import KUBERNETES_VERSION
+from lessor.tools.controlplane import ControlPlane
+from lessor.tools.controlplane.processes import free_port
+from lessor.tools.controlplane.versions import KUBERNETES_VERSION
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.client import load_configuration
 from lessor.gateway.resources import CONFIGMAP, EXPORTER, Resource

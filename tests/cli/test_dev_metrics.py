@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from lessor.controlplane import ControlPlane
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane
+from lessor.tools.controlplane.processes import free_port
 from tests.slowness import scaled
 
 PROMETHEUS = shutil.which("prometheus")

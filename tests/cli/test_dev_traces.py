@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from lessor.controlplane import ControlPlane
-from lessor.controlplane.build import user_cache
-from lessor.controlplane.processes import free_port
-from lessor.dev_zipkin import JAR_NAME, trace_url
+from lessor.tools.controlplane import ControlPlane
+from lessor.tools.controlplane.build import user_cache
+from lessor.tools.controlplane.processes import free_port
+from lessor.tools.dev.zipkin import JAR_NAME, trace_url
 from lessor.gateway import Gateway
 from lessor.gateway.resources import LEASE, NAMESPACE
 from tests.app.test_traces import NS, a_lease, lab, ready

@@ -51,10 +51,10 @@ import aiohttp
 
 from lessor import manifests
 from lessor.admission.registration import until_enforced
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.pki import CertificateAuthority
-from lessor.controlplane.pod import SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, resolve_env
-from lessor.dev import _heartbeat as heartbeat
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.certs import CertificateAuthority
+from tests.deploy.pod import SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, resolve_env
+from lessor.tools.dev.commands import _heartbeat as heartbeat
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, EXPORTER, HANDLE, LEASE
 from lessor.install import install

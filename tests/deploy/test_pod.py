@@ -3,7 +3,7 @@
 The run itself (tests/deploy/pod_run.py, fixture `operator_pod` in conftest.py) reads
 everything from deploy/: command and args, env, ports, probe paths, user,
 volumes, read-only root. The container runs in Linux namespaces on this
-machine (no container runtime here); see lessor/controlplane/pod.py for what
+machine (no container runtime here); see tests/deploy/pod.py for what
 that proves and what it cannot.
 """
 

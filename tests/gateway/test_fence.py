@@ -20,7 +20,7 @@ from kubernetes_asyncio.client import Configuration
 
 from lessor.actors.api import CLIENT
 from lessor.api_adapter import GatewayApi
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.client import FIELD_MANAGER, WRITE_CONCURRENCY
 from lessor.gateway.resources import CONFIGMAP, LESSOR_RESOURCES

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 
-from lessor.bench.failover import double_bookings
-from lessor.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.bench.failover import double_bookings
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
 from lessor.install import install

@@ -15,8 +15,8 @@ import yaml
 
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER
-from lessor.porting import convert
-from lessor.porting.commands import run_convert
+from lessor.tools.porting import convert
+from lessor.tools.porting.commands import run_convert
 from lessor.templates import render_object, template_variables
 from tests.polling import gone, until
 

@@ -29,7 +29,7 @@ from lessor.gateway.resources import (
     PROVIDER,
     SCALING,
 )
-from lessor.porting.migrate import make_plan
+from lessor.tools.porting.migrate import make_plan
 from tests.polling import discard, get, gone, until
 from tests.slowness import scaled
 

@@ -15,7 +15,7 @@ import tracemalloc
 from collections.abc import Callable, Iterator, Sized
 from typing import Any
 
-from lessor.bench.common import machine, percentile
+from lessor.tools.bench.common import machine, percentile
 from lessor.model.selectors import Selector, parse_selector
 from lessor.topology import ADDED, MODIFIED, Change, Topology
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import aiohttp
 
-from lessor.bench.apiserver import gateway_throughput, measure_ceiling
-from lessor.bench.common import (
+from lessor.tools.bench.apiserver import gateway_throughput, measure_ceiling
+from lessor.tools.bench.common import (
     WRITE_VERBS,
     api_requests,
     available_exporters,
@@ -47,8 +47,8 @@ from lessor.bench.common import (
     start_operator,
     wait_http,
 )
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import slim
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY

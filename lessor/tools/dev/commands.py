@@ -19,11 +19,11 @@ from typing import Any
 import aiohttp
 
 from lessor import manifests
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import Child
-from lessor.dev_prometheus import SCRAPE_SECONDS, find_prometheus, graph_url, prometheus_child
-from lessor.dev_zipkin import ensure_zipkin, find_java, search_url, spans_endpoint, zipkin_child
-from lessor.devlock import folder_lock
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import Child
+from lessor.tools.dev.prometheus import SCRAPE_SECONDS, find_prometheus, graph_url, prometheus_child
+from lessor.tools.dev.zipkin import ensure_zipkin, find_java, search_url, spans_endpoint, zipkin_child
+from lessor.tools.dev.lock import folder_lock
 from lessor.tracefile import TRACES_FILE_ENV
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER

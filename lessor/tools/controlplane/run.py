@@ -13,9 +13,9 @@ from types import TracebackType
 import aiohttp
 import yaml
 
-from lessor.controlplane.build import Binaries
-from lessor.controlplane.pki import CertificateAuthority, service_account_key
-from lessor.controlplane.processes import Child, free_port
+from lessor.tools.controlplane.build import Binaries
+from lessor.certs import CertificateAuthority, service_account_key
+from lessor.tools.controlplane.processes import Child, free_port
 
 Progress = Callable[[str], None]
 

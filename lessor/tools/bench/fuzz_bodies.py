@@ -10,7 +10,8 @@ backtracks, or a template that tries to escape or exhaust its sandbox.
 Objects reference each other by fixed names (``p-0`` is the first provider
 created, ``c-0`` the first client...) so that claims and pools name providers
 that exist, leases clients that exist. Hypothesis needs to be installed (the
-``test`` extra): it is imported by whoever uses this module, not by `lessor`.
+``bench`` or ``test`` extra): only `fuzz.py` imports this module, when a run
+begins and after `require_hypothesis`; `lessor` itself never does.
 """
 
 from __future__ import annotations

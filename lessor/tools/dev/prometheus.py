@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import yaml
 
-from lessor.controlplane.processes import Child
+from lessor.tools.controlplane.processes import Child
 
 INSTALL_HINT = ("lessor dev --metrics runs Prometheus from PATH, and there is none: install it with "
                 "`apt-get install prometheus` (Debian, Ubuntu), or put a `prometheus` binary on PATH")

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from lessor.controlplane.build import user_cache
-from lessor.controlplane.processes import Child
+from lessor.tools.controlplane.build import user_cache
+from lessor.tools.controlplane.processes import Child
 
 ZIPKIN_VERSION = "3.4.2"
 ARTIFACT = f"io.zipkin:zipkin-server:{ZIPKIN_VERSION}:jar:exec"

@@ -1,4 +1,8 @@
-"""Certificates for the local control plane: one CA, serving and client certificates, the SA key."""
+"""Certificates made at run time: a CA, and the serving and client certificates it signs.
+
+The operator's development webhook and self-signed /metrics use it (lessor/admission/server.py), and so does the
+local control plane (lessor/tools/controlplane/run.py, with `service_account_key`), which imports it from here:
+the runtime never imports the tools."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Poolboy and Jumpstarter manifests to lessor's, with a note for every field that does not carry over.
 
-Pure: objects in, objects and notes out; reading files and writing YAML is `lessor.porting.commands`.
+Pure: objects in, objects and notes out; reading files and writing YAML is `lessor.tools.porting.commands`.
 What carries over is listed per kind (`_CARRIED`); anything else in a spec is left out and named
 in a note saying why, so nothing is dropped silently. Poolboy's kinds are told apart from the
 Jumpstarter controller's by kind (their groups differ between installations).

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.versions import KUBERNETES_VERSION
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.versions import KUBERNETES_VERSION
 from lessor.gateway import Gateway, WatchEvent
 from lessor.gateway.resources import EXPORTER, NAMESPACE
 from lessor.install import install

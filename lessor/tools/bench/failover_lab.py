@@ -23,8 +23,8 @@ import orjson
 import yaml
 
 from lessor import manifests
-from lessor.bench.common import available_exporters, say
-from lessor.bench.failover_check import GROUP_LABEL, PRIORITY_LABEL, SPOT_LABEL, Observed, slim_exporter, slim_lease
+from lessor.tools.bench.common import available_exporters, say
+from lessor.tools.bench.failover_check import GROUP_LABEL, PRIORITY_LABEL, SPOT_LABEL, Observed, slim_exporter, slim_lease
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY, Resource
 

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from lessor.bench.common import STARTUP_SECONDS, add_cluster_arguments, cluster, machine, percentile, say
+from lessor.tools.bench.common import STARTUP_SECONDS, add_cluster_arguments, cluster, machine, percentile, say
 from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.client import tls_context
 from lessor.gateway.resources import EXPORTER, NAMESPACE

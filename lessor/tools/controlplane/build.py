@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from lessor.controlplane.versions import KUBERNETES_VERSION
+from lessor.tools.controlplane.versions import KUBERNETES_VERSION
 
 T = TypeVar("T")
 

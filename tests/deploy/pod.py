@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Any
 
-from lessor.controlplane.processes import Child
+from lessor.tools.controlplane.processes import Child
 
 SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 

@@ -1,7 +1,7 @@
 """Fail-over under attack (issue 27): replicas of `lessor run`, each its own ServiceAccount, during a
 lease storm with churn and CPU hogs, while the leader is SIGKILLed (`kill`), paused past its lease
 (`stop`) or the replicas are rolled (`rolling`). The invariants are read afterwards from a watch history
-of the Exporters and Leases and from the API server's audit log (lessor/bench/failover_check.py says
+of the Exporters and Leases and from the API server's audit log (lessor/tools/bench/failover_check.py says
 what a sample is and what counts), so the bench judges what the API server accepted, not what the
 replicas believe.
 """
@@ -27,14 +27,14 @@ from typing import Any
 
 import orjson
 
-from lessor.bench.common import machine, percentile, say, start_operator, wait_http
-from lessor.bench.failover_check import (
+from lessor.tools.bench.common import machine, percentile, say, start_operator, wait_http
+from lessor.tools.bench.failover_check import (
     WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes,
 )
-from lessor.bench.failover_lab import NS, OPS, Account, Hogs, History, Sizes, account_names, churn, heartbeats, lab
-from lessor.bench.failover_lab import replica_accounts, storm
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
+from lessor.tools.bench.failover_lab import NS, OPS, Account, Hogs, History, Sizes, account_names, churn, heartbeats, lab
+from lessor.tools.bench.failover_lab import replica_accounts, storm
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import EXPORTER, LEASE
 from lessor.install import install

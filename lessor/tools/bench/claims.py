@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lessor.bench.apiserver import measure_ceiling
-from lessor.bench.common import (
+from lessor.tools.bench.apiserver import measure_ceiling
+from lessor.tools.bench.common import (
     WRITE_VERBS,
     api_requests,
     event_counters,
@@ -34,8 +34,8 @@ from lessor.bench.common import (
     stop_operator,
     wait_http,
 )
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.resources import CLAIM, NAMESPACE, POOL, PROVIDER
 from lessor.install import install

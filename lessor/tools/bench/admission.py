@@ -22,7 +22,7 @@ from lessor.admission.checks import ClaimChecker
 from lessor.admission.lookup import GatewayLookup
 from lessor.admission.registration import until_enforced
 from lessor.admission.server import WebhookSettings, webhook
-from lessor.bench.common import add_cluster_arguments, cluster, machine, percentile, say
+from lessor.tools.bench.common import add_cluster_arguments, cluster, machine, percentile, say
 from lessor.gateway import Gateway
 from lessor.gateway.resources import API_VERSION, CLAIM, NAMESPACE, PROVIDER
 

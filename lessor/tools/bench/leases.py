@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lessor.bench.apiserver import measure_ceiling
-from lessor.bench.common import (
+from lessor.tools.bench.apiserver import measure_ceiling
+from lessor.tools.bench.common import (
     WRITE_VERBS,
     api_requests,
     available_exporters,
@@ -35,8 +35,8 @@ from lessor.bench.common import (
     stop_operator,
     wait_http,
 )
-from lessor.controlplane import ControlPlane, ensure_binaries
-from lessor.controlplane.processes import free_port
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install

@@ -39,8 +39,8 @@ from typing import Any
 
 from lessor.admission.registration import NAME as WEBHOOK_REGISTRATION
 from lessor.admission.registration import until_enforced
-from lessor.bench.common import machine, say, wait_http
-from lessor.controlplane.processes import free_port
+from lessor.tools.bench.common import machine, say, wait_http
+from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import (
     CLAIM,
@@ -143,6 +143,19 @@ class Report:
                 "problems": [p[:2000] for p in self.problems()], "suspects": self.suspects}
 
 
+HYPOTHESIS_MISSING = ("lessor bench fuzz draws its bodies with Hypothesis, which is not installed: "
+                      "pip install 'lessor[bench]' (the test extra has it too; make install installs it)")
+
+
+def require_hypothesis() -> None:
+    """Hypothesis is an extra (`bench`, or `test`), not a dependency of the operator: without it, say so at once,
+    before a control plane is started. Only `fuzz_bodies` imports it, and only when a fuzz run begins."""
+    try:
+        import hypothesis  # noqa: F401
+    except ModuleNotFoundError:
+        raise RuntimeError(HYPOTHESIS_MISSING) from None
+
+
 def fresh_seed() -> int:
     """The seed in $LESSOR_FUZZ_SEED (to replay a run), else a new one."""
     import os
@@ -154,11 +167,8 @@ async def fuzz(gateway: Gateway, kubeconfig: Path, *, count: int, seed: int, web
                settle: float = 30.0, linger: float = 5.0, concurrency: int = 8, known: bool = True,
                log_dir: Path | None = None) -> Report:
     """Create ``count`` bodies of each kind under a `lessor run` of its own, and judge what happened."""
-    try:
-        from lessor.bench.fuzz_bodies import KINDS, LAST, VICTIM, bodies
-    except ModuleNotFoundError as missing:  # Hypothesis comes with the test extra, not the operator
-        raise SystemExit(f"lessor bench fuzz draws its bodies with Hypothesis ({missing}); install it with "
-                         "`pip install 'lessor[test]'` (make install does)") from None
+    require_hypothesis()
+    from lessor.tools.bench.fuzz_bodies import KINDS, LAST, VICTIM, bodies
 
     started = time.monotonic()
     report = Report(seed=seed, webhook=webhook)
@@ -459,7 +469,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from lessor.controlplane import ControlPlane, ensure_binaries
+    require_hypothesis()
+    from lessor.tools.controlplane import ControlPlane, ensure_binaries
     from lessor.install import install
 
     seed = args.seed if args.seed is not None else fresh_seed()

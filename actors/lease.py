@@ -34,7 +34,6 @@ from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer,
 from lessor.model.keys import actor_address
 from lessor.templates.timestamps import format_timestamp
 
-from .access_policy import compile_policies
 from .api import CLIENT, EXPORTER, LEASE, POLICY, NotFound
 from .conditions import merge_condition, new_condition, remove_condition, same_conditions
 from .context import Context
@@ -261,7 +260,7 @@ class LeaseActor(ObjectActor):
                                               holder=_holder(o, view.holders)) for o in view.exporters]
         self.shapes = {(o.get("metadata") or {}).get("name", ""): _shape(o) for o in view.exporters}
         client_labels = ((view.client.get("metadata") or {}).get("labels") or {}) if view.client else None
-        policies = compile_policies(view.policies)
+        policies = view.policies
         if policies.open and request.created and now < request.created + _SETTLE:
             # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
             # still be on its way (another watch), and open access would grant what it forbids.

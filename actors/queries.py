@@ -9,6 +9,7 @@ from typing import Any
 from lessor.mailbox import Actor
 from lessor.model.kinds import PROVIDER
 
+from .access_policy import PolicySet
 from .provider import Provider, provider_from
 
 TOPOLOGY = "topology"
@@ -47,7 +48,7 @@ class LeaseWorld:
 @dataclass(frozen=True, slots=True)
 class LeaseWorldView:
     exporters: tuple[Object, ...]  # the selected (or pinned) exporters
-    policies: tuple[Object, ...]  # every ExporterAccessPolicy of the namespace
+    policies: PolicySet  # the namespace's ExporterAccessPolicies, compiled: shared, never changed by the asker
     client: Object | None
     holders: Mapping[str, Object]  # lease name -> Lease, for the exporters' current holders
 

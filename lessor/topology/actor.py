@@ -13,6 +13,7 @@ reconciliation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,13 @@ class _Announce:
     keys: tuple[ObjectKey, ...]
     start: int
 
+
+ASK_TIMEOUT = math.inf
+"""The topology kind's `ask_timeout`: asks to it wait for their answer. The topology is one mailbox that
+answers every actor, so under load it is busy, not gone; an asker that timed out would fail, restart and
+ask again, adding to the very queue that made it wait (and a restarted lease would redo all of its work).
+A kill of the topology still answers its askers with `ActorKilled`; slow answers are counted
+(`lessor_mailbox_slow_asks{kind="topology"}`)."""
 
 ANNOUNCE_CHUNK = 500
 """Objects announced per message: a few milliseconds of spawning, then the mailbox takes its turn."""

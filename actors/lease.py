@@ -177,7 +177,12 @@ class LeaseActor(ObjectActor):
                 await self._evaluate()
             case _ShowPending():
                 if self.exporter is None and self.pending is not None:
-                    await self._show_pending(self.pending)
+                    if self.plan is not None and self.plan.takeable:
+                        # A free exporter in the plan: it may only be lessor's grants that are slow. Resolve
+                        # afresh: Pending is written only if the lease now really waits (nothing takeable).
+                        await self._evaluate()
+                    else:
+                        await self._show_pending(self.pending)
             case Evicted():
                 pass  # from an exporter that is no longer this lease's (a late answer to Confirm)
             case _:

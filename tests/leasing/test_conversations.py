@@ -168,3 +168,23 @@ async def test_a_topology_slower_than_the_old_ask_timeout_restarts_no_one_and_pr
         assert (registry.get_sample_value("lessor_mailbox_slow_asks_total", {"kind": "topology"}) or 0) >= 1
         restarts = [m for m in registry.collect() if m.name == "lessor_actor_restarts"]
         assert sum(s.value for m in restarts for s in m.samples) == 0
+
+
+def pending_writes(api: MemoryApi, lease_name: str) -> int:
+    return sum(1 for w in api.writes if w.kind == "Lease" and w.name == lease_name and any(
+        c.get("type") == "Pending" for c in ((w.object or {}).get("status") or {}).get("conditions") or ()))
+
+
+async def test_only_a_lease_that_really_waits_writes_pending_however_slow_its_grant() -> None:
+    # The exporter offers itself only after its decision window, well past the lease's Pending grace.
+    async with world(decision_window=0.5, pending_grace=0.05) as (_, api):
+        lab(api, "e1")
+        lease(api, "first")
+        await until(lambda: is_ready(api.object("Lease", NS, "first")))
+        lease(api, "second")  # e1 is held: this one really waits
+        await until(lambda: pending_writes(api, "second") == 1)
+        await api.merge_patch(LEASE, NS, "first", {"spec": {"release": True}})
+        await until(lambda: is_ready(api.object("Lease", NS, "second")))
+    assert pending_writes(api, "first") == 0  # slow, but an exporter was free all along: commit and Ready only
+    assert [w.verb for w in api.writes if w.kind == "Lease" and w.name == "first"][:2] == ["create", "patch status"]
+    assert pending_writes(api, "second") == 1

@@ -66,7 +66,8 @@ ASK_TIMEOUT = math.inf
 answers every actor, so under load it is busy, not gone; an asker that timed out would fail, restart and
 ask again, adding to the very queue that made it wait (and a restarted lease would redo all of its work).
 A kill of the topology still answers its askers with `ActorKilled`; slow answers are counted
-(`lessor_mailbox_slow_asks{kind="topology"}`)."""
+(`lessor_mailbox_slow_asks{kind="topology"}`). Waiting on it cannot deadlock: the topology only tells,
+it never asks (keep it so)."""
 
 ANNOUNCE_CHUNK = 500
 """Objects announced per message: a few milliseconds of spawning, then the mailbox takes its turn."""

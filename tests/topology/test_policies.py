@@ -3,6 +3,8 @@ exporter-selector index of `PolicySet.applying_to` (actors/access_policy.py)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from lessor.actors.access_policy import PolicySet, compile_policy
 from lessor.actors.queries import LeaseWorld
 from lessor.topology import ADDED, DELETED, MODIFIED, Topology
+from lessor.topology import actor as topology_actor
 from lessor.topology.actor import Event, TopologyActor, TopologyState
 
 NS = "lab"
@@ -101,3 +104,11 @@ def test_the_policies_applying_to_a_label_set_are_those_whose_exporter_selector_
         expected = tuple(i for i, p in enumerate(policies.policies)
                          if p.problem is None and p.exporters.matches(labels))
         assert policies.applying_to(labels) == expected
+
+
+def test_the_topology_actor_never_asks_anyone() -> None:
+    """Its askers wait for it without a deadline (`ASK_TIMEOUT`): an ask from it could close a cycle of waits."""
+    tree = ast.parse(inspect.getsource(topology_actor))
+    asks = [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "ask"]
+    assert asks == []

@@ -100,7 +100,7 @@ class TopologyActor(Actor):
             case Event(type=event_type, object=obj):
                 change = self.topology.apply(event_type, dict(obj))
                 if change is not None and change.key.kind == POLICY:  # before any lease can ask again
-                    self.state.policies.changed(change.key, deleted=change.new is None)
+                    self.state.policies.changed(change)
                 if change is not None and self.state.synced:
                     targets = self.topology.route(change)
                     if change.key.kind == PROVIDER:  # which provider an unbound claim uses may change with it

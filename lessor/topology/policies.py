@@ -3,8 +3,10 @@
 A lease resolves against the policies that apply to its candidates. Compiling
 (or even listing and sorting) a namespace's policies for every lease made the
 cost of a lease grow with the namespace. Here each policy is compiled once per
-resourceVersion, and each namespace's `PolicySet` is built once and handed to
-every `LeaseWorld` answer until one of the namespace's policies changes. The set
+spec, and each namespace's `PolicySet` is built once and handed to every
+`LeaseWorld` answer until a policy of the namespace is created, deleted or has
+its spec changed (a status write, such as its own `Valid` condition, changes
+nothing a lease resolves against, and keeps the set and its memos). The set
 is immutable apart from its memos (which policies apply to a label set, which
 admit a client), so every lease shares what the others have already worked out.
 """
@@ -12,6 +14,7 @@ admit a client), so every lease shares what the others have already worked out.
 from __future__ import annotations
 
 from lessor.actors.access_policy import AccessPolicy, PolicySet, compile_policy
+from lessor.topology.changes import Change
 from lessor.topology.graph import Topology
 from lessor.topology.keys import POLICY, ObjectKey
 
@@ -22,14 +25,16 @@ class PolicySets:
     __slots__ = ("_compiled", "_sets")
 
     def __init__(self) -> None:
-        self._compiled: dict[ObjectKey, tuple[str | None, AccessPolicy]] = {}
+        self._compiled: dict[ObjectKey, AccessPolicy] = {}
         self._sets: dict[str, PolicySet] = {}
 
-    def changed(self, key: ObjectKey, deleted: bool) -> None:
-        """A policy was created, changed or deleted: its namespace's set is built again when next asked for."""
-        self._sets.pop(key.namespace, None)
-        if deleted:
-            self._compiled.pop(key, None)
+    def changed(self, change: Change) -> None:
+        """A policy's change: unless only its status or metadata changed, it is compiled again and its
+        namespace's set built again, when next asked for."""
+        if change.old is not None and change.new is not None and change.old.get("spec") == change.new.get("spec"):
+            return
+        self._sets.pop(change.key.namespace, None)
+        self._compiled.pop(change.key, None)
 
     def of(self, topology: Topology, namespace: str) -> PolicySet:
         """The namespace's compiled policies; the same object until one of them changes."""
@@ -39,18 +44,14 @@ class PolicySets:
         return found
 
     def _compile(self, topology: Topology, namespace: str) -> list[AccessPolicy]:
-        """Only policies whose resourceVersion moved are compiled again (a version-less draft always is)."""
+        """Only the policies created or changed since the last build are compiled."""
         compiled = []
         for key in topology.keys(POLICY, namespace):
-            obj = topology.get(key)
-            if obj is None:
-                continue
-            version = (obj.get("metadata") or {}).get("resourceVersion")
-            known = self._compiled.get(key)
-            if known is not None and version is not None and known[0] == version:
-                policy = known[1]
-            else:
-                policy = compile_policy(obj)
-                self._compiled[key] = (version, policy)
+            policy = self._compiled.get(key)
+            if policy is None:
+                obj = topology.get(key)
+                if obj is None:
+                    continue
+                policy = self._compiled[key] = compile_policy(obj)
             compiled.append(policy)
         return compiled

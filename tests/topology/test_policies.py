@@ -54,6 +54,11 @@ async def test_every_lease_of_a_namespace_gets_the_same_compiled_set_until_a_pol
     await event(actor, MODIFIED, policy("other", "g1", priority=99, namespace="elsewhere"))
     assert await ask(actor) is first  # another namespace's change rebuilds nothing here
 
+    valid = policy("p1", "g1")
+    valid["status"] = {"conditions": [{"type": "Valid", "status": "True"}]}
+    await event(actor, MODIFIED, valid)
+    assert await ask(actor) is first  # its own Valid condition: nothing a lease resolves against
+
     await event(actor, MODIFIED, policy("p1", "g1", priority=50))
     changed = await ask(actor)
     assert changed is not first

@@ -29,12 +29,15 @@ class PolicySets:
         self._sets: dict[str, PolicySet] = {}
 
     def changed(self, change: Change) -> None:
-        """A policy's change: unless only its status or metadata changed, it is compiled again and its
-        namespace's set built again, when next asked for."""
+        """A policy's change: unless only its status or metadata changed, it is compiled again now (as it
+        arrives, not on the first lease's question) and its namespace's set built again when next asked for."""
         if change.old is not None and change.new is not None and change.old.get("spec") == change.new.get("spec"):
             return
         self._sets.pop(change.key.namespace, None)
-        self._compiled.pop(change.key, None)
+        if change.new is None:
+            self._compiled.pop(change.key, None)
+        else:
+            self._compiled[change.key] = compile_policy(change.new)
 
     def of(self, topology: Topology, namespace: str) -> PolicySet:
         """The namespace's compiled policies; the same object until one of them changes."""
@@ -44,7 +47,7 @@ class PolicySets:
         return found
 
     def _compile(self, topology: Topology, namespace: str) -> list[AccessPolicy]:
-        """Only the policies created or changed since the last build are compiled."""
+        """Compiled as they arrived; compiled here only if this object never went through `changed`."""
         compiled = []
         for key in topology.keys(POLICY, namespace):
             policy = self._compiled.get(key)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from .api import Api
 from .events import NO_EVENTS, Recorder
+from .inflight import InFlight
 
 
 def utcnow() -> datetime:
@@ -29,3 +30,5 @@ class Context:
     """A lease granted within this time never shows Pending: one status write saved."""
     events: Recorder = NO_EVENTS
     """Kubernetes Events for `kubectl describe` (`actors/events.py`); records nothing by default."""
+    inflight: InFlight = field(default_factory=InFlight)
+    """Commit writes still in flight, by object: an actor's next incarnation waits for them (`inflight.py`)."""

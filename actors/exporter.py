@@ -6,13 +6,19 @@ offers it to the best waiter (highest priority, then oldest lease), and on
 `Accept` writes `status.leaseRef` with a resourceVersion precondition: that
 write is the commit point. A spot holder is evicted the same way, by a
 non-spot waiter's accepted offer replacing its name in `status.leaseRef`.
-The evicted lease is told first and its end written before the winner hears
+The evicted lease is told first and its end observed before the winner hears
 `Granted`, so no moment shows both Ready; a restarted exporter first ends any
 lease still Ready on it that its `status.leaseRef` no longer names (an
-eviction cut short by a stop), before it answers anyone.
+eviction cut short by a stop), before it grants anyone.
+
+It heals at every observation, not only at a start: a `leaseRef` that names
+a lease which is gone, ended, or Ready on another exporter is written back to
+null as soon as this actor sees it (the topology routes every change of the
+named lease here), whichever replica made it.
 
 State: the last Exporter object, the holder (lease name, priority, spot),
-the waiting queue, the one outstanding offer. Everything but the queue is
+the waiting queue, the one outstanding offer, the leases told `Evicted` whose
+end is not yet seen, and the `Granted` that waits for them. Everything but the queue is
 rebuilt from the topology's copy on restart (no API read per exporter: at
 worst that copy trails this actor's own last write, which the commit's
 resourceVersion precondition catches, and an answer that would evict a lease
@@ -36,7 +42,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lessor.mailbox import ActorKilled
 from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 
@@ -51,15 +56,17 @@ from .lease_protocol import (
     Evicted,
     ExporterRestarted,
     Granted,
+    NotHeld,
     Offer,
     OfferWithdrawn,
     Release,
+    Settle,
     Want,
     Withdraw,
 )
 from .object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from .observed import Observed
-from .exporter_state import exporter_online, exporter_ready
+from .exporter_state import exporter_online, exporter_ready, may_take
 from .queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
 from .registration import registered_condition
@@ -84,8 +91,21 @@ class _HeartbeatDue:
     """Sent to self when `lastSeen` is about to go stale."""
 
 
+@dataclass(frozen=True, slots=True)
+class _EvictionsDue:
+    """Sent to self while evicted leases have not shown their end: look again, and tell them again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Heal:
+    """Sent to self when the adopted holder may be a lease that cannot hold this exporter."""
+
+    lease: str
+
+
 class ExporterActor(ObjectActor):
-    __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled", "verified")
+    __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled", "verified", "evicting",
+                 "grant_due")
     kind = EXPORTER  # given up on a version (`guard`): its leaseRef stays, as its lease's commit point
 
     def __init__(self, address: str, ctx: Context) -> None:
@@ -97,6 +117,8 @@ class ExporterActor(ObjectActor):
         self.deciding = False
         self.allow_disabled: frozenset[str] = frozenset()  # the empty one is shared: most never hold one
         self.verified = False  # `obj` came from the API or a write, not only from the topology's copy
+        self.evicting: frozenset[str] = frozenset()  # told Evicted, end not yet seen: nobody is Granted meanwhile
+        self.grant_due: str | None = None  # the holder, told Granted once `evicting` is empty
 
     # --- life ---------------------------------------------------------------------------
 
@@ -105,20 +127,27 @@ class ExporterActor(ObjectActor):
         # trail this actor's last write: a commit then conflicts and re-reads, and a `Confirm` that would
         # evict a restarted lease reads the API first (`_verify`).
         self.obj = await self.ask(TOPOLOGY, GetObject(EXPORTER.kind, self.namespace, self.name))
+        # A commit the previous incarnation sent is the API's now: wait for it, and start from its answer.
+        written = await self.ctx.inflight.settled((EXPORTER.kind, self.namespace, self.name))
+        if written is not None and newer(written, self.obj):
+            self.obj, self.verified = written, True
         if self.obj is None:  # the topology may trail a creation: the API decides (rare)
             self.obj = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
             self.verified = True
         if self.obj is None:
             self.stop()
             return
-        await self._adopt_holder(lease_ref(self.obj))
+        holder_obj = await self._adopt_holder(lease_ref(self.obj))
         holder = self.holder.lease if self.holder else None
         for lease in await self.ask(TOPOLOGY, ReadyHolders(self.namespace, self.name)):
             if lease != holder and not self.verified:
                 holder = await self._verify()  # the copy may trail the grant that made `lease` Ready
             if lease != holder:
-                await self._evict(lease, holder or "")
+                self._evict(lease, holder or "")
         await self._update_online()
+        await self._heal(holder_obj)
+        if self.holder is not None and _exporter_ref(holder_obj) != self.name:
+            self._tell_granted(self.holder.lease)  # a Granted may have died with the previous incarnation
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
             self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
 
@@ -132,6 +161,11 @@ class ExporterActor(ObjectActor):
                 await self._observed_lease(message.name, message.object)
             case Want():
                 self._want(message)
+            case Settle(lease=lease):
+                if self.holder is not None and self.holder.lease == lease:
+                    self._tell_granted(lease)
+                else:  # handled after any commit in hand: nothing for this lease is in flight here
+                    self.tell(_lease_address(self.namespace, lease), NotHeld(self.name))
             case Withdraw(lease=lease):
                 self._forget(lease)
             case Accept():
@@ -146,10 +180,14 @@ class ExporterActor(ObjectActor):
                 if holder != lease and not self.verified:
                     holder = await self._verify()
                     self._schedule_decision()  # the API may say the exporter is free
-                self.tell(_lease_address(self.namespace, lease),
-                          Granted(self.name) if holder == lease else Evicted(self.name, holder or ""))
+                if holder == lease:
+                    self._tell_granted(lease)
+                else:
+                    self.tell(_lease_address(self.namespace, lease), Evicted(self.name, holder or ""))
             case Release(lease=lease):
                 self._forget(lease)
+                if self.grant_due == lease:
+                    self.grant_due = None
                 if self.holder is not None and self.holder.lease == lease:
                     await self._commit(None)
                 self._schedule_decision()
@@ -162,6 +200,11 @@ class ExporterActor(ObjectActor):
                     log.info("exporter %s/%s: offer to %s expired", self.namespace, self.name, self.offer[0])
                     self.offer = None
                     self._decide()
+            case _EvictionsDue():
+                await self._check_evictions()
+            case _Heal(lease=lease):
+                if self.holder is not None and self.holder.lease == lease:
+                    await self._heal(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
             case _HeartbeatDue():
                 was = self._available()
                 await self._update_online()
@@ -169,6 +212,17 @@ class ExporterActor(ObjectActor):
                     self._tell_waiters()
             case _:
                 self.unexpected(message)
+
+    def while_parked(self, message: Any) -> None:
+        """Parked on a version of the exporter: it commits nothing, so leases are not left waiting on it."""
+        match message:
+            case Settle(lease=lease) if self.holder is None or self.holder.lease != lease:
+                self.tell(_lease_address(self.namespace, lease), NotHeld(self.name))
+            case Settle(lease=lease) | Confirm(lease=lease) | Want(lease=lease):
+                if self.holder is not None and self.holder.lease == lease:
+                    self.tell(_lease_address(self.namespace, lease), Granted(self.name))
+            case Accept(lease=lease, ticket=ticket):
+                self.tell(_lease_address(self.namespace, lease), OfferWithdrawn(self.name, ticket))
 
     # --- what the topology tells us --------------------------------------------------------
 
@@ -180,8 +234,9 @@ class ExporterActor(ObjectActor):
             was = self.obj is not None and self._available()
             self.obj = obj
             if lease_ref(obj) != (self.holder.lease if self.holder else None):
-                # newer than anything this actor wrote, so the truth (a copy adopted at start may have trailed)
-                await self._adopt_holder(lease_ref(obj))
+                # newer than anything this actor wrote, so the truth (a copy adopted at start may have trailed,
+                # or another replica wrote): adopt it, and free it if that lease cannot hold the exporter
+                await self._heal(await self._adopt_holder(lease_ref(obj)))
             await self._update_online()
             if self.obj is not None and self._available() != was:
                 self._tell_waiters()
@@ -191,19 +246,37 @@ class ExporterActor(ObjectActor):
         ended = obj is None or (obj.get("status") or {}).get("ended") is True
         if ended:
             self._forget(lease)
+        if lease in self.evicting and not _ready_on(obj, self.name):
+            self._evicted(lease)
         if self.holder is None or self.holder.lease != lease:
             return
-        if ended:  # a deleted or ended holder gives the exporter back
-            await self._commit(None)
-            self._schedule_decision()
-        elif obj is not None:
+        if obj is not None and not ended:
             self.holder = holder_of(lease, obj)
+        await self._heal(obj, gone=obj is None)
+
+    async def _heal(self, lease_obj: Mapping[str, Any] | None, *, gone: bool = False) -> None:
+        """Give the exporter back if its holder cannot hold it: a lease that is gone (`gone`: a deletion
+        event, else the API is asked, since the topology may trail a creation), ended, or Ready on
+        another exporter. Level-based: called at every observation of the exporter or its holder."""
+        if self.holder is None:
+            return
+        if lease_obj is None and not gone:
+            lease_obj = await self.ctx.api.get(LEASE, self.namespace, self.holder.lease)
+        if lease_obj is not None and not _ended(lease_obj) and _exporter_ref(lease_obj) in (None, self.name):
+            return
+        log.info("exporter %s/%s: lease %s %s; freeing the exporter", self.namespace, self.name, self.holder.lease,
+                 "is gone" if lease_obj is None else "has ended" if _ended(lease_obj)
+                 else f"holds exporter {_exporter_ref(lease_obj)}")
+        if self.grant_due == self.holder.lease:
+            self.grant_due = None
+        await self._commit(None)
+        self._schedule_decision()
 
     # --- the queue and the decision ------------------------------------------------------
 
     def _want(self, want: Want) -> None:
         if self.holder is not None and self.holder.lease == want.lease:
-            self.tell(_lease_address(self.namespace, want.lease), Granted(self.name))
+            self._tell_granted(want.lease)
             return
         burst = not len(self.queue)  # the first request after a quiet spell opens a decision window
         self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot, self.cause()))
@@ -249,9 +322,8 @@ class ExporterActor(ObjectActor):
         holder = self.holder
         if holder is not None and not holder.spot:
             return
-        waiter = self.queue.best(lambda w: (enabled or w.name in self.allow_disabled)
-                                 # only a non-spot approval evicts a spot holder
-                                 and (holder is None or not w.spot))
+        waiter = self.queue.best(lambda w: may_take(enabled=enabled, allow_disabled=w.name in self.allow_disabled,
+                                                    holder=holder, spot=w.spot))
         if waiter is None:
             return
         self.tickets += 1
@@ -285,24 +357,45 @@ class ExporterActor(ObjectActor):
             self._schedule_decision()
             return
         if evicted is not None:
-            await self._evict(evicted.lease, accept.lease)
-        self.tell(lease_address, Granted(self.name))
+            self._evict(evicted.lease, accept.lease)
+        self._tell_granted(accept.lease)
 
-    async def _evict(self, lease: str, by: str) -> None:
-        """Tell `lease` it lost this exporter, and wait until it has written its end: only then may
-        another lease be told `Granted` (and write Ready). A lease that does not answer in time
-        (gone, or its actor crashing) ends when it next asks (`Confirm`)."""
-        for _ in range(3):  # a lease killed while ending: its next incarnation is told again
-            try:
-                await self.ask(_lease_address(self.namespace, lease), Evicted(self.name, by),
-                               timeout=self.ctx.offer_timeout)
-                return
-            except ActorKilled:
-                continue
-            except Exception as error:  # noqa: BLE001 - the eviction is committed; only its ordering is lost
-                log.warning("exporter %s/%s: lease %s did not confirm its eviction (%s: %s); granting anyway",
-                            self.namespace, self.name, lease, type(error).__name__, error)
-                return
+    # --- granting only once no other lease is Ready here -----------------------------------
+
+    def _tell_granted(self, lease: str) -> None:
+        """Tell the holder it is granted, once every lease told `Evicted` has shown its end: no moment
+        shows two leases Ready on this exporter, however slow the evicted lease's write is."""
+        if self.evicting:
+            self.grant_due = lease
+        else:
+            self.tell(_lease_address(self.namespace, lease), Granted(self.name))
+
+    def _evict(self, lease: str, by: str) -> None:
+        """Tell `lease` it lost this exporter; the winner waits until its end is seen (`_evicted`).
+        Never by the clock alone: a lease slow to write its end is told again, and looked at again."""
+        self.evicting = self.evicting | {lease}
+        self.tell(_lease_address(self.namespace, lease), Evicted(self.name, by))
+        self.schedule("evictions", _EvictionsDue(), delay=self.ctx.offer_timeout)
+
+    def _evicted(self, lease: str) -> None:
+        self.evicting = self.evicting - {lease} or frozenset()
+        if not self.evicting:
+            self.cancel("evictions")
+            due, self.grant_due = self.grant_due, None
+            if due is not None and self.holder is not None and self.holder.lease == due:
+                self.tell(_lease_address(self.namespace, due), Granted(self.name))
+
+    async def _check_evictions(self) -> None:
+        """Level-based: a lease that is gone, ended or no longer Ready here is evicted; the others are told again."""
+        for lease in sorted(self.evicting):
+            obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
+            if _ready_on(obj, self.name):
+                self.tell(_lease_address(self.namespace, lease), Evicted(self.name, self.holder.lease
+                                                                          if self.holder else ""))
+            else:
+                self._evicted(lease)
+        if self.evicting:
+            self.schedule("evictions", _EvictionsDue(), delay=self.ctx.offer_timeout)
 
     # --- writes ------------------------------------------------------------------------
 
@@ -321,7 +414,7 @@ class ExporterActor(ObjectActor):
 
         # a conflict is usually a heartbeat: try again while leaseRef is unchanged
         match await commit(self.ctx.api, EXPORTER, self.namespace, self.name, self.obj, write,
-                           lambda fresh: lease_ref(fresh) == expected):
+                           lambda fresh: lease_ref(fresh) == expected, inflight=self.ctx.inflight):
             case Written(result=written):
                 self.obj, self.holder, self.verified = written, holder, True
                 return True
@@ -331,6 +424,8 @@ class ExporterActor(ObjectActor):
             case Lost(fresh=fresh):
                 self.obj, self.verified = fresh, True
                 await self._adopt_holder(lease_ref(fresh))
+                if self.holder is not None:  # written by another incarnation or replica: may need healing
+                    self.tell(self.address, _Heal(self.holder.lease))
             case GaveUp(fresh=fresh):
                 self.obj = fresh
         return False
@@ -344,12 +439,14 @@ class ExporterActor(ObjectActor):
             await self._adopt_holder(lease_ref(fresh))
         return self.holder.lease if self.holder else None
 
-    async def _adopt_holder(self, lease: str | None) -> None:
+    async def _adopt_holder(self, lease: str | None) -> Mapping[str, Any] | None:
+        """Take `lease` as the holder; the topology's copy of it (None: unknown there, or no holder)."""
         if lease is None:
             self.holder = None
-            return
-        obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
+            return None
+        obj: Mapping[str, Any] | None = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
         self.holder = holder_of(lease, obj)
+        return obj
 
     def _online(self, now: datetime) -> bool:
         assert self.obj is not None
@@ -394,3 +491,21 @@ class ExporterActor(ObjectActor):
 
 def _lease_address(namespace: str, lease: str) -> str:
     return actor_address(LEASE, namespace, lease)
+
+
+def _ended(lease: Mapping[str, Any]) -> bool:
+    return (lease.get("status") or {}).get("ended") is True
+
+
+def _exporter_ref(lease: Mapping[str, Any] | None) -> str | None:
+    ref = ((lease or {}).get("status") or {}).get("exporterRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _ready_on(lease: Mapping[str, Any] | None, exporter: str) -> bool:
+    """Whether the lease shows Ready on this exporter (what an eviction must end before anyone is granted)."""
+    if lease is None or _ended(lease) or _exporter_ref(lease) != exporter:
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (lease.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))

@@ -21,6 +21,7 @@ __all__ = [
     "Holder",
     "exporter_online",
     "exporter_ready",
+    "may_take",
 ]
 
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
@@ -44,6 +45,13 @@ def exporter_online(
     if last_seen is None or exporter_status == "Offline":
         return False
     return now - last_seen < timeout
+
+
+def may_take(*, enabled: bool, allow_disabled: bool, holder: Holder | None, spot: bool) -> bool:
+    """Whether a lease may have the exporter now, given its terms there: the exporter is enabled (or the
+    lease allows disabled ones), and free, or held by a spot lease that this lease's non-spot approval
+    evicts. The one rule: the exporter actor offers by it, the lease's resolution orders candidates by it."""
+    return (enabled or allow_disabled) and (holder is None or (holder.spot and not spot))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,17 @@ offers to take). Timers, not polling, begin scheduled leases and end expired
 ones.
 
 State: the last Lease object, the held exporter, the exporters it waits on,
-the offers in hand. All of it is rebuilt from the API on restart: a held
-exporter is found in `status.exporterRef` or, if the lease died between the
-exporter's commit and its own status write, by queueing again (the exporter
-answers a holder's `Want` with `Granted`).
+the offers in hand, the candidates that have yet to answer `Settle`. All of it
+is rebuilt from the API on restart: a held exporter is found in
+`status.exporterRef` or, if the lease died between the exporter's commit and
+its own status write, by asking every candidate to `Settle` (the exporter
+answers a holder with `Granted`); no offer is taken before they all answered,
+and an accepted offer is never given up by the clock (see `lease_protocol`).
 
 Writes: the Lease status (conditions, exporterRef, times, priority,
-spotAccess, ended) and, once ended, the `lessor.dev/lease-ended` label. An
+spotAccess, ended), each under the resourceVersion it was decided from (a
+write that loses decides again from the fresh object), and, once ended, the
+`lessor.dev/lease-ended` label, put back whenever it is found missing. An
 ended lease stops its actor: it costs nothing afterwards.
 
 A lease whose content keeps making this actor fail (`guard`) gives back its
@@ -34,7 +38,7 @@ from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer,
 from lessor.model.keys import actor_address
 from lessor.templates.timestamps import format_timestamp
 
-from .api import CLIENT, EXPORTER, LEASE, POLICY, NotFound
+from .api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from .conditions import merge_condition, new_condition, remove_condition, same_conditions
 from .context import Context
 from .events import NORMAL, severity
@@ -46,9 +50,11 @@ from .lease_protocol import (
     Evicted,
     ExporterRestarted,
     Granted,
+    NotHeld,
     Offer,
     OfferWithdrawn,
     Release,
+    Settle,
     Want,
     Withdraw,
 )
@@ -56,7 +62,7 @@ from .exporter_state import ExporterView
 from .lease_resolution import Candidate, Pending, Plan, resolve
 from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .lease_tags import missing_tag_labels
-from .object_actor import ObjectActor
+from .object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
 from .observed import Observed
 from .queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
 
@@ -82,10 +88,16 @@ class _Choose:
 
 @dataclass(frozen=True, slots=True)
 class _AcceptUnanswered:
-    """Sent to self when an Accept got neither Granted nor OfferWithdrawn in time."""
+    """Sent to self when an Accept got neither Granted nor OfferWithdrawn in time: ask where it stands
+    (`Settle`), never move on by the clock alone."""
 
     exporter: str
     ticket: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SettleDue:
+    """Sent to self while candidates have not answered `Settle`: ask them again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +106,8 @@ class _ShowPending:
 
 
 class LeaseActor(ObjectActor):
-    __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes")
+    __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes",
+                 "settling", "settle_due")
     kind = LEASE
 
     def __init__(self, address: str, ctx: Context) -> None:
@@ -108,6 +121,8 @@ class LeaseActor(ObjectActor):
         self.accepting: tuple[str, int] | None = None
         self.pending: Pending | None = None
         self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
+        self.settling: frozenset[str] = frozenset()  # candidates asked to Settle that have not answered
+        self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle
 
     # --- life ---------------------------------------------------------------------------
 
@@ -116,6 +131,8 @@ class LeaseActor(ObjectActor):
         # write, and redoing a decision is safe (the exporter's commit point arbitrates).
         self.obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.name))
         if self.obj is None or _ended(self.obj):
+            if self.obj is not None:
+                await self._label_ended()  # an ended lease keeps its label, whoever took it off
             self.stop()
             return
         await self._label_tags()
@@ -133,13 +150,20 @@ class LeaseActor(ObjectActor):
             case Observed(kind=EXPORTER.kind, name=exporter, object=None) if exporter == self.exporter:
                 await self._end(READY, False, Reason.EVICTED,
                                 f"exporter {exporter} was deleted while leased")
+            case Observed(kind=EXPORTER.kind, name=exporter, object=obj) if exporter == self.exporter:
+                if lease_ref(obj) != self.name:  # it does not name us back: ask it (Granted, or Evicted ends us)
+                    self.tell(_exporter_address(self.namespace, exporter), Confirm(self.name))
             case Observed(kind=EXPORTER.kind) if self.exporter is None:
+                if message.object is None:
+                    await self._gone(message.name)
                 self._exporter_changed(message.name, message.object)
             case Observed():  # a client or policy changed: resolve again, once per burst
                 if self.exporter is None:
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
             case Offer():
                 self.offers[message.exporter] = message
+                if self.settling:
+                    return None  # taken once every candidate has settled (NotHeld)
                 takeable = {c.exporter for c in self.plan.takeable} if self.plan else set()
                 if takeable and takeable <= self.offers.keys():  # every exporter it could want has offered
                     self.cancel("choose")
@@ -155,18 +179,27 @@ class LeaseActor(ObjectActor):
                 pass  # the answer to Confirm: still ours
             case Granted(exporter=exporter):
                 await self._granted(exporter)
-            case OfferWithdrawn(exporter=exporter, ticket=ticket) | \
-                    _AcceptUnanswered(exporter=exporter, ticket=ticket):
+                self._settled(exporter)  # after: held now, so the offers in hand are declined, not taken
+            case NotHeld(exporter=exporter):
+                if self.accepting is not None and self.accepting[0] == exporter:
+                    await self._accept_failed()  # answered after our Accept: that commit is over, not for us
+                self._settled(exporter)
+            case OfferWithdrawn(exporter=exporter, ticket=ticket):
                 if self.accepting == (exporter, ticket):
                     await self._accept_failed()
+            case _AcceptUnanswered(exporter=exporter, ticket=ticket):
+                if self.accepting == (exporter, ticket):  # a slow commit, most likely: ask, and keep waiting
+                    self.tell(_exporter_address(self.namespace, exporter), Settle(self.name))
+                    self.schedule("accepting", message, delay=self.ctx.offer_timeout)
             case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
                 self.exporter = None  # it is not ours to release any more
                 message = (f"spot access: exporter {exporter} went to lease {by}, which is not spot" if by
                            else f"exporter {exporter} is no longer held for this lease")
                 await self._end(READY, False, Reason.EVICTED, message)
             case ExporterRestarted(exporter=exporter):
+                self._settled(exporter)  # its new incarnation started after its commits settled
                 if self.accepting is not None and self.accepting[0] == exporter:
-                    await self._accept_failed()  # a restarted exporter forgot our Accept
+                    await self._accept_failed()  # a restarted exporter forgot our Accept (a commit it made is Granted)
                 if candidate := self.wanted.get(exporter):
                     self._want(candidate)  # and its queue
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
@@ -175,6 +208,11 @@ class LeaseActor(ObjectActor):
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
             case _Evaluate():
                 await self._evaluate()
+            case _SettleDue():
+                for exporter in self.settling:  # no answer yet: ask again, never go on without one
+                    self.tell(_exporter_address(self.namespace, exporter), Settle(self.name))
+                if self.settling:
+                    self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
             case _ShowPending():
                 if self.exporter is None and self.pending is not None:
                     if self.plan is not None and self.plan.takeable:
@@ -237,7 +275,50 @@ class LeaseActor(ObjectActor):
         """Copy `spec.tags` onto the lease as labels (see lease_tags)."""
         if self.obj is not None and (labels := missing_tag_labels(self.obj)):
             with contextlib.suppress(NotFound):
-                await self.ctx.api.merge_patch(LEASE, self.namespace, self.name, {"metadata": {"labels": labels}})
+                self.obj = await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
+                                                          {"metadata": {"labels": labels}})
+
+    async def _label_ended(self) -> None:
+        """The `lessor.dev/lease-ended` label on an ended lease (a separate patch: labels are not status)."""
+        labels = ((self.obj or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get(ENDED_LABEL) != "true":
+            with contextlib.suppress(NotFound):
+                self.obj = await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
+                                                          {"metadata": {"labels": {ENDED_LABEL: "true"}}})
+
+    # --- settling: no offer is taken while a commit naming this lease may be open -------------
+
+    def _settled(self, exporter: str) -> None:
+        if exporter not in self.settling:
+            return
+        self.settling = self.settling - {exporter} or frozenset()
+        if not self.settling:
+            self.cancel("settle")
+            if self.offers and not self.choosing:
+                self._choose()
+
+    async def _gone(self, exporter: str) -> None:
+        """A candidate exporter was deleted: nothing of ours can be committed there any more."""
+        if self.accepting is not None and self.accepting[0] == exporter:
+            await self._accept_failed()
+        self._settled(exporter)
+
+    async def _reconsider(self) -> None:
+        """Our conditional write lost: someone wrote the lease since we decided. Decide again from it."""
+        assert self.obj is not None
+        if _ended(self.obj):
+            self._let_go()
+            await self._label_ended()
+            self.stop()
+            return
+        held = ((self.obj.get("status") or {}).get("exporterRef") or {}).get("name") or None
+        if held is not None and self.exporter is None:  # granted meanwhile (by another replica): adopt, and ask
+            self.exporter = held
+            self._withdraw_all()
+            self._decline_all()
+            self.tell(_exporter_address(self.namespace, held), Confirm(self.name))
+            return
+        self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
 
     # --- deciding -------------------------------------------------------------------------
 
@@ -295,7 +376,8 @@ class LeaseActor(ObjectActor):
             await self._show_pending(result.pending)
 
     def _queue_at(self, candidates: tuple[Candidate, ...]) -> None:
-        """Wait in the queue of every approved exporter: whichever frees up first serves us."""
+        """Wait in the queue of every approved exporter: whichever frees up first serves us. The first
+        time in an incarnation, also ask each to `Settle` (a previous incarnation may have accepted there)."""
         fresh = {c.exporter: c for c in candidates}
         for exporter in self.wanted.keys() - fresh.keys():
             self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
@@ -304,6 +386,13 @@ class LeaseActor(ObjectActor):
             if old is None or (old.priority, old.spot) != (candidate.priority, candidate.spot):
                 self._want(candidate)
         self.wanted = fresh
+        if self.settle_due:
+            self.settle_due = False
+            for exporter in fresh:
+                self.tell(_exporter_address(self.namespace, exporter), Settle(self.name))
+            self.settling = frozenset(fresh)
+            if self.settling:
+                self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
 
     def _want(self, candidate: Candidate) -> None:
         assert self.request is not None and self.obj is not None
@@ -316,6 +405,8 @@ class LeaseActor(ObjectActor):
         if self.exporter is not None or self.plan is None:
             self._decline_all()
             return
+        if self.settling:
+            return  # a candidate has yet to say that nothing of ours is in flight there
         if self.accepting is not None:
             return  # offers wait until the accepted one is granted (then declined) or withdrawn
         order = {c.exporter: i for i, c in enumerate(self.plan.candidates)}
@@ -364,23 +455,43 @@ class LeaseActor(ObjectActor):
         self.pending = None
         now = self.ctx.now()
         begin, end = self.request.window(now)
-        status = (self.obj.get("status") or {})
-        conditions = remove_condition(status.get("conditions"), ConditionType.PENDING)
-        conditions = merge_condition(conditions, new_condition(
-            READY, True, "Ready", f"exporter {exporter} is leased", now=now,
-            observed_generation=self._generation()))
-        await self.write_status({
-            "exporterRef": {"name": exporter},
-            "beginTime": format_timestamp(begin),
-            "endTime": format_timestamp(end) if end else None,
-            "priority": terms.priority if terms else int(status.get("priority") or 0),
-            "spotAccess": terms.spot if terms else status.get("spotAccess") is True,
-            "ended": False,
-            "conditions": conditions,
-        })
-        self.ctx.events.record(LEASE, self.obj, NORMAL, "Ready", f"exporter {exporter} is leased", "Lease")
-        if end is not None:
-            self.schedule("expire", _Evaluate(), at=end)
+        for _ in range(COMMIT_ATTEMPTS):
+            status = (self.obj.get("status") or {})
+            conditions = remove_condition(status.get("conditions"), ConditionType.PENDING)
+            conditions = merge_condition(conditions, new_condition(
+                READY, True, "Ready", f"exporter {exporter} is leased", now=now,
+                observed_generation=self._generation()))
+            outcome: Outcome[Any] = await self.write_status_as_seen({
+                "exporterRef": {"name": exporter},
+                "beginTime": format_timestamp(begin),
+                "endTime": format_timestamp(end) if end else None,
+                "priority": terms.priority if terms else int(status.get("priority") or 0),
+                "spotAccess": terms.spot if terms else status.get("spotAccess") is True,
+                "ended": False,
+                "conditions": conditions,
+            })
+            match outcome:
+                case Written():
+                    self.ctx.events.record(LEASE, self.obj, NORMAL, "Ready", f"exporter {exporter} is leased",
+                                           "Lease")
+                    if end is not None:
+                        self.schedule("expire", _Evaluate(), at=end)
+                    return
+                case Gone():
+                    return  # its deletion event gives the exporter back
+                case Lost(fresh=fresh) if _ended(fresh):
+                    await self._reconsider()  # ended meanwhile: lets the exporter go
+                    return
+                case Lost(fresh=fresh) if _held(fresh) not in (None, exporter):
+                    # another replica's grant stands: give this exporter back, hold that one
+                    self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
+                    self.exporter = None
+                    await self._reconsider()
+                    return
+                case Lost():
+                    continue  # a change that does not touch the grant (labels, a spec edit): write it on that
+        raise Conflict(f"Lease {self.namespace}/{self.name} changed {COMMIT_ATTEMPTS} times while its grant "
+                       f"was written; starting again")
 
     async def _keeptimestamp(self, request: LeaseRequest, now: datetime) -> None:
         """An active lease: expire it at its end, which may have moved since it was granted."""
@@ -396,8 +507,8 @@ class LeaseActor(ObjectActor):
         else:
             self.schedule("expire", _Evaluate(), at=end)
         wanted = format_timestamp(end) if end else None
-        if status.get("endTime") != wanted:
-            await self.write_status({"endTime": wanted})
+        if status.get("endTime") != wanted and isinstance(await self.write_status_as_seen({"endTime": wanted}), Lost):
+            await self._reconsider()
 
     # --- ending ---------------------------------------------------------------------------
 
@@ -405,23 +516,43 @@ class LeaseActor(ObjectActor):
         await self._end(verdict.type, True, verdict.reason, verdict.message)
 
     async def _end(self, condition: str, status: bool, reason: str, message: str) -> None:
-        """Every way a lease ends: one status write, the label, the exporter given back."""
+        """Every way a lease ends: one status write, the label, then the exporter given back (after the
+        write: the exporter must not go to another lease while this one still shows Ready on it).
+
+        The write is conditional on the version decided from. If it loses, an eviction (the exporter's
+        commit already decided it) is written again on the fresh version; any other end is decided again."""
         assert self.obj is not None
-        self._let_go()
-        now = self.ctx.now()
-        conditions = remove_condition((self.obj.get("status") or {}).get("conditions"), ConditionType.PENDING)
-        conditions = merge_condition(conditions, new_condition(
-            condition, status, reason, message, now=now, observed_generation=self._generation()))
-        if condition != READY:  # Ready=False says why in `kubectl get`, even for a lease never granted
+        for _ in range(COMMIT_ATTEMPTS):
+            now = self.ctx.now()
+            conditions = remove_condition((self.obj.get("status") or {}).get("conditions"), ConditionType.PENDING)
             conditions = merge_condition(conditions, new_condition(
-                READY, False, reason, message, now=now, observed_generation=self._generation()))
-        await self.write_status({"ended": True, "conditions": conditions, "endTime": _real_end(self.obj, now)})
-        self.ctx.events.record(LEASE, self.obj, severity(condition, status, reason), reason, message, "End")
-        try:
-            await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
-                                           {"metadata": {"labels": {ENDED_LABEL: "true"}}})
-        except NotFound:
-            pass
+                condition, status, reason, message, now=now, observed_generation=self._generation()))
+            if condition != READY:  # Ready=False says why in `kubectl get`, even for a lease never granted
+                conditions = merge_condition(conditions, new_condition(
+                    READY, False, reason, message, now=now, observed_generation=self._generation()))
+            outcome: Outcome[Any] = await self.write_status_as_seen(
+                {"ended": True, "conditions": conditions, "endTime": _real_end(self.obj, now)})
+            match outcome:
+                case Written():
+                    self.ctx.events.record(LEASE, self.obj, severity(condition, status, reason), reason, message,
+                                           "End")
+                    break
+                case Gone():
+                    self._let_go()
+                    self.stop()
+                    return
+                case Lost(fresh=fresh) if _ended(fresh):
+                    break  # ended meanwhile, by another writer
+                case Lost() if reason == Reason.EVICTED:
+                    continue
+                case Lost():
+                    await self._reconsider()
+                    return
+        else:
+            raise Conflict(f"Lease {self.namespace}/{self.name} changed {COMMIT_ATTEMPTS} times while its end "
+                           f"was written; starting again")
+        self._let_go()
+        await self._label_ended()
         self.stop()
 
     def _let_go(self) -> None:
@@ -433,7 +564,8 @@ class LeaseActor(ObjectActor):
             self.accepting = None
         self._decline_all()
         self._withdraw_all()
-        for timer in ("evaluate", "expire", "pending", "choose", "accepting"):
+        self.settling = frozenset()
+        for timer in ("evaluate", "expire", "pending", "choose", "accepting", "settle"):
             self.cancel(timer)
 
     def _withdraw_all(self) -> None:
@@ -453,8 +585,11 @@ class LeaseActor(ObjectActor):
         conditions = merge_condition(conditions, new_condition(  # the same write: why it is not Ready
             READY, False, pending.reason, pending.message, now=now, observed_generation=self._generation()))
         if not same_conditions(_without_times(conditions), _without_times(current)):
-            await self.write_status({"conditions": conditions})
-            self.ctx.events.record(LEASE, self.obj, NORMAL, pending.reason, pending.message, "Queue")
+            match await self.write_status_as_seen({"conditions": conditions}):
+                case Written():
+                    self.ctx.events.record(LEASE, self.obj, NORMAL, pending.reason, pending.message, "Queue")
+                case Lost():
+                    await self._reconsider()
 
     def _generation(self) -> int | None:
         return generation(self.obj)
@@ -462,6 +597,13 @@ class LeaseActor(ObjectActor):
 
 def _ended(obj: Mapping[str, Any]) -> bool:
     return (obj.get("status") or {}).get("ended") is True
+
+
+def _held(obj: Mapping[str, Any]) -> str | None:
+    """The exporter the lease's status says it holds."""
+    ref = (obj.get("status") or {}).get("exporterRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _real_end(obj: Mapping[str, Any], now: datetime) -> str:

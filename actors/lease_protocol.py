@@ -13,6 +13,21 @@ that is killed mid-conversation loses nothing: offers expire, and the
 restarted lease asks again; an exporter that restarts tells the leases
 waiting on it (`ExporterRestarted`) to queue again, and one whose
 availability changes tells them (`AvailabilityChanged`) to re-check why they wait.
+
+No lease is ever named by two exporters, because a lease never accepts an
+offer while the fate of a commit naming it may still be open somewhere:
+
+- it never gives up on an `Accept` by the clock; only the exporter's answer
+  (`Granted`, `OfferWithdrawn`), its restart (whose incarnation starts after
+  every commit write of the previous one has settled, `inflight.py`) or its
+  deletion closes an accept;
+- a lease incarnation that starts (after a kill, its previous incarnation may
+  have accepted somewhere) first asks every candidate to `Settle`: each
+  answers after whatever it was doing, `Granted` if it holds the lease, else
+  `NotHeld`; offers wait until all have answered.
+
+The interleavings and their outcomes are tabled in docs/architecture.md,
+"Interleavings".
 """
 
 from __future__ import annotations
@@ -55,6 +70,13 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
+class Settle:
+    """Where do I stand with you? Answered, after any commit in hand, `Granted` or `NotHeld`."""
+
+    lease: str
+
+
+@dataclass(frozen=True, slots=True)
 class Confirm:
     """A restarted lease whose status says it holds the exporter asks whether it still does
     (a `Granted` or `Evicted` meant for it may have died with its previous incarnation)."""
@@ -80,6 +102,13 @@ class OfferWithdrawn:
 
 @dataclass(frozen=True, slots=True)
 class Granted:
+    exporter: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotHeld:
+    """The answer to `Settle`: this exporter does not hold the lease and has no commit for it in flight."""
+
     exporter: str
 
 

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from .access_policy import Approval, PolicySet, Rule, approvals
-from .exporter_state import ExporterView, Holder
+from .exporter_state import ExporterView, Holder, may_take
 from .lease_spec import ConditionType, LeaseRequest, Reason, Verdict
 from .lease_wording import (
     duration_exceeded_message,
@@ -229,8 +229,9 @@ def _state(exporter: ExporterView, approval: Approval, *, own: str) -> State:
     if not exporter.online:
         return State.OFFLINE
     holder = exporter.holder
-    if holder is not None and holder.lease != own:
-        return State.EVICTABLE if holder.spot and not approval.spot else State.HELD
+    if holder is not None and holder.lease != own:  # disabled ones were filtered out by `_usable` already
+        takeable = may_take(enabled=True, allow_disabled=True, holder=holder, spot=approval.spot)
+        return State.EVICTABLE if takeable else State.HELD
     if holder is None and not exporter.ready:
         return State.NOT_READY
     return State.FREE

@@ -27,6 +27,7 @@ from lessor.model.keys import split_address
 from .api import Api, Conflict, Kind, NotFound
 from .context import Context
 from .guard import Guarded, Parked
+from .inflight import InFlight
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,34 @@ class ObjectActor(Guarded, Actor):
         if "conditions" in status:
             _condition_events(before, status["conditions"])
         return True
+
+    async def write_status_as_seen(self, status: Mapping[str, Any]) -> Outcome[Object]:
+        """Patch the status only if the object is still the version this actor decided from (a
+        resourceVersion precondition), so a paused or deposed replica cannot overwrite a newer decision.
+
+        `Lost(fresh)`: someone wrote first; `obj` is now `fresh`, and the caller decides again from it.
+        """
+        assert self.obj is not None
+        version = (self.obj.get("metadata") or {}).get("resourceVersion")
+        patch: dict[str, Any] = {"status": dict(status)}
+        if version is not None:
+            patch["metadata"] = {"resourceVersion": version}
+        before = (self.obj.get("status") or {}).get("conditions")
+        try:
+            written = await self.ctx.api.merge_patch(self.kind, self.namespace, self.name, patch,
+                                                     subresource="status")
+        except NotFound:
+            return Gone()
+        except Conflict:
+            fresh = await self.ctx.api.get(self.kind, self.namespace, self.name)
+            if fresh is None:
+                return Gone()
+            self.obj = fresh
+            return Lost(fresh)
+        self.obj = written
+        if "conditions" in status:
+            _condition_events(before, status["conditions"])
+        return Written(written)
 
     def unexpected(self, message: Any) -> None:
         """A message no case of `receive` knows: a bug in the sender, said loudly but harmlessly."""
@@ -111,16 +140,23 @@ class GaveUp:
 Outcome = Written[T] | Gone | Lost | GaveUp
 
 
+def _bound(write: Callable[[Object], Awaitable[T]], obj: Object) -> Callable[[], Awaitable[T]]:
+    return lambda: write(obj)
+
+
 async def commit(api: Api, kind: Kind, namespace: str, name: str, obj: Object,
                  write: Callable[[Object], Awaitable[T]], still: Callable[[Object], bool], *,
-                 attempts: int = COMMIT_ATTEMPTS) -> Outcome[T]:
+                 attempts: int = COMMIT_ATTEMPTS, inflight: InFlight | None = None) -> Outcome[T]:
     """Write `obj` under its resourceVersion (`write(obj)` carries the precondition); on a conflict read the
     object again and retry while `still(fresh)` says it is as the actor believed.
 
+    With `inflight`, each write outlives a kill of the caller (see `inflight.py`).
     Only `Conflict` and `NotFound` are answered here; any other refusal is the caller's.
     """
     for _ in range(attempts):
         try:
+            if inflight is not None:
+                return Written(await inflight.run((kind.kind, namespace, name), _bound(write, obj)))
             return Written(await write(obj))
         except NotFound:
             return Gone()

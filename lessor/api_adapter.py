@@ -4,13 +4,15 @@ the answer to its write until the watch event of it arrives, and at a first star
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
 from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound, Object
 from lessor.gateway import ApiError, Gateway, Resource
-from lessor.gateway.client import FIELD_MANAGER
+from lessor.gateway.client import FIELD_MANAGER, Fence
 from lessor.gateway.informer import slim
+from lessor.leader import NotLeader, fence_denial
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +31,36 @@ def _unfenced(what: str) -> None:
     return None
 
 
+def _unheard(message: str) -> None:
+    return None
+
+
 class GatewayApi:
     """Implements `lessor.actors.api.Api` on a `Gateway`.
 
-    Every write of every actor passes `fence(what)` just before its request, the one place where a
-    replica that is not (or may no longer be) the leader is stopped: it raises
-    `lessor.leader.NotLeader` instead of sending the request.
+    Every write of every actor (create, patch, apply and its field hand-over, delete) is fenced:
+    `fence(what)` raises `lessor.leader.NotLeader` when this replica is not (or may no longer be) the
+    leader. It is asked when the write starts, so a write begun after the fence closed never queues, and
+    again by the gateway when the request is sent (after its write slot and connection are held, see
+    `lessor.gateway.client.Fence`): a write that queued while the fence was open and reaches the
+    connection after it closed is refused there, never sent.
+
+    The API server's own fence (deploy/leader-fence.yaml) refuses a write of a replica that does not hold
+    the leader Lease when it is admitted; that 403 is `NotLeader` too, as the process's fence would have
+    said, and `refused(message)` (the leadership's) hears of it.
     """
 
-    def __init__(self, gateway: Gateway, fence: Callable[[str], None] = _unfenced) -> None:
+    def __init__(self, gateway: Gateway, fence: Callable[[str], None] = _unfenced,
+                 refused: Callable[[str], None] = _unheard) -> None:
         self.gateway = gateway
         self.fence = fence
+        self.refused = refused
+
+    def _failure(self, err: ApiError, what: str) -> ApiFailure:
+        if fence_denial(err.status, err.message):
+            self.refused(err.message)
+            return NotLeader(what, by_server=err.message)
+        return _translate(err)
 
     async def _resource(self, kind: Kind) -> Resource:
         try:
@@ -47,11 +68,10 @@ class GatewayApi:
         except LookupError as err:  # the group is served, the kind is not (a provider's typo, a CRD not yet installed)
             raise NotFound(str(err), reason="NotFound", status=404) from err
 
-    async def _writable(self, kind: Kind, what: str) -> Resource:
-        """The kind's resource, once the fence let `what` through: checked last before the request."""
-        resource = await self._resource(kind)
+    async def _writable(self, kind: Kind, what: str) -> tuple[Resource, Fence]:
+        """The kind's resource and the fence for `what`, which is asked now and again at the send."""
         self.fence(what)
-        return resource
+        return await self._resource(kind), functools.partial(self.fence, what)
 
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
         try:
@@ -65,42 +85,41 @@ class GatewayApi:
 
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         try:
-            resource = await self._writable(kind, f"create {kind.kind} {namespace}")
-            return slim(await self.gateway.create(resource, namespace, body))
+            resource, fence = await self._writable(kind, what := f"create {kind.kind} {namespace}")
+            return slim(await self.gateway.create(resource, namespace, body, fence=fence))
         except ApiError as err:
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,
                           *, subresource: str | None = None) -> Object:
         try:
-            resource = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
-            return slim(await self.gateway.merge_patch(resource, namespace, name, patch, subresource))
+            resource, fence = await self._writable(kind, what := f"patch {kind.kind} {namespace}/{name}")
+            return slim(await self.gateway.merge_patch(resource, namespace, name, patch, subresource, fence=fence))
         except ApiError as err:
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def json_patch(self, kind: Kind, namespace: str, name: str, ops: list[Object],
                          *, subresource: str | None = None) -> Object:
         try:
-            resource = await self._writable(kind, f"patch {kind.kind} {namespace}/{name}")
-            return slim(await self.gateway.json_patch(resource, namespace, name, ops, subresource))
+            resource, fence = await self._writable(kind, what := f"patch {kind.kind} {namespace}/{name}")
+            return slim(await self.gateway.json_patch(resource, namespace, name, ops, subresource, fence=fence))
         except ApiError as err:
             # The API server answers a failed `test` op with a bare 422 Invalid: the precondition lost.
             if err.status == 422 and any(op.get("op") == "test" for op in ops):
                 raise Conflict(f"precondition failed on {kind.kind} {namespace}/{name}",
                                reason="PreconditionFailed", status=422) from err
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: Object) -> Object:
         return await self.merge_patch(kind, namespace, name, {"status": status}, subresource="status")
 
     async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
         try:
-            resource = await self._resource(kind)
+            resource, fence = await self._writable(kind, what := f"apply {kind.kind} {namespace}/{name}")
             await self._adopt_created_fields(resource, namespace, name)
-            self.fence(f"apply {kind.kind} {namespace}/{name}")
-            return slim(await self.gateway.apply(resource, namespace, name, body, force=True))
+            return slim(await self.gateway.apply(resource, namespace, name, body, force=True, fence=fence))
         except ApiError as err:
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
     async def _adopt_created_fields(self, resource: Resource, namespace: str, name: str) -> None:
         """Hand the fields the operator's own create set (an `Update` entry of its field manager) to its
@@ -124,8 +143,8 @@ class GatewayApi:
         patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
                               "managedFields": [*(e for e in entries if e not in ours), merged]}}
         try:
-            self.fence(f"patch {resource.kind} {namespace}/{name}")
-            await self.gateway.merge_patch(resource, namespace, name, patch)
+            await self.gateway.merge_patch(resource, namespace, name, patch,
+                                           fence=functools.partial(self.fence, f"patch {resource.kind} {namespace}/{name}"))
         except ApiError as err:
             log.info("%s %s/%s: the create's fields stay the create's for now: %s", resource.kind, namespace,
                      name, err.message)
@@ -133,15 +152,15 @@ class GatewayApi:
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None:
         try:
-            resource = await self._writable(kind, f"delete {kind.kind} {namespace}/{name}")
+            resource, fence = await self._writable(kind, what := f"delete {kind.kind} {namespace}/{name}")
             await self.gateway.delete(resource, namespace, name,
-                                      resource_version=resource_version, uid=uid)
+                                      resource_version=resource_version, uid=uid, fence=fence)
         except NotFound:
             return
         except ApiError as err:
             if err.not_found:
                 return
-            raise _translate(err) from err
+            raise self._failure(err, what) from err
 
 
 def _union(a: Object, b: Object) -> Object:

@@ -17,8 +17,10 @@ from lessor import __version__
 
 BENCHMARKS = {
     "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests",
-    "failover": "replicas during a steady lease workload, the leader SIGKILLed and SIGTERMed: seconds to the "
-    "new leader's first write, p50/p99",
+    "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn and "
+    "CPU hogs, the leader SIGKILLed, SIGSTOPped past its lease, or the replicas rolled; from a watch history and "
+    "the audit log: double bookings, late writes of deposed leaders, stranded objects, priority inversions, "
+    "failover p50/max, next to the targets",
     "claims": "a claim storm (a pool with minAvailable 100, then 500 claims at once) against the API server's ceiling",
     "fuzz": "hostile bodies of eight kinds (all but ResourcePoolScaling) through the API server, with and without "
             "the webhook: refusals by layer, tracebacks, crash restarts",
@@ -59,11 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not run kube-controller-manager (no garbage collection, no namespace deletion)")
 
     inst = sub.add_parser(
-        "install", help="apply the CRDs and create the operator's namespace",
+        "install", help="apply the CRDs, create the operator's namespace and install the leader fence",
         description="Apply lessor's CustomResourceDefinitions with server-side apply, wait until they "
-        "are Established, and create the operator's namespace.",
+        "are Established, create the operator's namespace, and apply the leader fence (deploy/leader-fence.yaml: "
+        "a ValidatingAdmissionPolicy by which the API server admits writes of lessor's ServiceAccounts only "
+        "from the holder of the leader Lease; Kubernetes 1.30 or later).",
     )
     _kube_args(inst)
+    inst.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                      help="the replicas elect a leader (lessor run's default): install the leader fence; "
+                      "--no-leader-elect for a single `lessor run --no-leader-elect`: remove it (default: elect)")
 
     run = sub.add_parser(
         "run", help="run the operator",
@@ -285,7 +292,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         from lessor.install import install
 
         async with await Gateway.connect(args.kubeconfig) as gateway:
-            await install(gateway, args.operator_namespace, progress=_say)
+            await install(gateway, args.operator_namespace, progress=_say, leader_fence=args.leader_elect)
         return 0
     if args.command == "run":
         from lessor.admission.server import WebhookSettings

@@ -25,6 +25,7 @@ The semantics are client-go's (tools/events and tools/record), reimplemented:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import re
@@ -64,19 +65,24 @@ class EventSink(Protocol):
 
 
 class GatewaySink:
-    """Writes through the gateway; `fence` (the leadership's) refuses a write when not leading."""
+    """Writes through the gateway; `fence` (the leadership's) refuses a write when not leading, asked
+    before the request and again when it is sent, as the actors' writes are: an Event of a deposed
+    leader changes nothing that is leased, but it would tell `kubectl describe` readers something (a
+    lease Ready, an eviction) that the new leader may have undone."""
 
     def __init__(self, gateway: Gateway, *, fence: Callable[[str], None] = lambda _: None) -> None:
         self.gateway = gateway
         self.fence = fence
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.fence(f"create Event in {namespace}")
-        return await self.gateway.create(EVENT, namespace, body)
+        what = f"create Event in {namespace}"
+        self.fence(what)
+        return await self.gateway.create(EVENT, namespace, body, fence=functools.partial(self.fence, what))
 
     async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        self.fence(f"patch Event {namespace}/{name}")
-        return await self.gateway.merge_patch(EVENT, namespace, name, patch)
+        what = f"patch Event {namespace}/{name}"
+        self.fence(what)
+        return await self.gateway.merge_patch(EVENT, namespace, name, patch, fence=functools.partial(self.fence, what))
 
 
 def micro_time(moment: datetime) -> str:

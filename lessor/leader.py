@@ -12,14 +12,24 @@ leader runs the object actors and writes. The rules (client-go's
 - The leader renews every `retry_period`. It is the leader only until
   `renew_deadline` after the start of its last successful renewal: from then
   on `fence()` refuses every write, whether or not the renewing task got to
-  run (fencing by time). `renew_deadline < lease_duration`, so the old
-  leader has stopped writing before anyone else may take over.
+  run (fencing by time, `TermFence`). The gateway asks the fence when a write
+  is sent, not when it queues, and the step-down drops the writes still
+  queued. `renew_deadline < lease_duration`, so the old leader has stopped
+  writing before anyone else may take over.
 - On SIGTERM renewals stop but the fence stays as time set it, so the actors
   being stopped may finish their writes; `release()` (after they stopped)
   closes the fence, then clears the holder and
   sets `leaseDurationSeconds: 1`, as client-go's ReleaseOnCancel does, so a
   follower takes over at once. Followers also watch the Lease, so they try
   the moment it is released rather than at their next retry.
+- Each acquire and renewal also writes who the API server knows the holder
+  as (`lessor.dev/holder-username`, and `lessor.dev/holder-pod` for a
+  pod-bound token, learned once from a SelfSubjectReview) into the Lease's
+  annotations: the API server's own fence (deploy/leader-fence.yaml, a
+  ValidatingAdmissionPolicy whose param is this Lease) admits a write of
+  lessor's ServiceAccounts only when they match the writer. A write it
+  refuses comes back as `NotLeader` (`lessor.api_adapter`), and `refused()`
+  checks the Lease: held by another replica, this one steps down at once.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 import random
 import socket
 import time
@@ -46,15 +57,73 @@ COORDINATION_LEASE = Resource("coordination.k8s.io", "v1", "Lease", "leases")
 LEASE_NAME = "lessor-leader"
 COUNTED_AS = "Lease.coordination.k8s.io"
 """How the gateway counts these requests: apart from lessor's own Leases."""
+HOLDER_USERNAME = "lessor.dev/holder-username"
+HOLDER_POD = "lessor.dev/holder-pod"
+"""Annotations of the leader Lease: the holder's username and pod as the API server authenticates it,
+which the API server's fence (deploy/leader-fence.yaml) compares with each writer's."""
+FENCE_POLICY = "lessor-leader-fence"
+"""The ValidatingAdmissionPolicy (and its binding) of deploy/leader-fence.yaml."""
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 JITTER = 1.2
 """client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
 
 
 class NotLeader(ApiFailure):
-    """A write refused because this replica is not (or may no longer trust that it is) the leader."""
+    """A write refused because this replica is not (or may no longer trust that it is) the leader: by its
+    own fence (never sent), or by the API server's (`by_server`: the policy's message, naming the holder)."""
 
-    def __init__(self, what: str) -> None:
-        super().__init__(f"not the leader: {what} refused", reason="NotLeader", status=503)
+    def __init__(self, what: str, *, by_server: str | None = None) -> None:
+        if by_server is None:
+            super().__init__(f"not the leader: {what} refused", reason="NotLeader", status=503)
+        else:
+            super().__init__(f"not the leader: {what} refused by the API server: {by_server}",
+                             reason="NotLeader", status=403)
+        self.by_server = by_server
+
+
+def fence_denial(status: int, message: str) -> bool:
+    """Whether an API server answer is the leader fence's denial (deploy/leader-fence.yaml)."""
+    return status == 403 and f"ValidatingAdmissionPolicy '{FENCE_POLICY}'" in message
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def boot_clock() -> float:
+    """Seconds on CLOCK_BOOTTIME where there is one (Linux), else `time.monotonic`.
+
+    Both are monotonic and keep running while the process is stopped (SIGSTOP, a long GC pause, a
+    starved CPU), so a paused leader resumes already past its deadline. CLOCK_BOOTTIME also counts a
+    suspended host's sleep, which CLOCK_MONOTONIC does not. Neither sees a paused VM whose guest clock
+    the hypervisor stopped as well: see docs/architecture.md, "Fencing by time".
+    """
+    return time.monotonic() if _BOOTTIME is None else time.clock_gettime(_BOOTTIME)
+
+
+class TermFence:
+    """Fencing by time: writes may be sent only before the current term's deadline, read from `clock` at
+    the moment of asking, so nothing that happened meanwhile (a blocked loop, a paused process, a renewal
+    task that never got to run) can leave it open past the deadline."""
+
+    def __init__(self, clock: Callable[[], float] = boot_clock) -> None:
+        self._clock = clock
+        self._until = float("-inf")
+
+    def open_until(self, instant: float) -> None:
+        """A renewal that started at `instant - renew_deadline` succeeded."""
+        self._until = instant
+
+    def close(self) -> None:
+        self._until = float("-inf")
+
+    def is_open(self) -> bool:
+        return self._clock() < self._until
+
+    def check(self, what: str) -> None:
+        """Raise `NotLeader` unless `what` may be sent now."""
+        if not self.is_open():
+            raise NotLeader(what)
 
 
 @dataclass(frozen=True)
@@ -78,8 +147,10 @@ class ElectionSettings:
 
 
 def holder_identity() -> str:
-    """`hostname_uuid`: the pod name, and unique per process (a restarted pod is a new candidate)."""
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
+    """`podname_uuid`: the pod's name (POD_NAME, as deployment.yaml sets it, else the hostname, which is
+    the pod's name unless the pod sets another), and unique per process (a restarted pod is a new
+    candidate)."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
 
 
 class Leadership(Protocol):
@@ -101,6 +172,9 @@ class Leadership(Protocol):
     def stood_down(self) -> None: ...
 
     async def release(self) -> None: ...
+
+    def refused(self, message: str) -> None:
+        """The API server's leader fence refused one of this replica's writes (`message`: its answer)."""
 
 
 class _Metrics:
@@ -140,13 +214,19 @@ class Unelected:
     async def release(self) -> None:
         return None
 
+    def refused(self, message: str) -> None:
+        log.error("the API server's leader fence refused a write of this replica, which runs with "
+                  "--no-leader-elect: %s. A leader Lease is left from an elected deployment; remove the fence "
+                  "with `lessor install --no-leader-elect` (or delete the ValidatingAdmissionPolicyBinding %s)",
+                  message, FENCE_POLICY)
+
 
 class LeaderElector:
     """One candidate; `run()` campaigns, leads and campaigns again until cancelled."""
 
     def __init__(self, gateway: Gateway, namespace: str, settings: ElectionSettings, *,
                  identity: str | None = None, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = boot_clock) -> None:
         self.gateway = gateway
         self.namespace = namespace
         self.settings = settings
@@ -154,26 +234,32 @@ class LeaderElector:
         self._clock = clock
         self._metrics = _Metrics(registry)
         self._metrics.leader.set(0)
-        self._valid_until = float("-inf")  # the fence: leading only before this instant (monotonic)
+        self._fence = TermFence(clock)  # leading only before the deadline of the last renewal
         self._lease: dict[str, Any] | None = None  # the Lease as last read or written
         self._observed: dict[str, Any] | None = None  # its spec, and when it last changed on our clock
         self._observed_at = float("-inf")
         self._expires_at = float("inf")  # when the other holder's lease runs out, as we observed it
+        self._deadline = float("-inf")  # the fence's deadline, for the renewal loop's timing
         self._term = 0  # terms of leadership begun, and ended
         self._ended = 0
         self._step = asyncio.Event()  # set (and replaced) at each beginning or end of a term
         self._work_stopped = asyncio.Event()
         self._release_due = False
         self._changed = asyncio.Event()  # the watch saw the Lease change: try now
+        # Who the API server knows this replica as (SelfSubjectReview), written into the Lease with each
+        # acquire and renewal for its fence: username and pod name (None: not asked yet or could not).
+        self.authenticated: tuple[str, str] | None = None
+        self._whoami_failed = False
+        self._refusal_check: asyncio.Task[None] | None = None
+        self._refusal_checked_at = float("-inf")
 
     # --- what the operator asks ----------------------------------------------------------
 
     def leading(self) -> bool:
-        return self._clock() < self._valid_until
+        return self._fence.is_open()
 
     def fence(self, what: str) -> None:
-        if not self.leading():
-            raise NotLeader(what)
+        self._fence.check(what)
 
     async def wait_leading(self) -> int:
         """Wait for a term of leadership; return its number."""
@@ -200,6 +286,8 @@ class LeaderElector:
                 await self._work_stopped.wait()
         finally:
             watch.cancel()
+            if self._refusal_check is not None:
+                self._refusal_check.cancel()
             # Renewals stop, but the fence stays as time set it: the actors being stopped may finish
             # their writes, which no other replica can contest before our lease runs out. `release`
             # closes it before handing over.
@@ -216,8 +304,9 @@ class LeaderElector:
         if not due or lease is None:
             return
         now = _micro_time()
-        body = {**lease, "spec": {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1,
-                                  "acquireTime": now, "renewTime": now}}
+        body = {**lease, "metadata": _holder_annotations(lease.get("metadata") or {}, None),
+                "spec": {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1,
+                         "acquireTime": now, "renewTime": now}}
         try:
             async with asyncio.timeout(self.settings.retry_period):
                 await self._write("update", "PUT", body)
@@ -248,16 +337,21 @@ class LeaderElector:
     async def _lead(self) -> None:
         """Renew every retry_period; return once the fence closed."""
         while self.leading():
-            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._valid_until - self._clock())))
-            while (remaining := self._valid_until - self._clock()) > 0:
+            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
+            while (remaining := self._deadline - self._clock()) > 0:
                 if await self._attempt(timeout=remaining):
                     break
-                await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._valid_until - self._clock())))
-        log.warning("lost leadership (%s): could not renew within %gs", self.identity, self.settings.renew_deadline)
+                await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
+        if self._ended < self._term:  # else `refused` stepped down already, and said why
+            log.warning("lost leadership (%s): could not renew within %gs", self.identity,
+                        self.settings.renew_deadline)
         self._step_down()
 
     def _step_down(self) -> None:
-        self._valid_until = float("-inf")
+        """Close the fence and drop the writes queued for a slot: refused now, not when a slot frees."""
+        self._fence.close()
+        self._deadline = float("-inf")
+        self.gateway.drop_queued_writes()
         if self._ended < self._term:
             self._ended = self._term
             self._metrics.leader.set(0)
@@ -285,6 +379,7 @@ class LeaderElector:
         return False
 
     async def _acquire_or_renew(self, started: float) -> bool:
+        await self._whoami()
         now = _micro_time()
         spec: dict[str, Any] = {"holderIdentity": self.identity,
                                 "leaseDurationSeconds": max(1, round(self.settings.lease_duration)),
@@ -295,7 +390,9 @@ class LeaderElector:
             if not err.not_found:
                 raise
             body = {"apiVersion": COORDINATION_LEASE.api_version, "kind": "Lease",
-                    "metadata": {"name": self.settings.name, "namespace": self.namespace}, "spec": spec}
+                    "metadata": _holder_annotations({"name": self.settings.name, "namespace": self.namespace},
+                                                    self.authenticated),
+                    "spec": spec}
             self._won(await self._write("create", "POST", body), started)
             return True
         old = lease.get("spec") or {}
@@ -311,13 +408,77 @@ class LeaderElector:
             spec["leaseTransitions"] = old.get("leaseTransitions") or 0
         else:
             spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
-        self._won(await self._write("update", "PUT", {**lease, "spec": spec}), started)
+        metadata = _holder_annotations(lease.get("metadata") or {}, self.authenticated)
+        self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
         return True
+
+    async def _whoami(self) -> None:
+        """Learn once who the API server authenticates this replica as, for the Lease's annotations.
+
+        A failure of the server or the network fails this attempt (tried again at the next); a definite
+        no (403: no right to ask, 404: a server before 1.28) is given up on: the Lease then names no
+        username, and an API server that runs the leader fence refuses this replica's writes (`refused`
+        says so), while one that does not is unaffected."""
+        if self.authenticated is not None or self._whoami_failed:
+            return
+        try:
+            review = await self.gateway.request(
+                "create", "SelfSubjectReview", "POST", SELF_SUBJECT_REVIEWS,
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        except ApiError as err:
+            if err.status not in (403, 404):
+                raise
+            self._whoami_failed = True
+            log.warning("could not learn who the API server knows this replica as (SelfSubjectReview: %s); the "
+                        "leader Lease will not name it, so the API server's leader fence (%s), where installed, "
+                        "refuses its writes", err.message, FENCE_POLICY)
+            return
+        user = (review.get("status") or {}).get("userInfo") or {}
+        pods = (user.get("extra") or {}).get(POD_NAME_EXTRA) or [""]
+        self.authenticated = (str(user.get("username") or ""), str(pods[0]))
+        log.info("authenticated as %s%s", self.authenticated[0],
+                 f" (pod {self.authenticated[1]})" if self.authenticated[1] else "")
+
+    def refused(self, message: str) -> None:
+        """The API server's fence refused a write: ask the Lease who holds it (one question at a time, at most
+        once per retry period). Another holder: our term is over, whatever our clock says, so step down now
+        instead of at the renew deadline. This replica itself: the fence and the Lease disagree on who it
+        is, which no retry mends; say so."""
+        if not self.leading() or (self._refusal_check is not None and not self._refusal_check.done()):
+            return
+        if self._clock() - self._refusal_checked_at < self.settings.retry_period:
+            return
+        self._refusal_checked_at = self._clock()
+        self._refusal_check = asyncio.create_task(self._check_refusal(message), name="leader fence refusal")
+
+    async def _check_refusal(self, message: str) -> None:
+        try:
+            async with asyncio.timeout(self.settings.renew_deadline):
+                lease = await self.gateway.request("get", COUNTED_AS, "GET", self._path(self.settings.name))
+        except Exception as err:  # the renewals decide, as without the refusal
+            log.warning("the API server's leader fence refused a write (%s); reading the Lease failed: %s",
+                        message, err)
+            return
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if holder != self.identity:
+            if self.leading():
+                log.warning("the API server's leader fence refused a write: the Lease is held by %s, not by this "
+                            "replica (%s); stepping down at once", holder or "nobody", self.identity)
+                self._step_down()
+            return
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        log.error("the API server's leader fence refused a write of this replica although it holds the Lease "
+                  "%s/%s: %s. The Lease names %s=%r, %s=%r; the API server knows this replica as %r. Check "
+                  "that it runs as a ServiceAccount with the right to create selfsubjectreviews "
+                  "(deploy/rbac.yaml)", self.namespace, self.settings.name, message,
+                  HOLDER_USERNAME, annotations.get(HOLDER_USERNAME), HOLDER_POD, annotations.get(HOLDER_POD),
+                  self.authenticated)
 
     def _won(self, lease: dict[str, Any], started: float) -> None:
         self._lease = lease
         self._observed, self._observed_at = lease.get("spec") or {}, self._clock()
-        self._valid_until = started + self.settings.renew_deadline
+        self._deadline = started + self.settings.renew_deadline
+        self._fence.open_until(self._deadline)
 
     async def _write(self, verb: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create or replace, with the resourceVersion read (optimistic concurrency)."""
@@ -351,6 +512,18 @@ class LeaderElector:
 
     def _path(self, name: str | None = None) -> str:
         return COORDINATION_LEASE.path(self.namespace, name)
+
+
+def _holder_annotations(metadata: dict[str, Any], authenticated: tuple[str, str] | None) -> dict[str, Any]:
+    """`metadata` with the holder annotations naming `authenticated` (username, pod), or none of them."""
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
+                   if k not in (HOLDER_USERNAME, HOLDER_POD)}
+    if authenticated is not None:
+        username, pod = authenticated
+        annotations[HOLDER_USERNAME] = username
+        if pod:
+            annotations[HOLDER_POD] = pod
+    return {**metadata, "annotations": annotations}
 
 
 def _micro_time() -> str:

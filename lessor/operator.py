@@ -102,7 +102,8 @@ class Operator:
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
                                     instance=self.leadership.identity, registry=registry)
         self.context = Context(
-            api=GatewayApi(gateway, fence=self.leadership.fence), operator_namespace=config.operator_namespace,
+            api=GatewayApi(gateway, fence=self.leadership.fence, refused=self.leadership.refused),
+            operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
             decision_window=config.decision_window, events=self.events,
         )
@@ -215,8 +216,10 @@ class Operator:
 
         A follower's system holds only the topology, fed by the informers but not routing (not
         `Synced`), so no object actor runs. Winning the election announces `Synced`. Losing it
-        (the fence has closed every write by then) stops the whole system; the topology is
-        rebuilt from the informers' caches (no relist), and the replica follows again.
+        stops the whole system: by then the fence refuses every write when it would be sent and
+        the writes that were waiting for a slot were dropped, so the actors unwind without
+        reaching the API server. The topology is rebuilt from the informers' caches (no relist),
+        and the replica follows again.
         """
         while True:
             async with ActorSystem(registry=self.registry, on_escalation=_escalated,

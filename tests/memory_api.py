@@ -11,6 +11,7 @@ schema defaulting, field managers, subresource separation) no conversation here 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -53,6 +54,9 @@ class MemoryApi:
         self.writes: list[Write] = []
         self._versions = itertools.count(1)
         self._watch = watch
+        self.delay: Callable[[str, str, Object], float] = lambda kind, name, patch: 0.0
+        """Seconds a patch of (kind, name) waits before the server looks at it: a slow or late write, as on a
+        busy API server (its precondition is checked when it lands, not when it was sent)."""
 
     # --- what tests use --------------------------------------------------------------------
 
@@ -84,6 +88,8 @@ class MemoryApi:
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object, *,
                           subresource: str | None = None) -> Object:
+        if (seconds := self.delay(kind.kind, name, patch)) > 0:
+            await asyncio.sleep(seconds)
         current = self._current(kind, namespace, name)
         wanted = (patch.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != current["metadata"]["resourceVersion"]:

@@ -1,23 +1,26 @@
-"""Fail-over: replicas of `lessor run` during a steady lease workload, the leader SIGKILLed (then
-SIGTERMed) again and again; seconds from the signal to the new leader's first write.
-
-"The new leader's first write" is the first change of a Lease's status (only the operator writes
-status) whose resourceVersion is newer than the coordination Lease write by which another
-replica took over. Both come from one etcd, so their resourceVersions are ordered.
+"""Fail-over under attack (issue 27): replicas of `lessor run`, each its own ServiceAccount, during a
+lease storm with churn and CPU hogs, while the leader is SIGKILLed (`kill`), paused past its lease
+(`stop`) or the replicas are rolled (`rolling`). The invariants are read afterwards from a watch history
+of the Exporters and Leases and from the API server's audit log (lessor/bench/failover_check.py says
+what a sample is and what counts), so the bench judges what the API server accepted, not what the
+replicas believe.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
+import contextlib
+import json
 import random
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,26 +28,70 @@ from typing import Any
 import orjson
 
 from lessor.bench.common import machine, percentile, say, start_operator, wait_http
+from lessor.bench.failover_check import (
+    WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes,
+)
+from lessor.bench.failover_lab import NS, OPS, Account, Hogs, History, Sizes, account_names, churn, heartbeats, lab
+from lessor.bench.failover_lab import replica_accounts, storm
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
+from lessor.gateway.resources import EXPORTER, LEASE
 from lessor.install import install
-from lessor.leader import COORDINATION_LEASE, LEASE_NAME
 
-API = "lessor.dev/v1alpha1"
-NS = "failover"
-OPS = "lessor-system"
+MODES = ("kill", "stop", "rolling")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kills", type=int, default=10, help="SIGKILLs, and as many SIGTERMs (default: %(default)s)")
-    parser.add_argument("--replicas", type=int, default=2, help="default: %(default)s")
+    parser.add_argument("--mode", choices=(*MODES, "all"), default="all",
+                        help="kill: SIGKILL the leader every ~--kill-every s, --kills times; stop: SIGSTOP the "
+                        "leader for --stop-seconds, then SIGCONT, --stops times; rolling: start a new replica, then "
+                        "SIGTERM the oldest, each replica in turn, --rounds times; all: each on a fresh control "
+                        "plane (default: %(default)s)")
+    parser.add_argument("--replicas", type=int, default=3, help="default: %(default)s")
+    parser.add_argument("--kills", type=int, default=5, help="SIGKILLs of the leader in kill mode (default: %(default)s)")
+    parser.add_argument("--kill-every", type=float, default=8.0,
+                        help="seconds from finding the leader to killing it, ±25%% (default: %(default)s)")
+    parser.add_argument("--stops", type=int, default=2, help="pauses of the leader in stop mode (default: %(default)s)")
+    parser.add_argument("--stop-seconds", type=float, default=25.0,
+                        help="how long the leader stays SIGSTOPped; longer than the lease duration "
+                        "(default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="rolling restarts in rolling mode (default: %(default)s)")
     parser.add_argument("--lease-duration", default="15s", help="--leader-elect-lease-duration (default: %(default)s)")
     parser.add_argument("--renew-deadline", default="10s", help="--leader-elect-renew-deadline (default: %(default)s)")
     parser.add_argument("--retry-period", default="2s", help="--leader-elect-retry-period (default: %(default)s)")
-    parser.add_argument("--exporters", type=int, default=20, help="default: %(default)s")
+    sizes = Sizes()
+    parser.add_argument("--exporters", type=int, default=sizes.exporters, help="default: %(default)s (issue 27: "
+                        "300, and 1000 on the busier node)")
+    parser.add_argument("--groups", type=int, default=sizes.groups, help="exporter groups (default: %(default)s)")
+    parser.add_argument("--clients", type=int, default=sizes.clients,
+                        help="clients, gold/silver/spot in turn (default: %(default)s)")
+    parser.add_argument("--leases", type=int, default=sizes.leases, help="default: %(default)s (issue 27: 600, "
+                        "and 2000 at 40/s)")
+    parser.add_argument("--rate", type=float, default=sizes.rate, help="leases created per second (default: %(default)s)")
+    parser.add_argument("--churn", type=float, default=sizes.churn,
+                        help="deletes of Ready leases per second after the warm-up (default: %(default)s)")
+    parser.add_argument("--warmup", type=float, default=sizes.warmup,
+                        help="seconds of storm before the churn and the first signal (default: %(default)s)")
+    parser.add_argument("--heartbeat", type=float, default=sizes.heartbeat,
+                        help="seconds between two heartbeats of an exporter (default: %(default)s)")
+    parser.add_argument("--cpu-hogs", type=int, default=8,
+                        help="busy-loop processes beside the replicas for the whole run (default: %(default)s)")
+    parser.add_argument("--settle", type=float, default=60.0,
+                        help="after the attack, seconds the operator gets to leave nothing stranded (default: "
+                        "%(default)s)")
+    parser.add_argument("--grace", type=float, default=2.0,
+                        help="a higher-priority lease counts as waiting at a grant once Pending this long "
+                        "(default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds one mode may take; the CPU hogs end by then too (default: %(default)s)")
+    parser.add_argument("--keep", type=Path,
+                        help="keep the run's files here (audit log, replica logs, kubeconfigs); default: a "
+                        "temporary folder, removed")
     parser.add_argument("--seed", type=int, help="random seed (default: a fresh one, printed)")
+
+
+# --- the replicas ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -52,11 +99,14 @@ class Replica:
     proc: subprocess.Popen[bytes]
     health: int
     metrics: int
+    user: str = ""
+    """Its ServiceAccount's username (the audit log's user), when it runs as one."""
 
 
 @dataclass
 class Replicas:
-    """`lessor run` processes against one control plane; each logs to its own folder under `tmp`."""
+    """`lessor run` processes against one control plane; each logs to its own folder under `tmp`. With
+    `accounts`, the n-th replica started runs as the n-th account."""
 
     kubeconfig: Path
     tmp: Path
@@ -64,13 +114,17 @@ class Replicas:
     """Extra `lessor run` flags, e.g. shorter `--leader-elect-*` durations."""
     members: list[Replica] = field(default_factory=list)
     started: int = 0
+    accounts: list[Account] = field(default_factory=list)
 
     def start(self) -> Replica:
         self.started += 1
         folder = self.tmp / f"replica-{self.started}"
         folder.mkdir(parents=True, exist_ok=True)
         health, metrics = free_port(), free_port()
-        member = Replica(start_operator(self.kubeconfig, folder, health, metrics, *self.election), health, metrics)
+        account = self.accounts[self.started - 1] if self.accounts else None
+        kubeconfig = account.kubeconfig if account else self.kubeconfig
+        member = Replica(start_operator(kubeconfig, folder, health, metrics, *self.election), health, metrics,
+                         account.username if account else "")
         self.members.append(member)
         return member
 
@@ -97,12 +151,14 @@ class Replicas:
     async def stop(self) -> None:
         for member in self.members:
             if member.proc.poll() is None:
+                member.proc.send_signal(signal.SIGCONT)
                 member.proc.send_signal(signal.SIGTERM)
         for member in self.members:
             try:
                 await asyncio.to_thread(member.proc.wait, 30)
             except subprocess.TimeoutExpired:
                 member.proc.kill()
+                member.proc.wait()
         self.members.clear()
 
 
@@ -114,166 +170,219 @@ def _is_leader(port: int) -> bool:
         return False
 
 
-# --- the steady workload and what it lets us see -------------------------------------------------
-
-
-class Writes:
-    """Lease status changes and leader changes, seen by watching, with their resourceVersions."""
-
-    def __init__(self, kube: Gateway) -> None:
-        self.kube = kube
-        self.status: list[tuple[int, float]] = []  # (resourceVersion, seen at)
-        self.holders: list[tuple[int, float, str]] = []  # (resourceVersion, seen at, holder)
-        self._last_status: dict[str, Any] = {}
-
-    async def run(self) -> None:
-        await asyncio.gather(self._watch(LEASE.path(NS), self._on_lease),
-                             self._watch(COORDINATION_LEASE.path(OPS), self._on_leader))
-
-    async def _watch(self, path: str, on: Any) -> None:
-        while True:
-            resp = await self.kube.stream("Lease", path, {"watch": "true"})
-            try:
-                while line := await resp.content.readline():
-                    event = orjson.loads(line)
-                    on(event["type"], event["object"], time.monotonic())
-            finally:
-                resp.close()
-
-    def _on_lease(self, kind: str, obj: dict[str, Any], seen: float) -> None:
-        name, status = obj["metadata"]["name"], obj.get("status")
-        if kind == "DELETED":
-            self._last_status.pop(name, None)
-            return
-        if status and status != self._last_status.get(name):
-            self.status.append((int(obj["metadata"]["resourceVersion"]), seen))
-        self._last_status[name] = status
-
-    def _on_leader(self, kind: str, obj: dict[str, Any], seen: float) -> None:
-        if obj["metadata"]["name"] == LEASE_NAME and kind != "DELETED":
-            holder = (obj.get("spec") or {}).get("holderIdentity") or ""
-            if not self.holders or self.holders[-1][2] != holder:
-                self.holders.append((int(obj["metadata"]["resourceVersion"]), seen, holder))
-
-    async def first_write_after(self, signalled: float, old_holder: str, timeout: float = 120) -> float:
-        """Seconds from `signalled` to the first status write after another replica took over."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            took = next((rv for rv, seen, holder in self.holders if seen > signalled
-                         and holder and holder != old_holder), None)
-            if took is not None:
-                write = next((seen for rv, seen in self.status if rv > took), None)
-                if write is not None:
-                    return write - signalled
-            await asyncio.sleep(0.02)
-        raise TimeoutError("the new leader wrote nothing")
-
-    def holder(self) -> str:
-        return self.holders[-1][2] if self.holders else ""
-
-
 def double_bookings(leases: list[dict[str, Any]]) -> list[str]:
     """Exporters that two not-ended leases hold as Ready, in one list (one moment)."""
     holders: dict[str, list[str]] = {}
     for lease in leases:
-        status = lease.get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
-        exporter = (status.get("exporterRef") or {}).get("name")
-        if ready and exporter and not status.get("ended"):
-            holders.setdefault(exporter, []).append(lease["metadata"]["name"])
+        slim = slim_lease(lease)
+        if slim["ready"] and slim["exporterRef"] and not slim["ended"]:
+            holders.setdefault(slim["exporterRef"], []).append(slim["name"])
     return [f"exporter {e} is Ready for {names}" for e, names in sorted(holders.items()) if len(names) > 1]
 
 
-async def sample_double_bookings(kube: Gateway, namespace: str, found: list[str], every: float = 0.25) -> None:
-    """Append every double booking seen, until cancelled."""
+# --- the attacks: each returns the (wall-clock time, user) of every signal that hit the leader ------
+
+Signals = list[tuple[float, str]]
+
+
+async def _kill(replicas: Replicas, args: argparse.Namespace, rng: random.Random) -> Signals:
+    sent: Signals = []
+    for _ in range(2 * args.kills):  # a leader that loses the lead by itself is not killed: try again
+        if len(sent) == args.kills:
+            break
+        leader = await replicas.leader()
+        await asyncio.sleep(args.kill_every * rng.uniform(0.75, 1.25))
+        if leader.proc.poll() is not None or not await asyncio.to_thread(_is_leader, leader.metrics):
+            say(f"kill {len(sent) + 1}/{args.kills}: {leader.user} lost the lead by itself before the kill")
+            continue
+        sent.append((time.time(), leader.user))
+        replicas.signal(leader, signal.SIGKILL)
+        say(f"kill {len(sent)}/{args.kills}: SIGKILLed {leader.user}")
+        await replicas.reap(leader)
+        await replicas.ready(replicas.start())  # as the Deployment would
+    return sent
+
+
+async def _stop(replicas: Replicas, args: argparse.Namespace, rng: random.Random) -> Signals:
+    sent: Signals = []
+    for i in range(args.stops):
+        leader = await replicas.leader()
+        await asyncio.sleep(rng.uniform(2.0, 5.0))
+        sent.append((time.time(), leader.user))
+        leader.proc.send_signal(signal.SIGSTOP)
+        say(f"stop {i + 1}/{args.stops}: SIGSTOPped {leader.user} for {args.stop_seconds:.0f}s")
+        try:
+            await asyncio.sleep(args.stop_seconds)
+        finally:
+            leader.proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and await asyncio.to_thread(_is_leader, leader.metrics):
+            await asyncio.sleep(0.2)  # until the resumed one has noticed it lost the lead
+        await asyncio.sleep(rng.uniform(4.0, 8.0))
+    return sent
+
+
+async def _rolling(replicas: Replicas, args: argparse.Namespace, rng: random.Random) -> Signals:
+    """As a Deployment rolls (maxSurge 1, maxUnavailable 0): a new replica, once ready, replaces the
+    oldest, which gets SIGTERM."""
+    sent: Signals = []
+    for r in range(args.rounds):
+        for old in list(replicas.members):
+            await replicas.ready(replicas.start())
+            was_leader = await asyncio.to_thread(_is_leader, old.metrics)
+            if was_leader:
+                sent.append((time.time(), old.user))
+            replicas.signal(old, signal.SIGTERM)
+            say(f"rolling {r + 1}/{args.rounds}: SIGTERMed {old.user}{' (the leader)' if was_leader else ''}")
+            await replicas.reap(old)
+            await asyncio.sleep(rng.uniform(1.0, 3.0))
+    return sent
+
+
+ATTACKS: dict[str, Callable[[Replicas, argparse.Namespace, random.Random], Any]] = {
+    "kill": _kill, "stop": _stop, "rolling": _rolling}
+
+
+def _accounts_needed(mode: str, args: argparse.Namespace) -> int:
+    return args.replicas + {"kill": 2 * args.kills, "stop": 0, "rolling": args.rounds * args.replicas}[mode]
+
+
+def _seconds(text: str) -> float:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s)?", text.strip())
+    if not match:
+        raise ValueError(f"not a duration: {text}")
+    return float(match[1]) / (1000 if match[2] == "ms" else 1)
+
+
+# --- one mode, on a control plane of its own -----------------------------------------------------------
+
+
+async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -> dict[str, Any]:
+    rng = random.Random(f"{seed}-{mode}")
+    sizes = Sizes(args.exporters, args.groups, args.clients, args.leases, args.rate, args.churn, args.warmup,
+                  args.heartbeat)
+    election = ("--leader-elect-lease-duration", args.lease_duration, "--leader-elect-renew-deadline",
+                args.renew_deadline, "--leader-elect-retry-period", args.retry_period)
+    count = _accounts_needed(mode, args)
+    users = tuple(f"system:serviceaccount:{OPS}:{n}" for n in account_names(count))
+    async with ControlPlane(folder / "cp", ensure_binaries(say), controller_manager=False, progress=say,
+                            audit_users=users, audit_verbs=WRITE_VERBS) as cp:
+        assert cp.audit_log is not None
+        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+            await install(kube, OPS, progress=say)
+            accounts = await replica_accounts(kube, cp.server, cp.pki / "ca.crt", folder / "accounts", count,
+                                              int(args.timeout) + 600)
+            await lab(kube, sizes)
+            say(f"{mode}: lab of {sizes.exporters} exporters in {sizes.groups} groups, {sizes.clients} clients")
+            history = History(kube)
+            recording, working = asyncio.Event(), asyncio.Event()
+            replicas = Replicas(cp.kubeconfig, folder, election, accounts=accounts)
+            background = [asyncio.create_task(history.run(recording)),
+                          asyncio.create_task(heartbeats(kube, sizes, recording))]
+            with Hogs(args.cpu_hogs, args.timeout):
+                try:
+                    async with asyncio.timeout(args.timeout):
+                        for _ in range(args.replicas):
+                            await replicas.ready(replicas.start())
+                        began = time.monotonic()
+                        work = [asyncio.create_task(storm(kube, sizes, rng, working)),
+                                asyncio.create_task(churn(kube, history, sizes, rng, working))]
+                        await asyncio.sleep(sizes.warmup)
+                        signals = await ATTACKS[mode](replicas, args, rng)
+                        working.set()
+                        created, deleted = await asyncio.gather(*work)
+                        attacked = time.monotonic() - began
+                        left, settled = await _settle(kube, args.settle)
+                finally:
+                    recording.set()
+                    await replicas.stop()
+                    for task in background:
+                        task.cancel()
+                    await asyncio.gather(*background, return_exceptions=True)
+            audit = [json.loads(line) for line in cp.audit_log.read_text().splitlines() if line.strip()]
+    if args.keep:  # the history too, so that a changed checker can judge the run again
+        (folder / "history.jsonl").write_bytes(b"".join(orjson.dumps(e.__dict__) + b"\n" for e in history.events))
+    accepted = writes(audit, users)
+    seconds = failovers(accepted, signals)
+    scanned = scan_history(history.events, args.grace)
+    late = late_writes(accepted, _seconds(args.renew_deadline))
+    measured = [s for s in seconds if s is not None]
+    limit = (_seconds(args.lease_duration) + 2) if mode != "rolling" else 2.0
+    stranded_count = sum(len(v) for v in left.values())
+    figures = {
+        "exporter_ready_for_two_leases": scanned.double_ready.report(),
+        "lease_named_by_two_exporters": scanned.double_named.report(),
+        "late_writes": late,
+        "stranded": {"count": stranded_count, "settled_seconds": settled,
+                     **{k: {"count": len(v), "first": v[:5]} for k, v in left.items() if v}},
+        "priority_inversions": {"grants": len(scanned.inversions), "first": scanned.inversions[:5]},
+        "failover": {"signals": len(signals), "p50_seconds": round(percentile(measured, 50), 2) if measured else None,
+                     "max_seconds": max(measured) if measured else None, "seconds": seconds},
+    }
+    targets = {
+        "exporter_ready_for_two_leases": ("samples", 0), "lease_named_by_two_exporters": ("samples", 0),
+        "late_writes": ("count", 0), "stranded": ("count", 0), "priority_inversions": ("grants", 0),
+    }
+    verdict = {k: {"value": figures[k][key], "target": target, "met": figures[k][key] <= target}
+               for k, (key, target) in targets.items()}
+    p50 = figures["failover"]["p50_seconds"]
+    verdict["failover_p50_seconds"] = {"value": p50, "target": f"<= {limit:g}",
+                                       "met": p50 is not None and p50 <= limit}
+    return {"mode": mode, **figures, "targets": verdict,
+            "workload": {"leases_created": created, "leases_deleted": deleted, "attack_seconds": round(attacked, 1),
+                         "replicas_started": replicas.started, "watch_samples": scanned.samples,
+                         "watch_relists": history.relists, "audited_writes": len(accepted)}}
+
+
+async def _settle(kube: Gateway, seconds: float) -> tuple[dict[str, list[str]], float | None]:
+    """Poll the end state every 2 s until nothing is stranded or `seconds` passed; (what is left, seconds
+    it took to leave nothing, None if it never did)."""
+    began = time.monotonic()
     while True:
-        found.extend(double_bookings((await kube.list(LEASE, namespace))[0]))
-        await asyncio.sleep(every)
+        left = stranded((await kube.list(EXPORTER, NS))[0], (await kube.list(LEASE, NS))[0])
+        if not any(left.values()):
+            return left, round(time.monotonic() - began, 1)
+        if time.monotonic() - began >= seconds:
+            return left, None
+        await asyncio.sleep(2.0)
 
 
-def _stamp(offset: float = 0) -> str:
-    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=offset)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def _lab(kube: Gateway, exporters: int) -> None:
-    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    for i in range(exporters):
-        await kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter",
-                                         "metadata": {"name": f"e{i}", "labels": {"board": "rpi"}}})
-    await kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {"name": "ci"}})
-    await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "lab"},
-                                   "spec": {"exporterSelector": {"matchLabels": {"board": "rpi"}},
-                                            "policies": [{"priority": 10, "from": [{"clientSelector": {}}]}]}})
-
-
-async def workload(kube: Gateway, exporters: int, rng: random.Random) -> None:
-    """Short leases arrive all the time (grants and expiries: writes every moment); exporters beat."""
-    made: list[str] = []
-    n = 0
-    while True:
-        if n % 10 == 0:
-            for i in range(exporters):
-                await kube.patch_status(EXPORTER, NS, f"e{i}", {"lastSeen": _stamp(), "exporterStatus": "Available"})
-        name = f"l{n:05d}"
-        await kube.create(LEASE, NS, {"apiVersion": API, "kind": "Lease", "metadata": {"name": name}, "spec": {
-            "clientRef": {"name": "ci"}, "selector": {"matchLabels": {"board": "rpi"}},
-            "duration": f"{rng.randint(1, 3)}s"}})
-        made.append(name)
-        if len(made) > 4 * exporters:
-            await kube.delete(LEASE, NS, made.pop(0))
-        n += 1
-        await asyncio.sleep(0.2)
+def summary(result: dict[str, Any]) -> str:
+    """One line per mode for the terminal: figure (target)."""
+    lines = []
+    for mode, r in result["modes"].items():
+        t = r["targets"]
+        lines.append(
+            f"{mode}: exporter Ready for two {t['exporter_ready_for_two_leases']['value']} samples (target 0); "
+            f"lease named by two {t['lease_named_by_two_exporters']['value']} samples (0); late writes "
+            f"{t['late_writes']['value']} (0); stranded {t['stranded']['value']} (0); priority inversions "
+            f"{t['priority_inversions']['value']} (0); failover p50 {t['failover_p50_seconds']['value']} s "
+            f"({t['failover_p50_seconds']['target']}), max {r['failover']['max_seconds']} s")
+    return "\n".join(lines)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     say(f"seed {seed}")
-    rng = random.Random(seed)
-    election = ("--leader-elect-lease-duration", args.lease_duration, "--leader-elect-renew-deadline",
-                args.renew_deadline, "--leader-elect-retry-period", args.retry_period)
-    results: dict[str, list[float]] = {"SIGKILL": [], "SIGTERM": []}
-    violations: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
-        async with ControlPlane(Path(tmp) / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
-            async with await Gateway.connect(str(cp.kubeconfig)) as kube:
-                await install(kube, OPS, progress=say)
-                await _lab(kube, args.exporters)
-                replicas = Replicas(cp.kubeconfig, Path(tmp), election)
-                writes = Writes(kube)
-                background = [asyncio.create_task(writes.run()),
-                              asyncio.create_task(workload(kube, args.exporters, rng)),
-                              asyncio.create_task(sample_double_bookings(kube, NS, violations))]
-                try:
-                    for _ in range(args.replicas):
-                        await replicas.ready(replicas.start())
-                    for sig in (signal.SIGKILL, signal.SIGTERM):
-                        for i in range(args.kills):
-                            leader = await replicas.leader()
-                            await asyncio.sleep(rng.uniform(1.0, 3.0))  # mid-storm, at a random moment
-                            old = writes.holder()
-                            signalled = time.monotonic()
-                            replicas.signal(leader, sig)
-                            seconds = await writes.first_write_after(signalled, old)
-                            results[sig.name].append(seconds)
-                            say(f"{sig.name} {i + 1}/{args.kills}: first write of the new leader after {seconds:.2f}s")
-                            await replicas.reap(leader)
-                            await replicas.ready(replicas.start())
-                finally:
-                    for task in background:
-                        task.cancel()
-                    await asyncio.gather(*background, return_exceptions=True)
-                    await replicas.stop()
-    return {
-        "benchmark": "failover",
-        "seed": seed,
-        "replicas": args.replicas,
+    modes = MODES if args.mode == "all" else (args.mode,)
+    result: dict[str, Any] = {
+        "benchmark": "failover", "seed": seed, "replicas": args.replicas, "cpu_hogs": args.cpu_hogs,
         "leader_election": {"lease_duration": args.lease_duration, "renew_deadline": args.renew_deadline,
                             "retry_period": args.retry_period},
-        **{sig.lower(): {"kills": len(samples), "p50_seconds": round(percentile(samples, 50), 2),
-                         "p99_seconds": round(percentile(samples, 99), 2),
-                         "max_seconds": round(max(samples), 2) if samples else None}
-           for sig, samples in results.items()},
-        "double_bookings_sampled": len(violations),
-        "double_bookings_first": violations[:5],
-        "machine": machine(),
+        "workload": {"exporters": args.exporters, "groups": args.groups, "clients": args.clients,
+                     "leases": args.leases, "rate": args.rate, "churn": args.churn, "warmup": args.warmup},
+        "attack": {"kills": args.kills, "kill_every": args.kill_every, "stops": args.stops,
+                   "stop_seconds": args.stop_seconds, "rounds": args.rounds},
+        "modes": {},
     }
+    with contextlib.ExitStack() as stack:
+        root = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lessor-bench-")))
+        for mode in modes:
+            folder = root / mode
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            result["modes"][mode] = await attack(mode, args, seed, folder)
+    result["machine"] = machine()
+    say("\n" + summary(result))
+    return result

@@ -38,10 +38,12 @@ class ControlPlane:
         apiserver_args: tuple[str, ...] = (),
         address: str = "127.0.0.1",
         audit_users: tuple[str, ...] = (),
+        audit_verbs: tuple[str, ...] = (),
     ) -> None:
         """`address`: where the API server listens (loopback unless a test's pod network needs
         another local address). `audit_users`: record these users' requests at Metadata level in
-        `audit_log` (off when empty: only the tests that read it pay for it)."""
+        `audit_log` (off when empty: only the tests that read it pay for it). `audit_verbs`: only these
+        verbs of theirs (all when empty; a benchmark that reads writes only need not pay for its reads)."""
         self.directory = directory.resolve()
         self.binaries = binaries
         self.run_controller_manager = controller_manager and binaries.kube_controller_manager is not None
@@ -49,6 +51,7 @@ class ControlPlane:
         self.apiserver_args = apiserver_args
         self.address = address
         self.audit_users = audit_users
+        self.audit_verbs = audit_verbs
         self._say = progress or (lambda _: None)
         self._children: list[Child] = []
         self.server = ""
@@ -159,7 +162,8 @@ class ControlPlane:
             "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
             # One event per request once answered (watches: when they start, and when they end).
             "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata", "users": list(self.audit_users)}, {"level": "None"}],
+            "rules": [{"level": "Metadata", "users": list(self.audit_users),
+                       **({"verbs": list(self.audit_verbs)} if self.audit_verbs else {})}, {"level": "None"}],
         }))
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json", "--audit-log-mode=blocking"]

@@ -1,4 +1,5 @@
-"""Requests to the API server: configuration, JSON in and out, counting, conflict retry."""
+"""Requests to the API server: configuration, JSON in and out, counting, conflict retry, and the fence
+that a leader's writes pass at the moment they are sent."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
+from aiohttp.abc import AbstractStreamWriter
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import Configuration
 from opentelemetry import trace
@@ -45,6 +47,12 @@ WRITE_CONCURRENCY = 24
 # (etcd allows 1.5 MiB), so watches ask for more; a request's body is read whole regardless.
 READ_BUFSIZE = 2**16
 WATCH_READ_BUFSIZE = 2**21
+
+Fence = Callable[[], None]
+"""Raises (the leader election's `NotLeader`) to refuse a write. A fenced request asks it when it is sent,
+not when it is queued: once its write slot is held, and again in aiohttp's writer at the moment the
+request's bytes go to the connection (after any wait for a pooled connection), with no await between the
+question and the socket write. A request it refuses is never sent."""
 
 
 class ApiError(Exception):
@@ -146,6 +154,42 @@ EXPECTED_REFUSALS = frozenset({404, 409})
 """Answers that are how lessor learns something (gone; lost a compare-and-set), not errors of the request."""
 
 
+class _FencedBody(aiohttp.BytesPayload):
+    """A request body that asks its fence as aiohttp writes it: the last moment before the request (its
+    headers are held back and sent with the body) reaches the connection, after every wait (a write slot,
+    a pooled connection, a new connection's handshake, the writer task's turn on the loop). Between the
+    question and `transport.write` nothing awaits, so a process paused in between resumes *before* the
+    question, never after it."""
+
+    def __init__(self, value: bytes, fence: Fence, content_type: str) -> None:
+        super().__init__(value, content_type=content_type)
+        self._fence = fence
+        self.refusal: BaseException | None = None
+
+    def _ask(self) -> None:
+        try:
+            self._fence()
+        except Exception as err:  # aiohttp wraps it in a ClientConnectionError; `Gateway._send` unwraps it
+            self.refusal = err
+            raise
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        self._ask()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        self._ask()
+        await super().write_with_length(writer, content_length)
+
+
+class _Refused(Exception):
+    """A fenced request refused at the connection: nothing of it was sent."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class Gateway:
     """One connection pool to one API server; every request is counted by verb and kind."""
 
@@ -159,6 +203,7 @@ class Gateway:
         self._server_hostname: str | None = cfg.tls_server_name or None
         self._reads = asyncio.Semaphore(READ_CONCURRENCY)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        self._queued: set[asyncio.Timeout] = set()  # fenced requests waiting for a slot (`drop_queued_writes`)
         self.host = (cfg.host or "").rstrip("/")
         split = urlsplit(self.host)
         # OpenTelemetry's HTTP client attributes: the host alone, and the port apart (default by scheme).
@@ -238,15 +283,23 @@ class Gateway:
         timeout: float = 30.0,
         gated: bool = False,
         writes: Key | None = None,
+        fence: Fence | None = None,
     ) -> dict[str, Any]:
         """`accept` may ask for another view, e.g. the Table that `kubectl get` prints. `gated`: one
         of lessor's own objects, so the request waits for a read or write slot (see READ_CONCURRENCY).
-        `writes`: the object a write changes, whose watch event continues this request's trace."""
+        `writes`: the object a write changes, whose watch event continues this request's trace.
+        `fence`: asked when the request is sent (see `Fence`); what it raises, the request raises, unsent."""
         if gated:
-            async with self._reads if method == "GET" else self._writes:
+            slots = self._reads if method == "GET" else self._writes
+            await self._hold(slots, fence)
+            try:
                 return await self.request(verb, kind, method, path, params=params, body=body,
                                           content_type=content_type, accept=accept, timeout=timeout,
-                                          writes=writes)
+                                          writes=writes, fence=fence)
+            finally:
+                slots.release()
+        if fence is not None:
+            fence()  # a slot is held (or none is needed): refused now, it takes no connection either
         self.count(verb, kind)
         data = orjson.dumps(body) if body is not None else None
         with self._tracer.start_as_current_span(
@@ -259,7 +312,13 @@ class Gateway:
             if written is not None:
                 self.causes.writing(written, span.get_span_context())
             try:
-                result = await self._send(method, path, params, data, content_type, accept, timeout)
+                result = await self._send(method, path, params, data, content_type, accept, timeout, fence)
+            except _Refused as refused:
+                self.requests[(verb, kind)] -= 1  # never sent
+                if written is not None:
+                    self.causes.wrote(written, None, span.get_span_context())
+                span.set_attribute("lessor.api.refused", True)
+                raise refused.error from None
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 if written is not None:
                     self.causes.wrote(written, None, span.get_span_context())
@@ -282,16 +341,62 @@ class Gateway:
 
     async def _send(
         self, method: str, path: str, params: dict[str, Any] | None, data: bytes | None,
-        content_type: str, accept: str, timeout: float,
+        content_type: str, accept: str, timeout: float, fence: Fence | None = None,
     ) -> tuple[int, dict[str, Any] | None]:
         """`timeout` bounds connecting and each wait for the answer, not the wait for a pooled
-        connection: a request queued behind a busy pool is not a failed request."""
-        async with self._http.request(
-            method, self.url(path, params), data=data, headers=await self.headers(content_type, accept),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 10.0), sock_read=timeout),
-            proxy=self._proxy, server_hostname=self._server_hostname,
-        ) as resp:
-            return resp.status, _parse(await resp.read())
+        connection: a request queued behind a busy pool is not a failed request. A fenced request's
+        body asks the fence as it is written (`_FencedBody`); every write has a body."""
+        headers = await self.headers(content_type, accept)
+        payload: bytes | _FencedBody | None = data
+        if fence is not None:
+            if data is None:
+                fence()  # no body to carry the question: asked here, with no await before aiohttp
+            else:
+                payload = _FencedBody(data, fence, _CONTENT_TYPES[content_type])
+        try:
+            async with self._http.request(
+                method, self.url(path, params), data=payload, headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 10.0), sock_read=timeout),
+                proxy=self._proxy, server_hostname=self._server_hostname,
+            ) as resp:
+                return resp.status, _parse(await resp.read())
+        except aiohttp.ClientError as err:
+            if isinstance(payload, _FencedBody) and payload.refusal is not None:
+                raise _Refused(payload.refusal) from err
+            raise
+
+    async def _hold(self, slots: asyncio.Semaphore, fence: Fence | None) -> None:
+        """Take a slot. A fenced request waits where `drop_queued_writes` can wake it to ask its fence:
+        refused, it raises without ever holding a slot; still allowed, it waits on."""
+        if fence is None or not slots.locked():
+            await slots.acquire()
+            return
+        while True:
+            try:
+                async with asyncio.timeout(None) as waiting:
+                    self._queued.add(waiting)
+                    try:
+                        await slots.acquire()
+                    finally:
+                        self._queued.discard(waiting)
+                return
+            except TimeoutError:
+                fence()
+
+    @property
+    def queued_writes(self) -> int:
+        """Fenced requests waiting for a slot now."""
+        return len(self._queued)
+
+    def drop_queued_writes(self) -> None:
+        """The fence closed (the leader's term ended): every fenced request still waiting for a slot asks
+        its fence now and is refused there, unsent, instead of when a slot frees. Requests in flight are
+        not touched: they were sent while the fence allowed them."""
+        now = asyncio.get_running_loop().time()
+        queued, self._queued = self._queued, set()
+        for waiting in queued:
+            if not waiting.expired():
+                waiting.reschedule(now)
 
     async def stream(self, kind: str, path: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
         """Open a watch; the caller reads lines and closes the response."""
@@ -358,53 +463,57 @@ class Gateway:
                 return
             yield items, None
 
-    async def create(self, res: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, res: Resource, namespace: str | None, body: dict[str, Any], *,
+                     fence: Fence | None = None) -> dict[str, Any]:
         """Recorded under lessor's field manager (operation `Update`), so its applies can take the fields over."""
         return await self.request("create", res.kind, "POST", res.path(namespace), body=body,
-                                  params={"fieldManager": FIELD_MANAGER},
+                                  params={"fieldManager": FIELD_MANAGER}, fence=fence,
                                   gated=res.group == GROUP, writes=key_of(res.kind, namespace, body))
 
     async def replace(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any],
-                      subresource: str | None = None) -> dict[str, Any]:
+                      subresource: str | None = None, *, fence: Fence | None = None) -> dict[str, Any]:
         return await self.request("update", res.kind, "PUT", res.path(namespace, name, subresource), body=body,
-                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, None, name))
+                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, None, name),
+                                  fence=fence)
 
     async def delete(
         self, res: Resource, namespace: str | None, name: str, *,
         resource_version: str | None = None, uid: str | None = None, propagation: str = "Background",
+        fence: Fence | None = None,
     ) -> dict[str, Any]:
         preconditions = {k: v for k, v in (("resourceVersion", resource_version), ("uid", uid)) if v}
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if preconditions:
             body["preconditions"] = preconditions
         return await self.request("delete", res.kind, "DELETE", res.path(namespace, name), body=body,
-                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, None, name))
+                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, None, name),
+                                  fence=fence)
 
     async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: dict[str, Any],
-                          subresource: str | None = None) -> dict[str, Any]:
+                          subresource: str | None = None, *, fence: Fence | None = None) -> dict[str, Any]:
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
                                   body=patch, content_type="merge", gated=res.group == GROUP,
-                                  writes=key_of(res.kind, namespace, None, name))
+                                  writes=key_of(res.kind, namespace, None, name), fence=fence)
 
     async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: builtins.list[dict[str, Any]],
-                         subresource: str | None = None) -> dict[str, Any]:
+                         subresource: str | None = None, *, fence: Fence | None = None) -> dict[str, Any]:
         """RFC 6902; a leading `test` op makes it a compare-and-set (the commit points)."""
         return await self.request("patch", res.kind, "PATCH", res.path(namespace, name, subresource),
                                   body=ops, content_type="json-patch", gated=res.group == GROUP,
-                                  writes=key_of(res.kind, namespace, None, name))
+                                  writes=key_of(res.kind, namespace, None, name), fence=fence)
 
     async def patch_status(self, res: Resource, namespace: str | None, name: str,
                            status: dict[str, Any]) -> dict[str, Any]:
         return await self.merge_patch(res, namespace, name, {"status": status}, subresource="status")
 
     async def apply(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any], *,
-                    force: bool = True, subresource: str | None = None) -> dict[str, Any]:
+                    force: bool = True, subresource: str | None = None, fence: Fence | None = None) -> dict[str, Any]:
         """Server-side apply (JSON is valid YAML, so the body is sent as JSON)."""
         return await self.request(
             "patch", res.kind, "PATCH", res.path(namespace, name, subresource),
             params={"fieldManager": FIELD_MANAGER, "force": "true" if force else None},
             body=body, content_type="apply", gated=res.group == GROUP,
-            writes=key_of(res.kind, namespace, None, name),
+            writes=key_of(res.kind, namespace, None, name), fence=fence,
         )
 
     async def resolve(self, api_version: str, kind: str) -> Resource:

@@ -32,6 +32,7 @@ LEASE_ENDED_LABEL = "lessor.dev/lease-ended"
 
 SPEC_EXPORTER_REF = "spec.exporterRef"
 STATUS_EXPORTER_REF = "status.exporterRef"
+LEASE_REF = "status.leaseRef"
 CLIENT_REF = "spec.clientRef"
 CLAIM_HANDLE = "status.resourceHandle"
 HANDLE_CLAIM = "spec.resourceClaim"
@@ -81,6 +82,8 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
         yield from _named(key, SPEC_EXPORTER_REF, EXPORTER, spec.get("exporterRef"), namespace)
         yield from _named(key, STATUS_EXPORTER_REF, EXPORTER, status.get("exporterRef"), namespace)
         yield from _named(key, CLIENT_REF, CLIENT, spec.get("clientRef"), namespace)
+    elif key.kind == EXPORTER:
+        yield from _named(key, LEASE_REF, LEASE, status.get("leaseRef"), namespace)
     elif key.kind == CLAIM:
         yield from _named(key, CLAIM_HANDLE, HANDLE, status.get("resourceHandle"), operator_namespace)
     elif key.kind == HANDLE:

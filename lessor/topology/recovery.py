@@ -14,7 +14,9 @@ which actor must hear of it, as the change it missed:
   pool's actor is woken, and deletes the pool's unbound handles (whose
   actors delete their resources);
 - a created resource whose handle label names a handle that is gone: the
-  handle's actor is woken, and deletes the resources labelled with it.
+  handle's actor is woken, and deletes the resources labelled with it;
+- an ended Lease whose `lessor.dev/lease-ended` label was taken off: its
+  actor is woken, and puts the label back (ended leases are not announced).
 
 The other changes made while lessor was down need nothing from here: every
 live object is announced to its actor at `Synced`, and each actor's
@@ -29,7 +31,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lessor.topology.changes import JSON
-from lessor.topology.fields import HANDLE_LABEL, HANDLE_POOL, STATUS_EXPORTER_REF, is_ended, is_inert
+from lessor.topology.fields import (
+    HANDLE_LABEL,
+    HANDLE_POOL,
+    LEASE_ENDED_LABEL,
+    STATUS_EXPORTER_REF,
+    is_ended,
+    is_inert,
+    labels_of,
+)
 from lessor.topology.keys import EXPORTER, LEASE, ObjectKey, address
 
 if TYPE_CHECKING:
@@ -48,7 +58,8 @@ class Missed:
 def missed_while_down(topology: Topology) -> list[Missed]:
     """Every change that lessor missed while it was down, in a stable order (see the module's list)."""
     return [*_held_for_ended_leases(topology), *_leased_to_gone_exporters(topology),
-            *_gone_owners(topology, HANDLE_POOL), *_gone_owners(topology, HANDLE_LABEL)]
+            *_gone_owners(topology, HANDLE_POOL), *_gone_owners(topology, HANDLE_LABEL),
+            *_unlabelled_ended_leases(topology)]
 
 
 def _held_for_ended_leases(topology: Topology) -> Iterator[Missed]:
@@ -70,6 +81,15 @@ def _leased_to_gone_exporters(topology: Topology) -> Iterator[Missed]:
             target = address(lease)
             if obj is not None and not is_inert(lease, obj) and target is not None:
                 yield Missed(target, exporter, None)
+
+
+def _unlabelled_ended_leases(topology: Topology) -> Iterator[Missed]:
+    for key in sorted(topology.keys(LEASE)):
+        obj = topology.get(key)
+        target = address(key)
+        if (obj is not None and target is not None and (obj.get("status") or {}).get("ended") is True
+                and labels_of(obj).get(LEASE_ENDED_LABEL) != "true"):
+            yield Missed(target, key, obj)
 
 
 def _gone_owners(topology: Topology, field: str) -> Iterator[Missed]:

@@ -7,8 +7,9 @@ to the actors of known objects that it concerns:
   `FORWARD` (a lease's exporterRefs, a handle's pool and claim, a claim's
   handle, any object's handle label);
 - backward: the live objects that name the changed one in a field of
-  `BACKWARD` (leases naming an exporter or a client, pools and handles using
-  a provider, handles referencing a created resource);
+  `BACKWARD` (leases naming an exporter or a client, the exporter whose
+  leaseRef names a lease, pools and handles using a provider, handles
+  referencing a created resource);
 - by selector: for an exporter, the live leases whose selector matches its
   old or new labels; for a policy, the live leases whose client matches one
   of its old or new clientSelectors.
@@ -29,6 +30,7 @@ from lessor.topology.fields import (
     HANDLE_CLAIM,
     HANDLE_LABEL,
     HANDLE_POOL,
+    LEASE_REF,
     PROVIDER_REF,
     SPEC_EXPORTER_REF,
     SPEC_REFERENCE,
@@ -53,6 +55,8 @@ FORWARD_ANY_KIND = frozenset({HANDLE_LABEL})
 
 BACKWARD: Mapping[str, tuple[str, ...]] = {
     EXPORTER: (SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, SPEC_REFERENCE, STATUS_REFERENCE),
+    # the exporter whose leaseRef names the lease hears of it (deleted, ended, granted elsewhere) and heals
+    LEASE: (LEASE_REF, SPEC_REFERENCE, STATUS_REFERENCE),
     CLIENT: (CLIENT_REF, SPEC_REFERENCE, STATUS_REFERENCE),
     PROVIDER: (PROVIDER_REF, SPEC_REFERENCE, STATUS_REFERENCE),
 }

@@ -12,11 +12,13 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from lessor.actors.api import CLIENT
+from lessor.gateway.client import WRITE_CONCURRENCY, load_configuration
 from lessor.api_adapter import GatewayApi
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.controlplane.processes import free_port
@@ -111,6 +113,97 @@ async def test_a_leader_that_cannot_renew_stops_writing_before_another_takes_ove
     with pytest.raises(ApiError) as gone:
         await kube.get(Resource("lessor.dev", "v1alpha1", "Client", "clients"), namespace, "after")
     assert gone.value.not_found
+
+
+class StallingProxy:
+    """A TCP proxy in front of the API server that can stop forwarding what its clients send: a partition
+    that keeps connections open. What it held goes on once it flows again."""
+
+    def __init__(self, upstream: str) -> None:
+        split = urlsplit(upstream)
+        self._upstream = (split.hostname or "127.0.0.1", split.port or 443)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.url = ""
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def __aenter__(self) -> StallingProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"https://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.create_task(self._forward(client_r, client_w))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _forward(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection(*self._upstream)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, held: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if held:
+                        await self.flowing.wait()
+                    dst.write(data)
+                    await dst.drain()
+            finally:
+                dst.close()
+
+        await asyncio.gather(pump(client_r, server_w, True), pump(server_r, client_w, False),
+                             return_exceptions=True)
+
+
+async def test_a_partitioned_leader_drops_its_queued_writes_and_sends_none_after_its_deadline(
+    kube: Gateway, kubeconfig: Path, namespace: str
+) -> None:
+    """The leader's connection to the API server stalls: its renewals fail, and the writes it made just
+    before wait for a slot or a connection. At its renew deadline it steps down, and every write still
+    waiting is refused there, never sent; once the connection flows again, only the writes that were
+    already on the wire land (what the resourceVersion preconditions are for)."""
+    clients = Resource("lessor.dev", "v1alpha1", "Client", "clients")
+    names = [f"c{i}" for i in range(WRITE_CONCURRENCY + 6)]
+    for name in names:
+        await kube.create(clients, namespace, {"apiVersion": CLIENT.api_version, "kind": "Client",
+                                               "metadata": {"name": name}})
+    settings = _settings()
+    async with StallingProxy(kube.host) as proxy:
+        cfg = await load_configuration(str(kubeconfig))
+        cfg.host = proxy.url
+        async with Gateway(cfg) as partitioned:
+            elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
+            api = GatewayApi(partitioned, fence=elector.fence)
+            async with _running(elector):
+                term = await asyncio.wait_for(elector.wait_leading(), 10)
+                proxy.flowing.clear()
+                writes = {name: asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
+                    "metadata": {"labels": {"written-by": "partitioned"}}})) for name in names}
+                await asyncio.wait_for(elector.wait_lost(term), 30)
+                # Nothing can be answered through the stalled proxy: a write that is done was refused.
+                async with asyncio.timeout(30):
+                    while sum(t.done() for t in writes.values()) < len(names) - WRITE_CONCURRENCY:
+                        await asyncio.sleep(0.01)
+                dropped = {n for n, t in writes.items() if t.done()}
+                assert all(isinstance(writes[n].exception(), NotLeader) for n in dropped)
+
+                proxy.flowing.set()
+                results = dict(zip(writes, await asyncio.gather(*writes.values(), return_exceptions=True),
+                                   strict=True))
+
+    landed = {n for n, r in results.items() if isinstance(r, dict)}
+    refused = {n for n, r in results.items() if isinstance(r, NotLeader)}
+    assert dropped <= refused and refused, results
+    for name in names:  # a write refused by the fence never reached the API server
+        labels = (await kube.get(clients, namespace, name))["metadata"].get("labels") or {}
+        assert (labels.get("written-by") == "partitioned") == (name in landed), (name, results[name])
 
 
 def test_settings_refuse_a_renew_deadline_that_does_not_fence() -> None:
@@ -252,9 +345,10 @@ WRITES = ("create", "update", "patch", "delete")
 
 
 def _writes(gateway: Gateway) -> int:
-    """Requests that change something, apart from the election's own."""
+    """Requests that change something, apart from the election's own (its Lease, and the SelfSubjectReview,
+    a `create` that stores nothing, by which a candidate learns who it is for the Lease's annotations)."""
     return sum(n for (verb, kind), n in gateway.requests.items()
-               if verb in WRITES and kind != "Lease.coordination.k8s.io")
+               if verb in WRITES and kind not in ("Lease.coordination.k8s.io", "SelfSubjectReview"))
 
 
 async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:

@@ -1,16 +1,20 @@
 """Replicas: two and three `lessor run` against one API server during a lease storm and a claim storm,
-the leader SIGKILLed every few seconds (a fresh seed each run, printed).
+the leader SIGKILLed every few seconds, or paused (SIGSTOP past its lease, then SIGCONT) beside CPU hogs
+(a fresh seed each run, printed).
 
-Sampled all along: no exporter Ready for two leases, no handle bound to two claims, no claim with
-two handles. Afterwards everything settles to its right state (the storms' own invariants).
+Sampled all along: no exporter Ready for two leases, no lease named by two exporters, no handle bound to
+two claims, no claim with two handles. Afterwards everything settles to its right state (the storms' own
+invariants).
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import random
 import signal
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ import pytest
 from lessor.bench.failover import Replicas, double_bookings
 from lessor.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLAIM, HANDLE, LEASE, NAMESPACE
+from lessor.gateway.resources import CLAIM, EXPORTER, HANDLE, LEASE, NAMESPACE
 from lessor.install import install
 from tests.claims.test_chaos import OPS, Storm
 from tests.claims.test_chaos import violations as claim_violations
@@ -33,6 +37,8 @@ ELECTION = ("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadlin
             "--leader-elect-retry-period", "300ms")
 STORM_SECONDS = 14
 KILLS = 4
+PAUSES = 2
+HOGS = 4
 async def _double_binds(kube: Gateway, storm: Storm) -> list[str]:
     """At one moment (one list each): a claim two handles name, a handle two claims name."""
     handles = [h for h in (await kube.list(HANDLE, OPS))[0]
@@ -50,9 +56,19 @@ async def _double_binds(kube: Gateway, storm: Storm) -> list[str]:
             + [f"handle {h} is named by claims {cs}" for h, cs in by_handle.items() if len(cs) > 1])
 
 
+def _twice_named(exporters: list[dict[str, Any]]) -> list[str]:
+    """At one moment: a lease that two exporters' `status.leaseRef` name."""
+    by_lease: dict[str, list[str]] = {}
+    for exporter in exporters:
+        if ref := ((exporter.get("status") or {}).get("leaseRef") or {}).get("name"):
+            by_lease.setdefault(ref, []).append(exporter["metadata"]["name"])
+    return [f"lease {lease} is named by exporters {names}" for lease, names in by_lease.items() if len(names) > 1]
+
+
 async def _sample(kube: Gateway, lease_ns: str, storm: Storm, found: list[str]) -> None:
     while True:
         found.extend(double_bookings((await kube.list(LEASE, lease_ns))[0]))
+        found.extend(_twice_named((await kube.list(EXPORTER, lease_ns))[0]))
         found.extend(await _double_binds(kube, storm))
         await asyncio.sleep(0.2)
 
@@ -68,10 +84,29 @@ async def _kill_leaders(replicas: Replicas, rng: random.Random, kills: list[floa
         replicas.start()
 
 
+async def _pause_leaders(replicas: Replicas, rng: random.Random, kills: list[float]) -> None:
+    """SIGSTOP whoever leads for longer than its lease, then SIGCONT: it resumes past its deadline, with
+    writes it had queued and decisions it had made, while another replica leads."""
+    for _ in range(PAUSES):
+        leader = await replicas.leader(timeout=60)
+        await asyncio.sleep(rng.uniform(1.0, 2.5))
+        leader.proc.send_signal(signal.SIGSTOP)  # it stays a member: it resumes, and follows
+        await asyncio.sleep(rng.uniform(2.5, 4.0))  # past the 2 s lease: another replica takes over
+        leader.proc.send_signal(signal.SIGCONT)
+        kills.append(asyncio.get_running_loop().time())
+
+
+def _cpu_hog(seconds: float) -> None:
+    """A busy loop for a bounded time: the node is busy, as production nodes are, and writes are slow."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
 @pytest.mark.apiserver
-@pytest.mark.parametrize("count", [2, 3])
-async def test_replicas_with_the_leader_sigkilled_during_a_lease_and_a_claim_storm(
-    count: int, tmp_path: Path, settles: Any
+@pytest.mark.parametrize("count,fault", [(2, "kill"), (3, "kill"), (3, "pause")])
+async def test_replicas_with_the_leader_killed_or_paused_during_a_lease_and_a_claim_storm(
+    count: int, fault: str, tmp_path: Path, settles: Any
 ) -> None:
     seed = int(os.environ.get("LESSOR_CHAOS_SEED") or random.randrange(2**32))  # the variable replays a run
     print(f"replicas chaos seed: {seed} (replay: LESSOR_CHAOS_SEED={seed})")
@@ -92,14 +127,23 @@ async def test_replicas_with_the_leader_sigkilled_during_a_lease_and_a_claim_sto
         found: list[str] = []
         kills: list[float] = []
         sampler = asyncio.create_task(_sample(kube, lease_ns, storm, found))
+        hogs: list[multiprocessing.Process] = []
+        if fault == "pause":  # what made the races show: a busy node, where writes are slow
+            hogs = [multiprocessing.Process(target=_cpu_hog, args=(STORM_SECONDS + 20,), daemon=True)
+                    for _ in range(HOGS)]
+            for hog in hogs:
+                hog.start()
+        faults = _kill_leaders if fault == "kill" else _pause_leaders
         try:
             await asyncio.gather(lease_storm(kube, lease_ns, STORM_SECONDS, random.Random(rng.random())),
-                                 storm.run(STORM_SECONDS), _kill_leaders(replicas, rng, kills))
+                                 storm.run(STORM_SECONDS), faults(replicas, rng, kills))
             await settles(lambda: lease_violations(kube, lease_ns), 45)
             await settles(lambda: claim_violations(kube, storm), 60)
         finally:
+            for hog in hogs:
+                hog.kill()
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
             await replicas.stop()
-        assert len(kills) == KILLS
+        assert len(kills) == (KILLS if fault == "kill" else PAUSES)
         assert not found, f"seed {seed}: " + "; ".join(dict.fromkeys(found))

@@ -55,6 +55,7 @@ async def test_install_establishes_every_crd(controlplane: ControlPlane, tmp_pat
     out = await asyncio.to_thread(lessor, "install", "--kubeconfig", str(controlplane.kubeconfig), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert f"{len(LESSOR_RESOURCES)} CustomResourceDefinitions established" in out.stderr
+    assert "applied the leader fence lessor-leader-fence" in out.stderr, out.stderr
     async with await Gateway.connect(str(controlplane.kubeconfig)) as gw:
         for res in LESSOR_RESOURCES:
             crd = await gw.get(CRD, None, f"{res.plural}.{res.group}")

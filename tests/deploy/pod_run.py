@@ -18,6 +18,11 @@ the registration from webhook.yaml. What stands in for the cluster's parts:
 - the kubernetes Service: KUBERNETES_SERVICE_HOST is the API server's address
   on the pod network.
 
+leader-fence.yaml is applied as it ships (the API server admits the operator's
+writes only while it holds the leader Lease), and an impostor (another
+ServiceAccount the fence judges, `lessor-impostor`) tries a write while the
+operator leads.
+
 The scenario is the samples of deploy/samples/ applied by an administrator,
 exporter heartbeats kept fresh as `lessor dev` does, leases and claims
 waited for, then a lease released and a claim's lifespan ended, so that the
@@ -51,7 +56,7 @@ from lessor.controlplane.pki import CertificateAuthority
 from lessor.controlplane.pod import SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, resolve_env
 from lessor.dev import _heartbeat as heartbeat
 from lessor.gateway import ApiError, Gateway
-from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, LEASE
+from lessor.gateway.resources import CLAIM, CONFIGMAP, EXPORTER, HANDLE, LEASE
 from lessor.install import install
 
 LAB = "lab"
@@ -99,6 +104,10 @@ class PodRun:
     metrics: str = ""
     """/metrics as a scraper allowed to get it (rbac.yaml's lessor-metrics-reader) read it."""
     metrics_status: dict[str, int] = field(default_factory=dict)
+    leader_lease: dict[str, Any] = field(default_factory=dict)
+    """The leader Lease (coordination.k8s.io) while the operator led."""
+    impostor_refusal: str = ""
+    """The API server's answer to an Exporter status patch by `lessor-impostor`, allowed by RBAC."""
     """who scraped /metrics (`allowed`, `unbound`, `anonymous`, `plain-http`) -> HTTP status (0: refused)."""
     exit_code: int | None = None
     failures: list[str] = field(default_factory=list)
@@ -135,7 +144,7 @@ async def operator_pod(directory: Path, operator_user: str) -> AsyncIterator[Pod
         audit_users=(operator_user,), apiserver_args=("--enable-aggregator-routing=true",),
     ) as cp, await Gateway.connect(str(cp.kubeconfig)) as admin:
         await install(admin, deployment["metadata"]["namespace"], progress=lambda _: None)
-        for name in ("namespace.yaml", "rbac.yaml", "service.yaml"):
+        for name in ("namespace.yaml", "rbac.yaml", "service.yaml", "leader-fence.yaml"):
             await manifests.apply_all(admin, deploy(name))
         pod, refusal = await _create_pod(admin, deployment, pod_name)
         webhook_ca = await _webhook_secret(admin, deployment)
@@ -326,6 +335,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
                 return all(c == ("True", "Ready") for c in run.conditions.values())
 
             if await _until(all_ready, 90, child):
+                await _impostor(run, admin, directory_of(run))
                 await _resizing(run, admin, child)
                 await _ending(run, admin, child)
             await _scrape(run, admin, http, f"{pod_ip}:{container_port(container, 'metrics')}")
@@ -374,6 +384,45 @@ async def _account_token(admin: Gateway, namespace: str, account: str) -> str:
                                  body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                        "spec": {"expirationSeconds": 600}})
     return str(answer["status"]["token"])
+
+
+def directory_of(run: PodRun) -> Path:
+    return run.log_path.parent
+
+
+async def _impostor(run: PodRun, admin: Gateway, folder: Path) -> None:
+    """While the operator leads: the leader Lease, and a write by another ServiceAccount that the fence
+    judges (named lessor-*), which RBAC allows (the operator's ClusterRole) and the fence refuses."""
+    namespace = run.pod["metadata"]["namespace"]
+    run.leader_lease = await admin.get(await admin.resolve("coordination.k8s.io/v1", "Lease"), namespace,
+                                       "lessor-leader")
+    token = await _account_token(admin, namespace, "lessor-impostor")
+    await manifests.apply_all(admin, [{
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "lessor-impostor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "lessor"},
+        "subjects": [{"kind": "ServiceAccount", "name": "lessor-impostor", "namespace": namespace}]}])
+    kubeconfig = folder / "impostor.kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "impostor",
+        "clusters": [{"name": "c", "cluster": {"server": run.controlplane.server,
+                                               "certificate-authority": str(run.controlplane.pki / "ca.crt")}}],
+        "users": [{"name": "impostor", "user": {"token": token}}],
+        "contexts": [{"name": "impostor", "context": {"cluster": "c", "user": "impostor"}}]}))
+    exporter = next(d for d in manifests.samples() if d["kind"] == "Exporter")["metadata"]
+    async with await Gateway.connect(str(kubeconfig)) as impostor:
+        deadline = time.monotonic() + 15  # until the authorizer has seen the binding
+        while time.monotonic() < deadline:
+            try:
+                await impostor.patch_status(EXPORTER, exporter.get("namespace", "default"), exporter["name"],
+                                            {"exporterStatus": "Offline"})
+                run.impostor_refusal = "admitted"
+                return
+            except ApiError as err:
+                run.impostor_refusal = err.message
+                if err.status == 403 and "ValidatingAdmissionPolicy" in err.message:
+                    return
+            await asyncio.sleep(0.3)
 
 
 async def _resizing(run: PodRun, admin: Gateway, child: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from lessor import manifests
+from lessor.leader import FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME
 
 pytestmark = pytest.mark.apiserver
 
@@ -77,6 +78,20 @@ def test_the_webhook_registered_by_webhook_yaml_answers_through_the_service(oper
     name = configuration["webhooks"][0]["name"]
     assert f'admission webhook "{name}" denied the request' in operator_pod.denial, operator_pod.denial
     assert "spec.selector" in operator_pod.denial
+
+
+def test_the_api_server_admits_writes_only_from_the_lease_holder(operator_pod: Any) -> None:
+    """leader-fence.yaml as it ships: the Lease names the operator's user and pod as the API server
+    authenticated them (its SelfSubjectReview), and another ServiceAccount the fence judges, allowed by
+    RBAC, is refused by the API server with the holder named."""
+    run = operator_pod
+    pod, lease = run.pod["metadata"]["name"], run.leader_lease
+    holder = lease["spec"]["holderIdentity"]
+    assert holder.startswith(f"{pod}_"), holder
+    assert lease["metadata"]["annotations"][HOLDER_USERNAME] == "system:serviceaccount:lessor-system:lessor"
+    assert lease["metadata"]["annotations"][HOLDER_POD] == pod
+    assert f"ValidatingAdmissionPolicy '{FENCE_POLICY}'" in run.impostor_refusal, run.impostor_refusal
+    assert f"is held by {holder} (system:serviceaccount:lessor-system:lessor, pod {pod})" in run.impostor_refusal
 
 
 def test_no_request_was_forbidden(operator_pod: Any) -> None:

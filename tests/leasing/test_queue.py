@@ -115,3 +115,16 @@ def test_property_removing_keeps_the_rest_in_order(waiters: list[Waiter], data: 
     assert list(queue) == kept
     assert queue.peek() == (kept[0] if kept else None)
     assert serve_all(queue) == kept
+
+
+def test_may_take_is_the_one_rule_for_who_gets_an_exporter() -> None:
+    from lessor.actors.exporter_state import Holder, may_take
+
+    assert may_take(enabled=True, allow_disabled=False, holder=None, spot=False)
+    assert may_take(enabled=True, allow_disabled=False, holder=None, spot=True)
+    assert not may_take(enabled=False, allow_disabled=False, holder=None, spot=False)  # disabled
+    assert may_take(enabled=False, allow_disabled=True, holder=None, spot=False)  # unless allowDisabled
+    spot_holder, holder = Holder("s", 5, True), Holder("h", 20, False)
+    assert may_take(enabled=True, allow_disabled=False, holder=spot_holder, spot=False)  # a non-spot lease evicts
+    assert not may_take(enabled=True, allow_disabled=False, holder=spot_holder, spot=True)  # a spot one does not
+    assert not may_take(enabled=True, allow_disabled=False, holder=holder, spot=False)  # nobody evicts a non-spot

@@ -210,7 +210,11 @@ def test_what_changed_while_down_is_told_to_the_actors_that_must_act(lab: Topolo
     lab.apply(MODIFIED, obj("Exporter", "rpi4-2", labels={"board": "rpi4", "site": "b"},
                             status={"leaseRef": {"name": "gone"}}))
     lab.apply(ADDED, obj("Lease", "l3", spec={"clientRef": {"name": "bob"}}, status={"exporterRef": {"name": "x"}}))
-    lab.apply(ADDED, obj("Lease", "l4", status={"ended": True, "exporterRef": {"name": "y"}}))  # history: left alone
+    history = obj("Lease", "l4", status={"ended": True, "exporterRef": {"name": "y"}},
+                  labels={"lessor.dev/lease-ended": "true"})
+    lab.apply(ADDED, history)  # history, labelled: left alone
+    unlabelled = obj("Lease", "l5", status={"ended": True})
+    lab.apply(ADDED, unlabelled)  # ended, but its label was taken off: its actor puts it back
     lab.apply(ADDED, obj("ResourceHandle", "guid-a", OPS, spec={"resourcePool": {"name": "p-gone"}}))
     lab.apply(ADDED, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
         "name": "cm", "namespace": OPS, "labels": {"lessor.dev/resource-handle-name": "guid-gone"}}})
@@ -222,6 +226,8 @@ def test_what_changed_while_down_is_told_to_the_actors_that_must_act(lab: Topolo
         Missed("lease/lab/l3", key("Exporter", "x"), None),
         Missed("pool/lessor-system/p-gone", key("ResourcePool", "p-gone", OPS), None),
         Missed("handle/lessor-system/guid-gone", key("ResourceHandle", "guid-gone", OPS), None),
+        Missed("lease/lab/l5", key("Lease", "l5"), unlabelled),
+        Missed("lease/lab/old", key("Lease", "old"), ended),
     ]
     pool, handle = key("ResourcePool", "p-gone", OPS), key("ResourceHandle", "guid-a", OPS)
     assert lab.dangling("spec.resourcePool") == {pool: {handle}}

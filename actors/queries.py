@@ -1,4 +1,6 @@
-"""Questions actors ask the topology (the app's topology actor answers them by message)."""
+"""Questions actors ask the topology (the app's topology actor answers them by message).
+
+The ones that only one domain asks live in that domain (a lease's world: `leasing/world.py`)."""
 
 from __future__ import annotations
 
@@ -27,24 +29,6 @@ class ListObjects:
 
     kind: str
     namespace: str
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseWorld:
-    """→ `LeaseWorldView`: what a lease needs to resolve its request."""
-
-    namespace: str
-    selector: Object | None
-    exporter_ref: str | None
-    client: str
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseWorldView:
-    exporters: tuple[Object, ...]  # the selected (or pinned) exporters
-    policies: tuple[Object, ...]  # every ExporterAccessPolicy of the namespace
-    client: Object | None
-    holders: Mapping[str, Object]  # lease name -> Lease, for the exporters' current holders
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from .tracing import Cause
 
 DEFAULT_ASK_TIMEOUT = 5.0
+"""How long an ask waits for its answer, unless the asker or the addressed kind (`register(ask_timeout=)`) says."""
 
 
 class Actor:
@@ -80,7 +81,7 @@ class Actor:
         """The trace of the message in hand, to keep for `tell(on_behalf_of=)`; None when tracing is off."""
         return self._cell.system._tracing.cause()
 
-    async def ask(self, address: str, message: Any, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+    async def ask(self, address: str, message: Any, *, timeout: float | None = None) -> Any:
         """Send and wait for the reply; see `ActorSystem.ask`. Asking oneself would deadlock, so it raises."""
         if address == self._cell.address:
             raise ValueError(f"{address} cannot ask itself: it would wait on its own mailbox")

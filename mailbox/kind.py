@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .actor import DEFAULT_ASK_TIMEOUT
 from .metrics import KindStats
 from .supervision import Supervision
 
@@ -23,3 +24,4 @@ class Kind:
     passivate_after: float | None
     stats: KindStats
     start_slots: asyncio.Semaphore | None = None  # at most this many of the kind inside `started()` at once
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT  # an ask's deadline unless the asker gives one; inf: none

@@ -40,7 +40,7 @@ class Handling:
 class KindStats:
     """Counters for one actor kind."""
 
-    __slots__ = ("handling", "waiting", "restarts", "escalations", "passivations", "dead_letters")
+    __slots__ = ("handling", "waiting", "restarts", "escalations", "passivations", "dead_letters", "slow_asks")
 
     def __init__(self) -> None:
         self.handling: dict[type, Handling] = {}  # by message class
@@ -49,6 +49,7 @@ class KindStats:
         self.escalations = 0
         self.passivations = 0
         self.dead_letters: Counter[str] = Counter()  # by reason
+        self.slow_asks = 0  # asks without a deadline to this kind still unanswered after DEFAULT_ASK_TIMEOUT
 
 
 class MailboxCollector:
@@ -86,6 +87,9 @@ def _families(kinds: Mapping[str, KindStats], occupancy: Iterable[tuple[str, int
     )
     passivations = CounterMetricFamily("lessor_actor_passivations", "Idle actors passivated.", labels=["kind"])
     dead = CounterMetricFamily("lessor_dead_letters", "Messages not delivered.", labels=["kind", "reason"])
+    slow = CounterMetricFamily(
+        "lessor_mailbox_slow_asks", "Asks without a deadline (to a kind registered with ask_timeout=inf) still "
+        "unanswered after 5 s: the asked actor is busy; its askers wait rather than fail.", labels=["kind"])
     if kinds:
         counts: Counter[str] = Counter()
         depths: Counter[str] = Counter()
@@ -99,6 +103,7 @@ def _families(kinds: Mapping[str, KindStats], occupancy: Iterable[tuple[str, int
                 escalations.add_metric([kind], stats.escalations)
                 passivations.add_metric([kind], stats.passivations)
                 waited.add_metric([kind], _cumulative(stats.waiting), stats.waiting.seconds)
+                slow.add_metric([kind], stats.slow_asks)
             for message_type, h in _by_name(stats.handling).items():
                 handled.add_metric([kind, message_type, "ok"], sum(h.buckets) - h.failed)
                 handled.add_metric([kind, message_type, "error"], h.failed)
@@ -107,7 +112,7 @@ def _families(kinds: Mapping[str, KindStats], occupancy: Iterable[tuple[str, int
                 restarts.add_metric([kind, reason], count)
             for reason, count in stats.dead_letters.items():
                 dead.add_metric([kind, reason], count)
-    yield from (live, depth, handled, seconds, waited, restarts, escalations, passivations, dead)
+    yield from (live, depth, handled, seconds, waited, restarts, escalations, passivations, dead, slow)
 
 
 def _cumulative(h: Handling) -> list[tuple[str, float]]:

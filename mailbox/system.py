@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import random
 from collections.abc import Callable, Coroutine, Hashable, Iterator
 from types import TracebackType
@@ -139,6 +140,7 @@ class ActorSystem:
         supervision: Supervision = DEFAULT_SUPERVISION,
         passivate_after: float | None = None,
         max_starting: int | None = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         """Make `kind/...` addresses spawn `factory(address)` on their first message.
 
@@ -150,6 +152,13 @@ class ActorSystem:
         whose start-up waits on something slow (the API at a first start):
         thousands of suspended starts hold memory the allocator keeps. Only
         safe if a `started` never waits on another actor of the same kind.
+        `ask_timeout`: how long an ask to this kind waits when the asker gives
+        no timeout. `math.inf` for an actor that is only ever busy, never gone
+        (the topology): its askers wait for the answer instead of timing out,
+        failing and asking again, which under load only adds to its queue.
+        Such an ask still ends with an error if the actor is killed while
+        handling it or the message goes to dead letters; waits past
+        `DEFAULT_ASK_TIMEOUT` are counted (`lessor_mailbox_slow_asks`).
         """
         if not kind or "/" in kind:
             raise ValueError(f"a kind is one non-empty address segment, not {kind!r}")
@@ -159,9 +168,11 @@ class ActorSystem:
             raise ValueError("capacity must be at least 1")
         if max_starting is not None and max_starting < 1:
             raise ValueError("max_starting must be at least 1")
+        if not ask_timeout > 0:
+            raise ValueError("ask_timeout must be positive (math.inf: no deadline)")
         stats = self._stats.setdefault(kind, KindStats())
         slots = asyncio.Semaphore(max_starting) if max_starting is not None else None
-        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots)
+        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout)
 
     def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
         """Queue `message` for `address` and return at once.
@@ -176,12 +187,14 @@ class ActorSystem:
         else:  # the hot path, one call shorter
             self._post(address, Envelope(message, None, None, coalesce), True)
 
-    async def ask(self, address: str, message: Any, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Any:
+    async def ask(self, address: str, message: Any, *, timeout: float | None = None) -> Any:
         """Send `message` and return the actor's reply.
 
         Raises what the handler raised, `ActorKilled` if it was killed while
         handling, `Undeliverable` if the message went to dead letters,
-        `MailboxFull`, or `AskTimeout` after `timeout` seconds.
+        `MailboxFull`, or `AskTimeout` after `timeout` seconds (None: the
+        addressed kind's `ask_timeout`, 5 s unless registered otherwise;
+        `math.inf`: no deadline).
         """
         return await self._ask(address, message, None, timeout)
 
@@ -231,16 +244,19 @@ class ActorSystem:
             self._tracing.told(envelope, links, parent)
         self._post(address, envelope, bounded)
 
-    async def _ask(self, address: str, message: Any, sender: str | None, timeout: float) -> Any:
+    async def _ask(self, address: str, message: Any, sender: str | None, timeout: float | None) -> Any:
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         envelope = Envelope(message, sender, reply)
+        kind = self._kinds.get(address.partition("/")[0])
+        if timeout is None:
+            timeout = kind.ask_timeout if kind is not None else DEFAULT_ASK_TIMEOUT
         if not self._tracing.enabled:
             self._post(address, envelope, True)
-            return await _reply(address, reply, timeout)
+            return await _reply(address, reply, timeout, kind)
         span, envelope.context, envelope.id = self._tracing.send(address, message)
         with trace.use_span(span, end_on_exit=True):
             self._post(address, envelope, True)
-            return await _reply(address, reply, timeout)
+            return await _reply(address, reply, timeout, kind)
 
     def _post(self, address: str, envelope: Envelope, bounded: bool) -> None:
         cell = self._cells.get(address)
@@ -312,7 +328,19 @@ class ActorSystem:
             yield cell.kind.name, cell.depth()
 
 
-async def _reply(address: str, reply: asyncio.Future[Any], timeout: float) -> Any:
+def _slow_ask(reply: asyncio.Future[Any], kind: Kind | None) -> None:
+    if kind is not None and not reply.done():
+        kind.stats.slow_asks += 1
+
+
+async def _reply(address: str, reply: asyncio.Future[Any], timeout: float, kind: Kind | None) -> Any:
+    if math.isinf(timeout):
+        # No deadline: the answer (or the error of a kill or a dead letter) always comes. Only count the slow ones.
+        slow = asyncio.get_running_loop().call_later(DEFAULT_ASK_TIMEOUT, _slow_ask, reply, kind)
+        try:
+            return await reply
+        finally:
+            slow.cancel()
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from lessor.actors.api import AlreadyExists, Conflict, Kind, NotFound
 from lessor.actors.context import Context
 from lessor.actors.provisioning.claim import ClaimActor
@@ -30,6 +32,7 @@ from lessor.actors.provisioning.pool import PoolActor
 from lessor.mailbox import ActorSystem, Supervision
 from lessor.model.jsonpatch import JsonPatchError, apply
 from lessor.topology import Topology
+from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
 
 OPS = "lessor-system"
@@ -164,15 +167,19 @@ ACTORS = {"exporter": ExporterActor, "lease": LeaseActor, "pool": PoolActor, "ha
 
 
 @asynccontextmanager
-async def world(**settings: Any) -> AsyncIterator[tuple[ActorSystem, MemoryApi]]:
+async def world(topology: Callable[[TopologyState], TopologyActor] = TopologyActor,
+                registry: CollectorRegistry | None = None,
+                **settings: Any) -> AsyncIterator[tuple[ActorSystem, MemoryApi]]:
     """The topology and every object actor on one mailbox, over a `MemoryApi` whose writes they watch.
+    `topology` makes the topology actor (a test's slower one), `registry` gets the mailbox metrics;
     `settings` go to the actors' `Context` (decision_window, offer_timeout, ...)."""
     state = TopologyState(Topology(OPS))
-    async with ActorSystem(registry=None) as system:
+    async with ActorSystem(registry=registry) as system:
         api = MemoryApi(lambda kind, obj: system.tell("topology", Event(kind, obj)))
         ctx = Context(api=api, operator_namespace=OPS, **settings)
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=0.1)
-        system.register("topology", lambda _: TopologyActor(state), capacity=100_000, supervision=tolerant)
+        system.register("topology", lambda _: topology(state), capacity=100_000, supervision=tolerant,
+                        ask_timeout=TOPOLOGY_ASK_TIMEOUT)
         for prefix, actor in ACTORS.items():
             system.register(prefix, lambda a, actor=actor: actor(a, ctx), supervision=tolerant)
         system.tell("topology", Synced())

@@ -1,10 +1,13 @@
 """ExporterAccessPolicies compiled, and what they approve: which exporters a client may lease, on what terms.
 
-Pure functions over typed values. `compile_policies` turns the namespace's
-policy objects into a `PolicySet` once per set of policy versions (shared and
-immutable: a policy object is compiled once per (uid, resourceVersion), its
-durations parsed once, and a set is reused by every lease that sees the same
-versions); `approvals` answers, for one client
+Pure functions over typed values. `compile_policy` compiles one policy
+object; `PolicySet.of` gathers a namespace's compiled policies into the set
+that leases resolve against. The operator's topology keeps one `PolicySet`
+per namespace and rebuilds it only when one of its policies changes, so every
+lease shares the set and its memos (`lessor/topology/policies.py`).
+`compile_policies` does both at once for callers without the topology (the
+webhook): a policy object is compiled once per (uid, resourceVersion) and a
+set is reused for the same versions. `approvals` answers, for one client
 and requested duration, each exporter's best `Approval` (non-spot before
 spot, then the highest priority) and the rules that admitted the client but
 were too short. `lease_resolution.resolve` ranks the approved exporters. A
@@ -39,6 +42,7 @@ __all__ = [
     "Rule",
     "approvals",
     "compile_policies",
+    "compile_policy",
     "too_short_for",
 ]
 
@@ -123,11 +127,13 @@ _MEMO_LIMIT = 65_536
 
 @dataclass(frozen=True, slots=True)
 class PolicySet:
-    """The policies of one namespace, compiled once, in name order.
+    """The policies of one namespace, compiled once, in name order. Immutable once built, shared by every lease.
 
     Which policies apply to an exporter depends only on its labels, so the
     answer is remembered per label set: thousands of leases resolved against
     the same exporters match each exporter's labels against the policies once.
+    A label set not seen yet is matched only against the policies an index of
+    the exporter selectors says can match it, not against every policy.
     """
 
     policies: tuple[AccessPolicy, ...] = ()
@@ -138,6 +144,12 @@ class PolicySet:
         default_factory=dict, compare=False, repr=False
     )
     _by_client: list[_ClientIndex] = field(default_factory=list, compare=False, repr=False)
+    _by_exporter: list[_ExporterIndex] = field(default_factory=list, compare=False, repr=False)
+
+    @staticmethod
+    def of(policies: Iterable[AccessPolicy]) -> PolicySet:
+        """A set of compiled policies, put in name order (the order rules are tried and listed in)."""
+        return PolicySet(tuple(sorted(policies, key=lambda policy: policy.name)))
 
     @property
     def open(self) -> bool:
@@ -149,9 +161,12 @@ class PolicySet:
         key = frozenset(labels.items())
         found = self._applying.get(key)
         if found is None:
+            if not self._by_exporter:
+                self._by_exporter.append(_ExporterIndex.of(self.policies))
+            policies = self.policies
             found = tuple(
-                position for position, policy in enumerate(self.policies)
-                if policy.problem is None and policy.exporters.matches(labels)
+                position for position in sorted(self._by_exporter[0].candidates(labels))
+                if policies[position].exporters.matches(labels)
             )
             if len(self._applying) >= _MEMO_LIMIT:
                 self._applying.clear()
@@ -213,6 +228,63 @@ class _ClientIndex:
         return found
 
 
+@dataclass(frozen=True, slots=True)
+class _ExporterIndex:
+    """Which policies' `exporterSelector` can match a label set. Each selector is filed under one positive
+    requirement it cannot match without: an `In` (under each of its values) or an `Exists` (under its key),
+    the one shared by the fewest policies; a selector without one (`{}`, negative-only) is always tried.
+    Broken policies and nil selectors match nothing and are not filed at all."""
+
+    by_label: dict[tuple[str, str], frozenset[int]]
+    by_key: dict[str, frozenset[int]]
+    always: frozenset[int]
+
+    @staticmethod
+    def of(policies: Sequence[AccessPolicy]) -> _ExporterIndex:
+        filed = [(position, policy.exporters) for position, policy in enumerate(policies)
+                 if policy.problem is None and not policy.exporters.nothing]
+        shared: dict[tuple[str, str | None], int] = {}  # how many selectors require this pair (or key)
+        for _, selector in filed:
+            for requirement in selector.requirements:
+                if requirement.operator == Operator.IN:
+                    for value in requirement.values:
+                        shared[requirement.key, value] = shared.get((requirement.key, value), 0) + 1
+                elif requirement.operator == Operator.EXISTS:
+                    shared[requirement.key, None] = shared.get((requirement.key, None), 0) + 1
+        by_label: dict[tuple[str, str], set[int]] = {}
+        by_key: dict[str, set[int]] = {}
+        always: set[int] = set()
+        for position, selector in filed:
+            best, cost = None, 0
+            for requirement in selector.requirements:
+                if requirement.operator == Operator.IN:
+                    here = sum(shared[requirement.key, value] for value in requirement.values)
+                elif requirement.operator == Operator.EXISTS:
+                    here = shared[requirement.key, None]
+                else:
+                    continue
+                if best is None or here < cost:
+                    best, cost = requirement, here
+            if best is None:
+                always.add(position)
+            elif best.operator == Operator.IN:
+                for value in best.values:
+                    by_label.setdefault((best.key, value), set()).add(position)
+            else:
+                by_key.setdefault(best.key, set()).add(position)
+        return _ExporterIndex({label: frozenset(found) for label, found in by_label.items()},
+                              {key: frozenset(found) for key, found in by_key.items()}, frozenset(always))
+
+    def candidates(self, labels: Mapping[str, str]) -> set[int]:
+        found = set(self.always)
+        for label in labels.items():
+            if (filed := self.by_label.get(label)) is not None:
+                found |= filed
+            if (keyed := self.by_key.get(label[0])) is not None:
+                found |= keyed
+        return found
+
+
 _Relevant = tuple[Approval | None, tuple[Rule, ...]]
 
 
@@ -266,18 +338,18 @@ def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
     for obj, version in zip(objects, versions):
         policy = _compiled.get(version) if version is not None else None
         if policy is None:
-            policy = _compile_policy(obj)
+            policy = compile_policy(obj)
             if version is not None:
                 _remember(_compiled, version, policy)
         compiled.append(policy)
-    compiled.sort(key=lambda policy: policy.name)
-    result = PolicySet(tuple(compiled))
+    result = PolicySet.of(compiled)
     if whole is not None:
         _remember(_sets, whole, result)
     return result
 
 
-def _compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:
+def compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:
+    """One ExporterAccessPolicy object, compiled; a broken part admits no one and says why."""
     name = str((obj.get("metadata") or {}).get("name") or "")
     spec = mapping_at(obj, "spec")
     problem = None

@@ -38,7 +38,6 @@ from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer,
 from lessor.model.keys import actor_address
 from lessor.templates.timestamps import format_timestamp
 
-from .access_policy import compile_policies
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
 from ..context import Context
@@ -65,7 +64,8 @@ from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
 from ..object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
 from ..observed import Observed
-from ..queries import TOPOLOGY, GetObject, LeaseWorld, LeaseWorldView
+from ..queries import TOPOLOGY, GetObject
+from .world import LeaseWorld, LeaseWorldView
 
 ENDED_LABEL = "lessor.dev/lease-ended"
 READY = ConditionType.READY
@@ -216,7 +216,12 @@ class LeaseActor(ObjectActor):
                     self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
             case _ShowPending():
                 if self.exporter is None and self.pending is not None:
-                    await self._show_pending(self.pending)
+                    if self.plan is not None and self.plan.takeable:
+                        # A free exporter in the plan: it may only be lessor's grants that are slow. Resolve
+                        # afresh: Pending is written only if the lease now really waits (nothing takeable).
+                        await self._evaluate()
+                    else:
+                        await self._show_pending(self.pending)
             case Evicted():
                 pass  # from an exporter that is no longer this lease's (a late answer to Confirm)
             case _:
@@ -342,7 +347,7 @@ class LeaseActor(ObjectActor):
                                               holder=_holder(o, view.holders)) for o in view.exporters]
         self.shapes = {(o.get("metadata") or {}).get("name", ""): _shape(o) for o in view.exporters}
         client_labels = ((view.client.get("metadata") or {}).get("labels") or {}) if view.client else None
-        policies = compile_policies(view.policies)
+        policies = view.policies
         if policies.open and request.created and now < request.created + _SETTLE:
             # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
             # still be on its way (another watch), and open access would grant what it forbids.

@@ -13,17 +13,17 @@ reconciliation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from lessor.actors.leasing.world import LeaseWorld, LeaseWorldView
 from lessor.actors.observed import Observed
 from lessor.actors.queries import (
     ClaimHandles,
     GetObject,
     HandleResources,
-    LeaseWorld,
-    LeaseWorldView,
     ListObjects,
     PoolHandles,
     ReadyHolders,
@@ -34,6 +34,7 @@ from lessor.model.selectors import SelectorError, parse_selector
 from lessor.topology.fields import HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
+from lessor.topology.policies import PolicySets
 from lessor.topology.recovery import missed_while_down
 
 JSON = Mapping[str, Any]
@@ -59,6 +60,14 @@ class _Announce:
     start: int
 
 
+ASK_TIMEOUT = math.inf
+"""The topology kind's `ask_timeout`: asks to it wait for their answer. The topology is one mailbox that
+answers every actor, so under load it is busy, not gone; an asker that timed out would fail, restart and
+ask again, adding to the very queue that made it wait (and a restarted lease would redo all of its work).
+A kill of the topology still answers its askers with `ActorKilled`; slow answers are counted
+(`lessor_mailbox_slow_asks{kind="topology"}`). Waiting on it cannot deadlock: the topology only tells,
+it never asks (keep it so)."""
+
 ANNOUNCE_CHUNK = 500
 """Objects announced per message: a few milliseconds of spawning, then the mailbox takes its turn."""
 
@@ -66,10 +75,11 @@ ANNOUNCE_CHUNK = 500
 @dataclass
 class TopologyState:
     """What outlives one incarnation of the topology actor: the `Topology` (a cache of the watch,
-    which the informers never re-send) and whether it is complete."""
+    which the informers never re-send), whether it is complete, and each namespace's compiled policies."""
 
     topology: Topology
     synced: bool = False
+    policies: PolicySets = field(default_factory=PolicySets)
 
 
 class TopologyActor(Actor):
@@ -88,6 +98,8 @@ class TopologyActor(Actor):
         match message:
             case Event(type=event_type, object=obj):
                 change = self.topology.apply(event_type, dict(obj))
+                if change is not None and change.key.kind == POLICY:  # before any lease can ask again
+                    self.state.policies.changed(change)
                 if change is not None and self.state.synced:
                     targets = self.topology.route(change)
                     if change.key.kind == PROVIDER:  # which provider an unbound claim uses may change with it
@@ -180,7 +192,7 @@ class TopologyActor(Actor):
                 holders[ref] = lease
         return LeaseWorldView(
             exporters=exporters,
-            policies=self._objects(POLICY, ns),
+            policies=self.state.policies.of(self.topology, ns),
             client=self.topology.get(ObjectKey(CLIENT, ns, query.client)),
             holders=holders,
         )

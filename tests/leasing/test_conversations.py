@@ -4,9 +4,15 @@ topology actors, over an in-memory API (tests/memory_api.py): fast, and able to 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from lessor.actors.api import LEASE
+from lessor.actors.leasing.world import LeaseWorld
+from lessor.mailbox.actor import DEFAULT_ASK_TIMEOUT
+from lessor.topology.actor import TopologyActor
 from tests.memory_api import MemoryApi, Write, world
 from tests.slowness import scaled
 
@@ -116,3 +122,70 @@ async def test_an_exporter_killed_mid_conversation_still_grants_one_lease() -> N
         await until(lambda: is_ready(api.object("Lease", NS, "l1")))
     commits = [w for w in api.writes if commit_of("l1")(w)]
     assert len(commits) == 1
+
+
+class SlowTopology(TopologyActor):
+    """A topology too busy to answer any lease's question until `opened` (in the operator: a burst on a
+    starved CPU). It handles nothing else meanwhile either: one mailbox."""
+
+    opened = asyncio.Event()
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, LeaseWorld):
+            await SlowTopology.opened.wait()
+        return await super().receive(message)
+
+
+async def test_a_topology_slower_than_the_old_ask_timeout_restarts_no_one_and_priority_order_holds() -> None:
+    SlowTopology.opened = asyncio.Event()
+    registry = CollectorRegistry()
+    async with world(topology=SlowTopology, registry=registry, decision_window=0.05) as (_, api):
+        exporter(api, "e1")
+        for name, team in (("gold", "gold"), ("silver", "silver")):
+            api.seed({"apiVersion": API, "kind": "Client", "metadata": {"name": name, "namespace": NS,
+                                                                        "labels": {"team": team}}})
+        api.seed({"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "p", "namespace": NS},
+                  "spec": {"exporterSelector": {"matchLabels": {"board": "rpi"}}, "policies": [
+                      {"priority": 30, "from": [{"clientSelector": {"matchLabels": {"team": "gold"}}}]},
+                      {"priority": 10, "from": [{"clientSelector": {"matchLabels": {"team": "silver"}}}]}]}})
+        created = datetime.now(UTC) - timedelta(minutes=10)
+        order = ["silver-1", "silver-2", "gold-1", "gold-2"]  # created in this order; granted gold first
+        for minute, name in enumerate(order):
+            api.seed({"apiVersion": API, "kind": "Lease", "metadata": {
+                "name": name, "namespace": NS,
+                "creationTimestamp": (created + timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%SZ")},
+                "spec": {"clientRef": {"name": name.split("-")[0]}, "selector": {"matchLabels": {"board": "rpi"}},
+                         "duration": "1h"}})
+        await asyncio.sleep(DEFAULT_ASK_TIMEOUT + 1)  # every lease has waited past the old ask timeout
+        SlowTopology.opened.set()
+        granted = []
+        for _ in order:  # one exporter: each holder releases it for the next
+            await until(lambda: any(is_ready(api.object("Lease", NS, n)) for n in order if n not in granted),
+                        timeout=60)
+            holder = next(n for n in order if n not in granted and is_ready(api.object("Lease", NS, n)))
+            granted.append(holder)
+            await api.merge_patch(LEASE, NS, holder, {"spec": {"release": True}})
+        assert granted == ["gold-1", "gold-2", "silver-1", "silver-2"]
+        assert (registry.get_sample_value("lessor_mailbox_slow_asks_total", {"kind": "topology"}) or 0) >= 1
+        restarts = [m for m in registry.collect() if m.name == "lessor_actor_restarts"]
+        assert sum(s.value for m in restarts for s in m.samples) == 0
+
+
+def pending_writes(api: MemoryApi, lease_name: str) -> int:
+    return sum(1 for w in api.writes if w.kind == "Lease" and w.name == lease_name and any(
+        c.get("type") == "Pending" for c in ((w.object or {}).get("status") or {}).get("conditions") or ()))
+
+
+async def test_only_a_lease_that_really_waits_writes_pending_however_slow_its_grant() -> None:
+    # The exporter offers itself only after its decision window, well past the lease's Pending grace.
+    async with world(decision_window=0.5, pending_grace=0.05) as (_, api):
+        lab(api, "e1")
+        lease(api, "first")
+        await until(lambda: is_ready(api.object("Lease", NS, "first")))
+        lease(api, "second")  # e1 is held: this one really waits
+        await until(lambda: pending_writes(api, "second") == 1)
+        await api.merge_patch(LEASE, NS, "first", {"spec": {"release": True}})
+        await until(lambda: is_ready(api.object("Lease", NS, "second")))
+    assert pending_writes(api, "first") == 0  # slow, but an exporter was free all along: commit and Ready only
+    assert [w.verb for w in api.writes if w.kind == "Lease" and w.name == "first"][:2] == ["create", "patch status"]
+    assert pending_writes(api, "second") == 1

@@ -4,14 +4,27 @@
 2,000 leases at once, each selecting one group: half of them can be granted,
 the rest wait. The operator runs as its own process (`lessor run`), so its
 RSS, CPU time and API requests are its own.
+
+`--cpu-share S` runs the storm twice, each on a fresh control plane, with the
+operator pinned to one core: alone on it, then beside CPU hogs pinned to the
+same core (round(1/S) - 1 busy loops, so the scheduler gives the operator
+about S of the core), and reports grants/s loaded against unloaded, the CPU
+share the operator really got, writes per lease by verb and object in both
+runs and the actor restarts (a busy operator must not look like a crashed one).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +39,7 @@ from lessor.tools.bench.common import (
     events_written,
     gather_limited,
     machine,
+    metrics_text,
     percentile,
     process_stats,
     ready_at,
@@ -52,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=20, help="default: %(default)s")
     parser.add_argument("--groups", type=int, default=50, help="exporter groups a lease selects from (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=600, help="give up after this many seconds (default: %(default)s)")
+    parser.add_argument("--cpu-share", type=float, default=None, metavar="S",
+                        help="also run the storm with the operator pinned to one core beside CPU hogs that leave it "
+                        "about S of the core (0 < S <= 1, e.g. 0.25), and report grants/s against the same storm "
+                        "on that core alone")
     parser.add_argument("--trace", action="store_true",
                         help="also run the storm traced (spans to a file), at 100%% and 1%% parent-based sampling, "
                         "each on a fresh control plane, and report their throughput against the untraced run")
@@ -65,6 +83,10 @@ TRACED = {
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.cpu_share is not None:
+        if not 0 < args.cpu_share <= 1:
+            raise ValueError("--cpu-share: a share of one core, more than 0 and at most 1")
+        return await _starved(args)
     storm, ceiling = await _on_fresh_control_plane(args, None, measure=True)
     assert ceiling is not None
     traced = {}
@@ -93,8 +115,57 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def _starved(args: argparse.Namespace) -> dict[str, Any]:
+    """The storm on one core, alone and then beside hogs: does throughput fall no faster than the CPU share?"""
+    core = max(os.sched_getaffinity(0))
+    hogs = max(0, round(1 / args.cpu_share) - 1)
+    say(f"the storm with the operator alone on core {core}")
+    alone, _ = await _on_fresh_control_plane(args, None, measure=False, core=core)
+    say(f"the storm with the operator on core {core} beside {hogs} CPU hog(s)")
+    with _hogs(core, hogs):
+        starved, _ = await _on_fresh_control_plane(args, None, measure=False, core=core)
+    nominal = 1 / (hogs + 1)
+    ratio = starved["leases_granted_per_second"] / max(alone["leases_granted_per_second"], 1e-9)
+    return {
+        "benchmark": "leases --cpu-share",
+        "machine": machine(),
+        "setup": {"exporters": args.exporters, "leases": args.leases, "clients": args.clients,
+                  "policies": 3, "groups": args.groups, "core": core, "hogs": hogs,
+                  "cpu_share_asked": args.cpu_share, "cpu_share_nominal": round(nominal, 3)},
+        "alone": alone,
+        "starved": starved,
+        "grants_per_second_ratio": round(ratio, 3),
+        "grants_per_second_target": round(0.8 * nominal, 3),
+        "target_met": ratio >= 0.8 * nominal and starved["actor_restarts"] == 0,
+        "explained": "each run on a fresh control plane with the operator pinned to one core; the starved run "
+                     "shares that core with `hogs` busy loops (the scheduler's fair share: 1/(hogs+1)); "
+                     "grants_per_second_ratio is starved over alone, the target 0.8 x the nominal share; "
+                     "operator_cpu_share is the operator's CPU seconds over the storm's seconds",
+    }
+
+
+@contextlib.contextmanager
+def _hogs(core: int, count: int) -> Iterator[None]:
+    """`count` busy loops pinned to `core`, for as long as the block runs."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(count)]
+    try:
+        for proc in procs:
+            os.sched_setaffinity(proc.pid, {core})
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def _sum_metric(text: str, name: str) -> float:
+    return sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
+
+
 async def _on_fresh_control_plane(args: argparse.Namespace, trace_env: dict[str, str] | None,
-                                  measure: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                                  measure: bool, core: int | None = None,
+                                  ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     with tempfile.TemporaryDirectory(prefix="lessor-bench-") as tmp:
         async with ControlPlane(Path(tmp) / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
             async with await Gateway.connect(str(cp.kubeconfig)) as kube:
@@ -108,7 +179,7 @@ async def _on_fresh_control_plane(args: argparse.Namespace, trace_env: dict[str,
                 if trace_env is not None:
                     env = {"OTEL_TRACES_EXPORTER": "jsonl", TRACES_FILE_ENV: str(Path(tmp) / "traces.jsonl"),
                            **trace_env}
-                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args, env)
+                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args, env, core)
                 if env is not None:  # the operator flushed its spans when it stopped
                     spans = await asyncio.to_thread(Path(env[TRACES_FILE_ENV]).read_bytes)
                     storm["spans_written"] = spans.count(b"\n")
@@ -142,15 +213,20 @@ async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
 
 
 async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace,
-                 env: dict[str, str] | None = None) -> dict[str, Any]:
+                 env: dict[str, str] | None = None, core: int | None = None) -> dict[str, Any]:
     health, metrics = free_port(), free_port()
     # The exporters' agents are not simulated (their heartbeats would compete for the API
     # server), so the heartbeat timeout is long enough to keep them online through the storm.
     proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env)
+    if core is not None:  # the process and every thread it starts later
+        os.sched_setaffinity(proc.pid, {core})
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
         before, events_before = api_requests(metrics), event_counters(metrics)
+        text = metrics_text(metrics)
+        restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
+        slow_before = _sum_metric(text, "lessor_mailbox_slow_asks_total")
         _, cpu_before = process_stats(proc.pid)
 
         created: dict[str, float] = {}
@@ -183,6 +259,9 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         await asyncio.sleep(2)
         after = api_requests(metrics)
         rss, cpu_after = process_stats(proc.pid)
+        text = metrics_text(metrics)
+        restarts = _sum_metric(text, "lessor_actor_restarts_total") - restarts_before
+        slow_asks = _sum_metric(text, "lessor_mailbox_slow_asks_total") - slow_before
         lag = await events_written(metrics)  # Events wait behind the work's writes: counted once written
         events_after = event_counters(metrics)
         _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
@@ -206,4 +285,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
                    "unit": "granted lease", "explained": "Event writes are not in the API writes above"},
         "operator_rss_bytes": rss,
         "operator_cpu_seconds": round(cpu_after - cpu_before, 2),
+        "operator_cpu_share": round((cpu_after - cpu_before) / max(done + 2 - started, 1e-9), 3),
+        "actor_restarts": int(restarts),
+        "slow_asks": int(slow_asks),  # asks without a deadline (to the topology) unanswered after 5 s
     }

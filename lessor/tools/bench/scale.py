@@ -320,6 +320,7 @@ async def _burst(kube: Gateway, proc: subprocess.Popen[bytes], metrics: int, n: 
     watch = asyncio.create_task(informer.run())
     await informer.synced.wait()
     before = api_requests(metrics)
+    restarts_before = _sum_metric(metrics_text(metrics), "lessor_actor_restarts_total")
     _, cpu_before = process_stats(proc.pid)
 
     async def lease(i: int) -> None:
@@ -339,6 +340,7 @@ async def _burst(kube: Gateway, proc: subprocess.Popen[bytes], metrics: int, n: 
     await asyncio.sleep(1)
     _, cpu_after = process_stats(proc.pid)
     requests, _ = event_requests(request_deltas(before, api_requests(metrics)))
+    restarts = _sum_metric(metrics_text(metrics), "lessor_actor_restarts_total") - restarts_before
     watch.cancel()
     latencies = [granted[k] - created[k] for k in granted if k in created]
     writes = sum(v for k, v in requests.items() if k.split()[0] in WRITE_VERBS)
@@ -350,4 +352,7 @@ async def _burst(kube: Gateway, proc: subprocess.Popen[bytes], metrics: int, n: 
                                     "p99": round(percentile(latencies, 99), 3)},
         "operator_cpu_seconds_per_lease": round((cpu_after - cpu_before) / count, 4),
         "api_writes_per_granted_lease": round(writes / count, 3),
+        "api_writes_by_verb_and_kind_per_granted_lease": {
+            k: round(v / count, 3) for k, v in sorted(requests.items()) if k.split()[0] in WRITE_VERBS},
+        "actor_restarts": int(restarts),
     }

@@ -1,0 +1,60 @@
+"""Each namespace's ExporterAccessPolicies, compiled once and shared by every lease of the namespace.
+
+A lease resolves against the policies that apply to its candidates. Compiling
+(or even listing and sorting) a namespace's policies for every lease made the
+cost of a lease grow with the namespace. Here each policy is compiled once per
+spec, and each namespace's `PolicySet` is built once and handed to every
+`LeaseWorld` answer until a policy of the namespace is created, deleted or has
+its spec changed (a status write, such as its own `Valid` condition, changes
+nothing a lease resolves against, and keeps the set and its memos). The set
+is immutable apart from its memos (which policies apply to a label set, which
+admit a client), so every lease shares what the others have already worked out.
+"""
+
+from __future__ import annotations
+
+from lessor.actors.leasing.access_policy import AccessPolicy, PolicySet, compile_policy
+from lessor.topology.changes import Change
+from lessor.topology.graph import Topology
+from lessor.topology.keys import POLICY, ObjectKey
+
+
+class PolicySets:
+    """Compiled policies by object, and the current `PolicySet` of each namespace asked for since its last change."""
+
+    __slots__ = ("_compiled", "_sets")
+
+    def __init__(self) -> None:
+        self._compiled: dict[ObjectKey, AccessPolicy] = {}
+        self._sets: dict[str, PolicySet] = {}
+
+    def changed(self, change: Change) -> None:
+        """A policy's change: unless only its status or metadata changed, it is compiled again now (as it
+        arrives, not on the first lease's question) and its namespace's set built again when next asked for."""
+        if change.old is not None and change.new is not None and change.old.get("spec") == change.new.get("spec"):
+            return
+        self._sets.pop(change.key.namespace, None)
+        if change.new is None:
+            self._compiled.pop(change.key, None)
+        else:
+            self._compiled[change.key] = compile_policy(change.new)
+
+    def of(self, topology: Topology, namespace: str) -> PolicySet:
+        """The namespace's compiled policies; the same object until one of them changes."""
+        found = self._sets.get(namespace)
+        if found is None:
+            found = self._sets[namespace] = PolicySet.of(self._compile(topology, namespace))
+        return found
+
+    def _compile(self, topology: Topology, namespace: str) -> list[AccessPolicy]:
+        """Compiled as they arrived; compiled here only if this object never went through `changed`."""
+        compiled = []
+        for key in topology.keys(POLICY, namespace):
+            policy = self._compiled.get(key)
+            if policy is None:
+                obj = topology.get(key)
+                if obj is None:
+                    continue
+                policy = self._compiled[key] = compile_policy(obj)
+            compiled.append(policy)
+        return compiled

@@ -169,6 +169,8 @@ def test_late_writes_of_a_deposed_leader_and_failover_times() -> None:
         audit("r2", 28, "exporters", subresource="status"),
         renew("r1", 40), audit("r1", 41, "leases", subresource="status"),  # r1 leads again: legitimate
         {**audit("r1", 42, "leases"), "stage": "ResponseStarted"},
+        {**audit("r1", 27.5, "selfsubjectreviews", verb="create"),  # a question, not a write: not counted
+         "objectRef": {"resource": "selfsubjectreviews", "apiGroup": "authentication.k8s.io"}},
     ]
     accepted = writes(records, [SA + "r1", SA + "r2", SA + "r3"])
     late = late_writes(accepted, renew_deadline=10.0)

@@ -273,6 +273,10 @@ class Write:
         return self.what == "leases.coordination.k8s.io" and self.name == LEADER_LEASE
 
 
+REVIEW_GROUPS = frozenset({"authentication.k8s.io", "authorization.k8s.io"})
+"""`create` of a SelfSubjectReview, TokenReview or SubjectAccessReview is a question, answered and not stored."""
+
+
 def writes(audit: Iterable[Mapping[str, Any]], users: Iterable[str]) -> list[Write]:
     """The replicas' accepted (2xx) writes, by the time they were answered."""
     wanted = set(users)
@@ -284,6 +288,8 @@ def writes(audit: Iterable[Mapping[str, Any]], users: Iterable[str]) -> list[Wri
                 or not 200 <= code < 300):
             continue
         ref = event.get("objectRef") or {}
+        if ref.get("apiGroup") in REVIEW_GROUPS:
+            continue  # a review (who am I, may I) stores nothing: not a write of anyone's state
         what = ref.get("resource", "") + (f".{ref['apiGroup']}" if ref.get("apiGroup") == "coordination.k8s.io"
                                           else "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         found.append(Write(user, event["verb"], what, ref.get("name", ""), _epoch(event["requestReceivedTimestamp"]),

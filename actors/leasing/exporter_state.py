@@ -64,6 +64,7 @@ class ExporterView:
     online: bool = True
     ready: bool = True
     holder: Holder | None = None
+    seen: bool = True  # its agent has written `lastSeen` at least once
 
     @classmethod
     def from_object(
@@ -92,4 +93,5 @@ class ExporterView:
             online=exporter_online(last_seen, exporter_status, now=now, timeout=heartbeat_timeout),
             ready=exporter_ready(exporter_status),
             holder=holder,
+            seen=last_seen is not None,
         )

@@ -588,7 +588,8 @@ class LeaseActor(ObjectActor):
         if not same_conditions(_without_times(conditions), _without_times(current)):
             match await self.write_status_as_seen({"conditions": conditions}):
                 case Written():
-                    self.ctx.events.record(LEASE, self.obj, NORMAL, pending.reason, pending.message, "Queue")
+                    if pending.news:
+                        self.ctx.events.record(LEASE, self.obj, NORMAL, pending.reason, pending.message, "Queue")
                 case Lost():
                     await self._reconsider()
 

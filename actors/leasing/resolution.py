@@ -125,6 +125,9 @@ class Candidate:
 class Pending:
     reason: Reason
     message: str
+    news: bool = True
+    """Worth an Event: not while every exporter it waits for is one whose agent has never reported (a lab
+    applied before its agents start is not news; the condition says it all the same)."""
 
     type = ConditionType.PENDING
 
@@ -188,7 +191,12 @@ def resolve(
     if request.scheduled(now):
         assert request.begin is not None
         return Plan(ordered, Pending(Reason.SCHEDULED, scheduled_message(request)), request.begin)
-    return Plan(ordered, _pending(ordered))
+    pending = _pending(ordered)
+    if pending.reason == Reason.OFFLINE:
+        unseen = {exporter.name for exporter in usable if not exporter.seen}
+        if all(c.exporter in unseen for c in ordered if c.state is State.OFFLINE):
+            pending = Pending(pending.reason, pending.message, news=False)
+    return Plan(ordered, pending)
 
 
 def _usable(request: LeaseRequest, exporters: Iterable[ExporterView]) -> list[ExporterView] | Verdict:

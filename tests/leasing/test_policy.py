@@ -337,6 +337,16 @@ def test_rule_7_all_offline_is_pending_offline() -> None:
     assert "offline" in result.pending.message
 
 
+def test_rule_7_offline_exporters_never_seen_are_no_news_but_stale_ones_are() -> None:
+    from dataclasses import replace
+
+    never = [replace(exporter("e1", online=False), seen=False), replace(exporter("e2", online=False), seen=False)]
+    quiet = plan(boards(), never).pending
+    assert quiet.reason is Reason.OFFLINE and not quiet.news  # a lab applied before its agents: no Event
+    stale = plan(boards(), [never[0], exporter("e3", online=False)]).pending
+    assert stale.reason is Reason.OFFLINE and stale.news  # one went quiet after reporting: worth an Event
+
+
 def test_rule_7_all_not_ready_is_pending_not_ready() -> None:
     result = plan(boards(), [exporter("e1", ready=False), exporter("e2", ready=False, online=False)])
     assert result.pending.reason is Reason.NOT_READY

@@ -125,3 +125,21 @@ async def test_a_handle_that_never_reports_holds_its_claims_status_no_longer_tha
         await until(lambda: claim_status_writes(api, "c1"))
     status = claim_status_writes(api, "c1")[0]
     assert condition(status, "Bound") == "True" and condition(status, "Ready") == "False"
+
+
+async def test_a_pool_handle_gets_its_references_in_the_patch_that_binds_it() -> None:
+    async with world() as (_, api):
+        provider_and_pool(api, 1)
+        await until(lambda: len(handles(api)) == 1 and (handles(api)[0].get("status") or {}).get("ready"))
+        pooled = handles(api)[0]["metadata"]["name"]
+        reported = handles(api)[0]["status"]["resources"][0]["reference"]
+        assert "reference" not in handles(api)[0]["spec"]["resources"][0]  # in its status only, while it waits
+        claim(api, "c1")
+        await until(lambda: any(condition(s, "Ready") == "True" for s in claim_status_writes(api, "c1")))
+        await asyncio.sleep(0.2)
+    spec_writes = [w.object for w in api.writes if w.kind == "ResourceHandle" and w.name == pooled
+                   and w.verb == "patch" and w.object]
+    assert len(spec_writes) == 1  # the binding, with the reference: no write of its own for it
+    assert bound_to(spec_writes[0]) == "c1" and spec_writes[0]["spec"]["resources"][0]["reference"] == reported
+    assert [name for (kind, _, name) in api.objects if kind == "ConfigMap"].count(reported["name"]) == 1
+    assert claim_status_writes(api, "c1")[-1]["resources"][0]["reference"] == reported

@@ -68,12 +68,18 @@ log = logging.getLogger(__name__)
 
 _ANSWER_TIMEOUT = 10.0  # a pool that has not answered by then may have died with the question: ask again
 _RETRY = 5.0  # seconds before trying again what the API refused
+_SETTLE = 10.0  # seconds a bound claim's status waits for its handle to report on the handle's current spec
 DETACHED = "Detached"  # Bound and Ready reason of a claim whose autoDetach.when held
 
 
 @dataclass(frozen=True, slots=True)
 class _Evaluate:
     """Sent to self: the requested start is reached, or a refused write is worth another try."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """Sent to self: the handle has not reported on its spec within `_SETTLE`; the status is written as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +96,7 @@ class _Ended:
 
 class ClaimActor(ObjectActor):
     __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
-                 "update_errors", "decided_generation")
+                 "update_errors", "decided_generation", "holding")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     wake_kinds = (PROVIDER.kind,)
 
@@ -106,6 +112,7 @@ class ClaimActor(ObjectActor):
         self.base: list[Any] | None = None  # the claim's templates as the handle reflects them (None: unknown)
         self.update_errors: list[ResourceError] = []
         self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
+        self.holding: bool | None = None  # the status waits for the handle (True), or waited long enough (False)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -161,9 +168,12 @@ class ClaimActor(ObjectActor):
                 self._want(pool, self.asking[1])
             case _Evaluate():
                 await self._evaluate()
+            case _Settled() if self.holding:
+                self.holding = False
+                await self._write_status()
             case _Ended(end=end):
                 await self._ended(end)
-            case Observed() | NoHandle() | _AskAgain():
+            case Observed() | NoHandle() | _AskAgain() | _Settled():
                 pass
             case _:
                 self.unexpected(message)
@@ -467,6 +477,8 @@ class ClaimActor(ObjectActor):
     async def _write_status(self) -> None:
         if self._detached():  # its last status stays as the detach wrote it
             return
+        if self._handle_behind():
+            return
         assert self.obj is not None and self.spec is not None
         now = self.ctx.now()
         status = self.obj.get("status") or {}
@@ -514,6 +526,22 @@ class ClaimActor(ObjectActor):
             return
         if await self.write_status(new):  # else deleted: the deletion event stops us
             record_transitions(self.ctx.events, CLAIM, self.obj, status.get("conditions"), conditions)
+
+    def _handle_behind(self) -> bool:
+        """Whether the status waits: the handle has not yet reported on its current spec (its `Rendered`
+        condition observes an older generation: just created, just bound, or just given a change), so the
+        states and readiness this status would copy are about to change. Waiting makes a claim's way to
+        Ready one status write, not one per step of its handle. A handle that does not report within
+        `_SETTLE` (its actor stuck or given up) does not hold the status any longer than that."""
+        if self.handle is None or not _behind(self.handle):
+            if self.holding is not None:
+                self.holding = None
+                self.cancel("settle")
+            return False
+        if self.holding is None:
+            self.holding = True
+            self.schedule("settle", _Settled(), delay=_SETTLE)
+        return self.holding
 
     async def _summary(self, handle: Mapping[str, Any], resources: list[dict[str, Any]], now: datetime) -> Any:
         """`status.summary` from the last resource's provider's `statusSummaryTemplate` (as the pool/claim tool
@@ -677,6 +705,12 @@ class ClaimActor(ObjectActor):
 def _lifespan_end(spec_or_status: Mapping[str, Any] | None) -> datetime | None:
     """`lifespan.end` of a handle's spec or a claim's status."""
     return timestamp(((spec_or_status or {}).get("lifespan") or {}).get("end"))
+
+
+def _behind(handle: Mapping[str, Any]) -> bool:
+    """The handle's actor has not reported on the handle's current spec yet (see `ClaimActor._handle_behind`)."""
+    rendered = find_condition((handle.get("status") or {}).get("conditions"), "Rendered")
+    return rendered is None or rendered.get("observedGeneration") != generation(handle)
 
 
 def _copy_states(resources: list[dict[str, Any]], handle: Mapping[str, Any]) -> None:

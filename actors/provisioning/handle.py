@@ -15,8 +15,10 @@ Who decides what: the pool (or the claim that created the handle) decides
 the binding; the claim decides the templates and the lifespan end and
 writes them into the handle's spec; this actor decides what exists. It is
 the only writer of the handle's status (each resource's state, readiness,
-the `Rendered` condition) and of `spec.resources[].reference`, and the only
-one that creates, updates or deletes created resources. The claim actor
+the `Rendered` condition) and of `spec.resources[].reference` (but for a
+handle waiting in its pool, whose references its status reports and its
+pool's binding records), and the only one that creates, updates or deletes
+created resources. The claim actor
 copies the states from this status into the claim's.
 
 The end: at `spec.lifespan.end`, or once its claim is deleted, the actor
@@ -193,7 +195,7 @@ class HandleActor(ObjectActor):
                 await self._end()
                 return
         identity, user = await self._requester()
-        results = await offload(render_handle, self.obj, self.providers,
+        results = await offload(render_handle, _with_recorded_references(self.obj), self.providers,
                                 operator_namespace=self.ctx.operator_namespace, claim=self.claim,
                                 requester_identity=identity, requester_user=user, live=self.live, now=now)
         self.failures = {}
@@ -287,9 +289,17 @@ class HandleActor(ObjectActor):
     # --- writes ---------------------------------------------------------------------------
 
     async def _write_references(self, results: list[RenderedResource]) -> None:
-        """Record each created resource in `spec.resources[].reference`: its name is kept from then on."""
+        """Record each created resource in `spec.resources[].reference`: its name is kept from then on.
+
+        Not while the handle waits in its pool: its status records the references (and keeps the names
+        meanwhile, `_with_recorded_references`), and the pool's binding writes them into the spec, in the
+        patch that binds it. One write less per pooled handle.
+        """
         assert self.obj is not None
-        entries = (self.obj.get("spec") or {}).get("resources") or []
+        spec = self.obj.get("spec") or {}
+        if claim_of(self.obj) is None and spec.get("resourcePool"):
+            return
+        entries = spec.get("resources") or []
         ops = [{"op": "add", "path": f"/spec/resources/{r.index}/reference", "value": r.reference}
                for r in results
                if r.definition is not None and r.reference is not None and r.index not in self.failures
@@ -388,6 +398,21 @@ class HandleActor(ObjectActor):
                 found.setdefault(reference_key(reference), {key: str(reference.get(key) or "") for key in
                                                            ("apiVersion", "kind", "name", "namespace")})
         return list(found.values())
+
+
+def _with_recorded_references(handle: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The handle with each resource's reference from its status where its spec has none yet (a pool's
+    handle before its binding writes them, see `_write_references`): a created resource keeps its name."""
+    entries = (handle.get("spec") or {}).get("resources") or []
+    reported = (handle.get("status") or {}).get("resources") or []
+    missing = [index for index, entry in enumerate(entries) if not entry.get("reference") and index < len(reported)
+               and isinstance(reported[index], Mapping) and isinstance(reported[index].get("reference"), Mapping)]
+    if not missing:
+        return handle
+    resources = [dict(entry) for entry in entries]
+    for index in missing:
+        resources[index]["reference"] = dict(reported[index]["reference"])
+    return {**handle, "spec": {**(handle.get("spec") or {}), "resources": resources}}
 
 
 def _contains(value: Any, pattern: Any) -> bool:

@@ -6,7 +6,8 @@ arrive together are decided together, each getting the best unbound handle
 that matches its templates (ready first, then oldest) or `NoHandle`. The
 binding is one patch of the handle under a resourceVersion precondition:
 `spec.resourceClaim`, the claim's values at the provider's `matchIgnore`
-paths, and the lifespan end. That write is the commit point; a handle whose
+paths, the lifespan end, and the references of the resources the handle's
+status reports (the handle's actor leaves them to this patch). That write is the commit point; a handle whose
 precondition fails is read again and bound only if it is still unbound, so a
 handle is never bound twice.
 
@@ -257,13 +258,20 @@ class PoolActor(ObjectActor):
         return None
 
     def _binding(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> dict[str, Any]:
-        """The commit: the claim, its values at the ignored paths, and the end of the lifespan starting now."""
+        """The commit: the claim, its values at the ignored paths, the end of the lifespan starting now, and
+        the references of the resources the handle's actor made and reported in its status (it leaves them
+        out of the spec of an unbound handle: written here, they cost no write of their own)."""
         spec = handle.get("spec") or {}
         config, _ = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
         lifespan, _ = claim_lifespan_of(config, want.claim_object, start=start, now=start)
         resources = copy.deepcopy(list(spec.get("resources") or []))
-        for entry, template in zip(resources, bound_templates(want.spec, handle)):
+        reported = (handle.get("status") or {}).get("resources") or []
+        for index, (entry, template) in enumerate(zip(resources, bound_templates(want.spec, handle))):
             entry["template"] = template
+            found = reported[index] if index < len(reported) else None
+            reference = found.get("reference") if isinstance(found, Mapping) else None
+            if not entry.get("reference") and isinstance(reference, Mapping):
+                entry["reference"] = copy.deepcopy(reference)
         return {
             "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"],
                          "annotations": {CLAIM_TEMPLATES: templates_record(want.spec.templates)}},

@@ -83,3 +83,64 @@ async def test_a_deleted_claim_takes_its_handle_and_the_pool_refills() -> None:
         await api.delete(CLAIM, NS, "c1")  # as kubectl delete would
         await until(lambda: api.object("ResourceHandle", OPS, taken) is None)
         await until(lambda: len(handles(api)) == 1 and not bound_to(handles(api)[0]))
+
+
+def claim_status_writes(api: MemoryApi, name: str) -> list[dict[str, Any]]:
+    return [w.object["status"] for w in api.writes
+            if w.kind == "ResourceClaim" and w.name == name and w.verb == "patch status" and w.object]
+
+
+def condition(status: dict[str, Any], kind: str) -> str | None:
+    return next((c["status"] for c in status.get("conditions") or () if c["type"] == kind), None)
+
+
+async def test_a_claim_writes_its_status_once_on_the_way_to_ready_with_its_own_handle_or_a_pools() -> None:
+    async with world() as (_, api):
+        provider_and_pool(api, 1)
+        await until(lambda: len(handles(api)) == 1 and (handles(api)[0].get("status") or {}).get("ready"))
+        claim(api, "pooled")
+        await until(lambda: claim_handle(api, "pooled") is not None)
+        claim(api, "own")  # the pool's handle is taken, and its replacement is not ready yet: a handle of its own
+        await until(lambda: all(any(condition(s, "Ready") == "True" for s in claim_status_writes(api, name))
+                                for name in ("pooled", "own")))
+        await asyncio.sleep(0.2)
+    for name in ("pooled", "own"):
+        writes = claim_status_writes(api, name)
+        assert len(writes) == 1, writes
+        assert condition(writes[0], "Bound") == "True" and writes[0]["resources"][0]["state"]
+
+
+async def test_a_handle_that_never_reports_holds_its_claims_status_no_longer_than_the_settle_time(
+        monkeypatch: Any) -> None:
+    from lessor.actors.provisioning import claim as claim_module
+    from lessor.actors.provisioning.handle import HandleActor
+
+    async def silent(*_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(claim_module, "_SETTLE", 0.3)
+    monkeypatch.setattr(HandleActor, "_write_status", silent)
+    async with world() as (_, api):
+        provider_and_pool(api, 0)
+        claim(api, "c1")
+        await until(lambda: claim_status_writes(api, "c1"))
+    status = claim_status_writes(api, "c1")[0]
+    assert condition(status, "Bound") == "True" and condition(status, "Ready") == "False"
+
+
+async def test_a_pool_handle_gets_its_references_in_the_patch_that_binds_it() -> None:
+    async with world() as (_, api):
+        provider_and_pool(api, 1)
+        await until(lambda: len(handles(api)) == 1 and (handles(api)[0].get("status") or {}).get("ready"))
+        pooled = handles(api)[0]["metadata"]["name"]
+        reported = handles(api)[0]["status"]["resources"][0]["reference"]
+        assert "reference" not in handles(api)[0]["spec"]["resources"][0]  # in its status only, while it waits
+        claim(api, "c1")
+        await until(lambda: any(condition(s, "Ready") == "True" for s in claim_status_writes(api, "c1")))
+        await asyncio.sleep(0.2)
+    spec_writes = [w.object for w in api.writes if w.kind == "ResourceHandle" and w.name == pooled
+                   and w.verb == "patch" and w.object]
+    assert len(spec_writes) == 1  # the binding, with the reference: no write of its own for it
+    assert bound_to(spec_writes[0]) == "c1" and spec_writes[0]["spec"]["resources"][0]["reference"] == reported
+    assert [name for (kind, _, name) in api.objects if kind == "ConfigMap"].count(reported["name"]) == 1
+    assert claim_status_writes(api, "c1")[-1]["resources"][0]["reference"] == reported

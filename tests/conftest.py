@@ -33,6 +33,8 @@ TEST_TIMEOUT = 600.0
 
 def pytest_configure(config: pytest.Config) -> None:
     slowness()  # measured now, before anything else runs in this process
+    # `lessor dev` run by a test gives its children (operator, Prometheus, Zipkin) as much longer to start
+    os.environ.setdefault("LESSOR_DEV_READY_TIMEOUT", str(scaled(60)))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -242,7 +242,13 @@ async def _child_exit(child: Child) -> str:
     return child.name
 
 
-async def _wait_ready(url: str, child: Child, timeout: float = 60.0) -> None:
+READY_TIMEOUT = 60.0
+"""Seconds each child of `lessor dev` has to become ready; LESSOR_DEV_READY_TIMEOUT overrides (a busy machine)."""
+
+
+async def _wait_ready(url: str, child: Child, timeout: float | None = None) -> None:
+    if timeout is None:
+        timeout = float(os.environ.get("LESSOR_DEV_READY_TIMEOUT") or READY_TIMEOUT)
     deadline = time.monotonic() + timeout
     async with aiohttp.ClientSession() as http:
         while time.monotonic() < deadline:

@@ -20,7 +20,7 @@ FALSE = "False"
 UNKNOWN = "Unknown"
 STATUSES = frozenset({TRUE, FALSE, UNKNOWN})
 
-# Condition types several kinds share (DESIGN.md); the lease's own are `lease_spec.ConditionType`.
+# Condition types several kinds share (DESIGN.md); the lease's own are `leasing.spec.ConditionType`.
 READY = "Ready"
 VALID = "Valid"
 BOUND = "Bound"

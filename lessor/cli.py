@@ -22,8 +22,8 @@ BENCHMARKS = {
     "the audit log: double bookings, late writes of deposed leaders, stranded objects, priority inversions, "
     "failover p50/max, next to the targets",
     "claims": "a claim storm (a pool with minAvailable 100, then 500 claims at once) against the API server's ceiling",
-    "fuzz": "hostile bodies of eight kinds (all but ResourcePoolScaling) through the API server, with and without "
-            "the webhook: refusals by layer, tracebacks, crash restarts",
+    "fuzz": "hostile bodies of all nine kinds through the API server, with and without the webhook: "
+            "refusals by layer, tracebacks, crash restarts (ResourcePoolScaling has no verdict condition)",
     "apiserver": "the local API server's write ceiling (status patches/s at 1, 8, 64 writers, creates/s, watch latency)",
     "leases": "a lease storm (1,000 exporters, 2,000 leases, 20 clients, 3 policies) against the API server's ceiling",
     "scale": "the operator as the cluster grows (--sizes 1000,10000): start-up requests, settle time, worst "

@@ -10,9 +10,9 @@ webhook): a policy object is compiled once per (uid, resourceVersion) and a
 set is reused for the same versions. `approvals` answers, for one client
 and requested duration, each exporter's best `Approval` (non-spot before
 spot, then the highest priority) and the rules that admitted the client but
-were too short. `lease_resolution.resolve` ranks the approved exporters. A
+were too short. `resolution.resolve` ranks the approved exporters. A
 broken part compiles to a rule or policy with a `problem` that admits no one
-(`validation.policy_errors` is what reports broken policies to their authors).
+(`leasing/validity.policy_errors` is what reports broken policies to their authors).
 
 A rule approves an exporter when its policy's `exporterSelector` matches the
 exporter, one of the rule's `from[].clientSelector`s matches the client, and

@@ -29,7 +29,7 @@ Writes: `status.leaseRef` (commit points), the `Online` condition and, for agent
 `Registered` (see registration).
 
 The whole decision, message by message and file by file (the lease's
-resolution in `lease_resolution.py`, the queue in `queue.py`, the offer and
+resolution in `resolution.py`, the queue in `queue.py`, the offer and
 commit here, the lease's choice in `lease.py`), is in docs/architecture.md,
 "Exporter X goes to lease Y, step by step".
 """

@@ -2,7 +2,7 @@
 
 Pure: the caller passes `now`. The exporter actor reads liveness for its
 `Online` condition and for when it may offer itself; the lease actor builds
-an `ExporterView` of each exporter it may take, for `lease_resolution.resolve`.
+an `ExporterView` of each exporter it may take, for `resolution.resolve`.
 """
 
 from __future__ import annotations

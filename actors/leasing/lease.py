@@ -1,8 +1,8 @@
 """The lease actor: one Lease from creation to its end.
 
-It validates the lease (`lease_spec`), resolves it against the topology's view
+It validates the lease (`spec`), resolves it against the topology's view
 of its namespace (`policy.resolve`), queues at every approved exporter, and
-accepts the best offer it gets (see `lease_protocol` for the conversation;
+accepts the best offer it gets (see `protocol` for the conversation;
 the exporter actor decides who gets an exporter, the lease only which of its
 offers to take). Timers, not polling, begin scheduled leases and end expired
 ones.
@@ -13,7 +13,7 @@ is rebuilt from the API on restart: a held exporter is found in
 `status.exporterRef` or, if the lease died between the exporter's commit and
 its own status write, by asking every candidate to `Settle` (the exporter
 answers a holder with `Granted`); no offer is taken before they all answered,
-and an accepted offer is never given up by the clock (see `lease_protocol`).
+and an accepted offer is never given up by the clock (see `protocol`).
 
 Writes: the Lease status (conditions, exporterRef, times, priority,
 spotAccess, ended), each under the resourceVersion it was decided from (a
@@ -273,7 +273,7 @@ class LeaseActor(ObjectActor):
             await self._evaluate()
 
     async def _label_tags(self) -> None:
-        """Copy `spec.tags` onto the lease as labels (see lease_tags)."""
+        """Copy `spec.tags` onto the lease as labels (see `tags`)."""
         if self.obj is not None and (labels := missing_tag_labels(self.obj)):
             with contextlib.suppress(NotFound):
                 self.obj = await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,

@@ -7,7 +7,7 @@ policies compiled once into a `PolicySet` (`access_policy.py`); `resolve`
 answers with a terminal `Verdict` (the lease ends `Invalid`/`Unsatisfiable`)
 or a `Plan`: the candidates in the order to ask their exporter actors, and
 the `Pending` reason to show if none can be taken. The words of each
-condition are in `lease_wording.py`.
+condition are in `wording.py`.
 
 The rules, in the order they are applied (docs/leasing.md has them with
 their reasons and the corner cases of the seed analysis):

@@ -1,6 +1,6 @@
 """The words of a lease's `Pending` and `Unsatisfiable` conditions: what the user reads, nothing decided here.
 
-`lease_resolution` decides the reason; these functions say it, naming the
+`resolution` decides the reason; these functions say it, naming the
 field to change and listing what was considered (a few names, then "and N
 more"), so a message stays short in a namespace of thousands.
 """

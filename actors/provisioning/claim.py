@@ -5,7 +5,7 @@ It resolves the claim against the providers of the operator's namespace
 shows the verdict in `Valid` and `status.resources[].validationError`. A
 valid claim asks the pools whose resources use the same providers, one at a
 time, for a matching unbound handle (the pool decides: see `pool` and
-`claim_protocol`); when none has one, the claim creates its own handle from
+`protocol`); when none has one, the claim creates its own handle from
 its templates, bound from birth. Once bound it keeps the handle in step:
 the allowed part of a template change (`plan_update`: updateFilters,
 identity, schema) is patched into the handle's spec and the refused part is

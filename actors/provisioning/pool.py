@@ -1,7 +1,7 @@
 """The pool actor: the single arbiter of one ResourcePool's unbound handles.
 
 Which claim gets which of the pool's handles is decided here and nowhere
-else. Claims ask with `WantHandle` (see `claim_protocol`); the requests that
+else. Claims ask with `WantHandle` (see `protocol`); the requests that
 arrive together are decided together, each getting the best unbound handle
 that matches its templates (ready first, then oldest) or `NoHandle`. The
 binding is one patch of the handle under a resourceVersion precondition:

@@ -1,7 +1,7 @@
 """A claim in provider mode, expanded into its resources: linked providers' first, then the provider's own.
 
 `spec.provider: {name, parameterValues}` names one provider; its
-`linkedResourceProviders` (`actors/linked.py`) bring their resources along,
+`linkedResourceProviders` (`actors/provisioning/linked.py`) bring their resources along,
 each rendered from its own `template.definition` with the values the link
 gives it (templates over the claim's values), recursively. The provider's
 own resource comes last, rendered from its definition (or empty, when it

@@ -55,7 +55,7 @@ def _imported(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> set[str]:
 def test_help_and_convert_start_without_the_heavy_modules(args: tuple[str, ...], tmp_path: Path) -> None:
     """Each subcommand imports its modules when it runs (lessor/cli.py), the benchmarks' only for the one
     named, and `lessor.templates` each of its modules when first used: so `--help` and `convert` cost about
-    0.1 s of CPU, not 1 s (README, Commands)."""
+    0.1 s of CPU, not 1 s (docs/cli.md, Start-up cost)."""
     (tmp_path / "lease.yaml").write_text(JUMPSTARTER_LEASE)
     imported = _imported(*args, cwd=tmp_path)
     assert "lessor" in imported

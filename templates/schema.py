@@ -142,6 +142,8 @@ def _patterns(schema: Any, parts: tuple[str | int, ...] = ()) -> Iterator[tuple[
 
 def _check_patterns(schema: Any) -> None:
     for parts, pattern in _patterns(schema):
+        if not isinstance(pattern, str):  # a list or an object where a regular expression goes
+            raise InvalidSchemaError(parts, f"a regular expression must be a string, not {type(pattern).__name__}")
         try:
             compile_regex(pattern)
         except RegexError as error:

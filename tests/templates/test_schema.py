@@ -169,3 +169,12 @@ def test_a_ref_that_cannot_be_followed_is_the_schemas_error_not_a_crash(ref: str
     """Found by the fuzz suite: such a schema crashed the provider informer's handler, and the webhook."""
     with pytest.raises(InvalidSchemaError, match=re.escape(says)):
         validate_schema({"data": {}}, {"type": "object", "$ref": ref})
+
+
+@pytest.mark.parametrize("pattern", [{"a": 1}, ["a"], 7])
+def test_a_pattern_that_is_not_a_string_names_its_place(pattern: object) -> None:
+    """Found by the webhook review fuzz (a provider whose schema's pattern was an object): an InternalError before."""
+    with pytest.raises(InvalidSchemaError) as caught:
+        validate_schema({}, {"properties": {"x": {"pattern": pattern}}})
+    assert caught.value.where == ".properties.x.pattern"
+    assert "must be a string" in caught.value.reason

@@ -26,6 +26,7 @@ from lessor.tools.bench.fuzz import SEED_VARIABLE, VERDICTS, fresh_seed, fuzz
 from lessor.tools.bench.fuzz_bodies import KINDS, manifests
 from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import Gateway
+from tests.slowness import scaled
 
 COUNT = int(os.environ.get("LESSOR_FUZZ_COUNT", "40"))
 
@@ -48,7 +49,7 @@ async def test_no_body_crashes_blocks_or_misleads_the_operator_or_touches_what_i
     print(f"fuzz seed {seed}: replay with {SEED_VARIABLE}={seed}", flush=True)
 
     report = await fuzz(kube, controlplane.kubeconfig, count=COUNT, seed=seed, webhook=webhook, log_dir=tmp_path,
-                        settle=15, linger=3)
+                        settle=scaled(15), linger=3)
 
     summary = json.dumps(report.summary(), indent=2, default=str)
     (tmp_path / "fuzz-report.json").write_text(summary)

@@ -585,9 +585,13 @@ class ClaimActor(ObjectActor):
         detached = merge_condition(merge_condition(conditions, new_condition(
             BOUND, False, DETACHED, message, now=now, observed_generation=gen)), new_condition(
             READY, False, DETACHED, message, now=now, observed_generation=gen))
+        # The whole last status in this one write: a claim's status waits for its handle's first report, so
+        # the detach may be the first status write of a claim, and its resources must still be named here.
         if not await self.write_status({"resourceHandle": {"name": name_of(handle),
                                                            "namespace": self.ctx.operator_namespace,
                                                            "detached": True},
+                                        "resources": status.get("resources"),
+                                        "lifespan": status.get("lifespan"),
                                         "conditions": detached}):
             return True  # deleted meanwhile: the deletion event stops us
         self.ctx.events.record(CLAIM, self.obj, NORMAL, "AutoDetach", message, "Detach")

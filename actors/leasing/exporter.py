@@ -138,13 +138,15 @@ class ExporterActor(ObjectActor):
             self.stop()
             return
         holder_obj = await self._adopt_holder(lease_ref(self.obj))
-        holder = self.holder.lease if self.holder else None
+        holder = adopted = self.holder.lease if self.holder else None
         for lease in await self.ask(TOPOLOGY, ReadyHolders(self.namespace, self.name)):
             if lease != holder and not self.verified:
                 holder = await self._verify()  # the copy may trail the grant that made `lease` Ready
             if lease != holder:
                 self._evict(lease, holder or "")
         await self._update_online()
+        if self.holder is not None and self.holder.lease != adopted:  # `_verify` found another holder
+            holder_obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.holder.lease))
         await self._heal(holder_obj)
         if self.holder is not None and _exporter_ref(holder_obj) != self.name:
             self._tell_granted(self.holder.lease)  # a Granted may have died with the previous incarnation

@@ -74,6 +74,9 @@ READY = ConditionType.READY
 _SETTLING = {Reason.EXPORTER_NOT_FOUND, Reason.NO_ACCESS, Reason.ALL_DISABLED}
 _SETTLE = timedelta(seconds=3)
 _REEVALUATE_DELAY = 0.1
+_RECHECKS = 3
+"""Graces (1, 2, 4 s after the first) a lease with a free exporter in its plan re-resolves before it shows
+Pending all the same: the grant is late, and the user should see why it waits."""
 _CHOICE_WINDOW = 0.05  # after a first offer, how long to wait for better ones already on their way
 
 
@@ -108,7 +111,7 @@ class _ShowPending:
 
 class LeaseActor(ObjectActor):
     __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes",
-                 "settling", "settle_due")
+                 "settling", "settle_due", "rechecks")
     kind = LEASE
 
     def __init__(self, address: str, ctx: Context) -> None:
@@ -124,6 +127,7 @@ class LeaseActor(ObjectActor):
         self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
         self.settling: frozenset[str] = frozenset()  # candidates asked to Settle that have not answered
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle
+        self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -216,9 +220,12 @@ class LeaseActor(ObjectActor):
                     self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
             case _ShowPending():
                 if self.exporter is None and self.pending is not None:
-                    if self.plan is not None and self.plan.takeable:
+                    if self.plan is not None and self.plan.takeable and self.rechecks < _RECHECKS:
                         # A free exporter in the plan: it may only be lessor's grants that are slow. Resolve
-                        # afresh: Pending is written only if the lease now really waits (nothing takeable).
+                        # afresh: Pending is written only if the lease now really waits. A few times, each
+                        # grace twice the last, not every second: on a starved node thousands of leases
+                        # re-resolving every second keep the topology and the exporters from the grants.
+                        self.rechecks += 1
                         await self._evaluate()
                     else:
                         await self._show_pending(self.pending)
@@ -372,7 +379,7 @@ class LeaseActor(ObjectActor):
         self._queue_at(result.candidates)
         self.pending = result.pending
         if result.takeable:
-            self.schedule("pending", _ShowPending(), delay=self.ctx.pending_grace)
+            self.schedule("pending", _ShowPending(), delay=self.ctx.pending_grace * 2 ** self.rechecks)
         else:
             await self._show_pending(result.pending)
 

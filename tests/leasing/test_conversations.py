@@ -176,9 +176,10 @@ def pending_writes(api: MemoryApi, lease_name: str) -> int:
         c.get("type") == "Pending" for c in ((w.object or {}).get("status") or {}).get("conditions") or ()))
 
 
-async def test_only_a_lease_that_really_waits_writes_pending_however_slow_its_grant() -> None:
-    # The exporter offers itself only after its decision window, well past the lease's Pending grace.
-    async with world(decision_window=0.5, pending_grace=0.05) as (_, api):
+async def test_only_a_lease_that_really_waits_writes_pending_even_if_its_grant_is_slow() -> None:
+    # The exporter offers itself only after its decision window, past the lease's Pending grace (0.1 s) and
+    # its first re-resolve (0.3 s), within the graces it re-resolves in before showing Pending anyway (0.7 s).
+    async with world(decision_window=0.5, pending_grace=0.1) as (_, api):
         lab(api, "e1")
         lease(api, "first")
         await until(lambda: is_ready(api.object("Lease", NS, "first")))
@@ -189,3 +190,13 @@ async def test_only_a_lease_that_really_waits_writes_pending_however_slow_its_gr
     assert pending_writes(api, "first") == 0  # slow, but an exporter was free all along: commit and Ready only
     assert [w.verb for w in api.writes if w.kind == "Lease" and w.name == "first"][:2] == ["create", "patch status"]
     assert pending_writes(api, "second") == 1
+
+
+async def test_a_lease_whose_free_exporter_never_comes_shows_pending_after_a_few_graces() -> None:
+    """Re-resolving instead of writing Pending is bounded (graces of 1, 2, 4 and 8 × the first): a starved node
+    does not re-resolve every waiting lease every second, and the user sees why the lease waits."""
+    async with world(decision_window=30.0, pending_grace=0.02) as (_, api):  # the exporter will not offer in time
+        lab(api, "e1")
+        lease(api, "l1")
+        await until(lambda: pending_writes(api, "l1") == 1)
+        assert not is_ready(api.object("Lease", NS, "l1"))

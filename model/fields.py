@@ -74,11 +74,25 @@ def created_at(obj: Body) -> datetime | None:
     return timestamp(_metadata(obj).get("creationTimestamp"))
 
 
-def lease_ref(obj: Body | None) -> str | None:
-    """The lease named by an exporter's `status.leaseRef.name`; None when it has none."""
-    ref = _status(obj).get("leaseRef")
+def _status_ref(obj: Body | None, field: str) -> str | None:
+    ref = _status(obj).get(field)
     name = ref.get("name") if isinstance(ref, Mapping) else None
     return name if isinstance(name, str) and name else None
+
+
+def lease_ref(obj: Body | None) -> str | None:
+    """The lease named by an exporter's `status.leaseRef.name`; None when it has none."""
+    return _status_ref(obj, "leaseRef")
+
+
+def exporter_ref(lease: Body | None) -> str | None:
+    """The exporter a lease's `status.exporterRef.name` says it holds; None when it has none."""
+    return _status_ref(lease, "exporterRef")
+
+
+def lease_ended(lease: Body | None) -> bool:
+    """Whether a lease's status says it has ended (`status.ended`): the lease actor's and the exporter's test."""
+    return _status(lease).get("ended") is True
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
+from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 
 from ..api import EXPORTER, LEASE
@@ -148,7 +148,7 @@ class ExporterActor(ObjectActor):
         if self.holder is not None and self.holder.lease != adopted:  # `_verify` found another holder
             holder_obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.holder.lease))
         await self._heal(holder_obj)
-        if self.holder is not None and _exporter_ref(holder_obj) != self.name:
+        if self.holder is not None and exporter_ref(holder_obj) != self.name:
             self._tell_granted(self.holder.lease)  # a Granted may have died with the previous incarnation
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
             self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
@@ -245,7 +245,7 @@ class ExporterActor(ObjectActor):
         self._schedule_decision()
 
     async def _observed_lease(self, lease: str, obj: Mapping[str, Any] | None) -> None:
-        ended = obj is None or (obj.get("status") or {}).get("ended") is True
+        ended = obj is None or lease_ended(obj)
         if ended:
             self._forget(lease)
         if lease in self.evicting and not _ready_on(obj, self.name):
@@ -264,11 +264,11 @@ class ExporterActor(ObjectActor):
             return
         if lease_obj is None and not gone:
             lease_obj = await self.ctx.api.get(LEASE, self.namespace, self.holder.lease)
-        if lease_obj is not None and not _ended(lease_obj) and _exporter_ref(lease_obj) in (None, self.name):
+        if lease_obj is not None and not lease_ended(lease_obj) and exporter_ref(lease_obj) in (None, self.name):
             return
         log.info("exporter %s/%s: lease %s %s; freeing the exporter", self.namespace, self.name, self.holder.lease,
-                 "is gone" if lease_obj is None else "has ended" if _ended(lease_obj)
-                 else f"holds exporter {_exporter_ref(lease_obj)}")
+                 "is gone" if lease_obj is None else "has ended" if lease_ended(lease_obj)
+                 else f"holds exporter {exporter_ref(lease_obj)}")
         if self.grant_due == self.holder.lease:
             self.grant_due = None
         await self._commit(None)
@@ -495,19 +495,9 @@ def _lease_address(namespace: str, lease: str) -> str:
     return actor_address(LEASE, namespace, lease)
 
 
-def _ended(lease: Mapping[str, Any]) -> bool:
-    return (lease.get("status") or {}).get("ended") is True
-
-
-def _exporter_ref(lease: Mapping[str, Any] | None) -> str | None:
-    ref = ((lease or {}).get("status") or {}).get("exporterRef")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
 def _ready_on(lease: Mapping[str, Any] | None, exporter: str) -> bool:
     """Whether the lease shows Ready on this exporter (what an eviction must end before anyone is granted)."""
-    if lease is None or _ended(lease) or _exporter_ref(lease) != exporter:
+    if lease is None or lease_ended(lease) or exporter_ref(lease) != exporter:
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (lease.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lessor.model.fields import Holder, generation, holder_of, lease_ref, newer, timestamp
+from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 from lessor.templates.timestamps import format_timestamp
 
@@ -135,13 +135,13 @@ class LeaseActor(ObjectActor):
         # The topology's copy, not an API read per activation: at worst it trails our own last
         # write, and redoing a decision is safe (the exporter's commit point arbitrates).
         self.obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.name))
-        if self.obj is None or _ended(self.obj):
+        if self.obj is None or lease_ended(self.obj):
             if self.obj is not None:
                 await self._label_ended()  # an ended lease keeps its label, whoever took it off
             self.stop()
             return
         await self._label_tags()
-        self.exporter = ((self.obj.get("status") or {}).get("exporterRef") or {}).get("name") or None
+        self.exporter = exporter_ref(self.obj)
         if self.exporter is not None:  # an eviction told to a previous incarnation may be lost
             self.tell(_exporter_address(self.namespace, self.exporter), Confirm(self.name))
         await self._evaluate()
@@ -272,7 +272,7 @@ class LeaseActor(ObjectActor):
         generation_changed = (obj.get("metadata") or {}).get("generation") != \
             ((self.obj or {}).get("metadata") or {}).get("generation")
         self.obj = obj
-        if _ended(obj):
+        if lease_ended(obj):
             self._let_go()
             self.stop()
         elif generation_changed:
@@ -314,12 +314,12 @@ class LeaseActor(ObjectActor):
     async def _reconsider(self) -> None:
         """Our conditional write lost: someone wrote the lease since we decided. Decide again from it."""
         assert self.obj is not None
-        if _ended(self.obj):
+        if lease_ended(self.obj):
             self._let_go()
             await self._label_ended()
             self.stop()
             return
-        held = ((self.obj.get("status") or {}).get("exporterRef") or {}).get("name") or None
+        held = exporter_ref(self.obj)
         if held is not None and self.exporter is None:  # granted meanwhile (by another replica): adopt, and ask
             self.exporter = held
             self._withdraw_all()
@@ -451,7 +451,7 @@ class LeaseActor(ObjectActor):
         if self.exporter is not None and self.exporter != exporter:
             self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             return
-        if self.request is None or self.obj is None or _ended(self.obj):
+        if self.request is None or self.obj is None or lease_ended(self.obj):
             self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             return
         terms = self.wanted.get(exporter)
@@ -487,10 +487,10 @@ class LeaseActor(ObjectActor):
                     return
                 case Gone():
                     return  # its deletion event gives the exporter back
-                case Lost(fresh=fresh) if _ended(fresh):
+                case Lost(fresh=fresh) if lease_ended(fresh):
                     await self._reconsider()  # ended meanwhile: lets the exporter go
                     return
-                case Lost(fresh=fresh) if _held(fresh) not in (None, exporter):
+                case Lost(fresh=fresh) if exporter_ref(fresh) not in (None, exporter):
                     # another replica's grant stands: give this exporter back, hold that one
                     self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
                     self.exporter = None
@@ -549,7 +549,7 @@ class LeaseActor(ObjectActor):
                     self._let_go()
                     self.stop()
                     return
-                case Lost(fresh=fresh) if _ended(fresh):
+                case Lost(fresh=fresh) if lease_ended(fresh):
                     break  # ended meanwhile, by another writer
                 case Lost() if reason == Reason.EVICTED:
                     continue
@@ -602,17 +602,6 @@ class LeaseActor(ObjectActor):
 
     def _generation(self) -> int | None:
         return generation(self.obj)
-
-
-def _ended(obj: Mapping[str, Any]) -> bool:
-    return (obj.get("status") or {}).get("ended") is True
-
-
-def _held(obj: Mapping[str, Any]) -> str | None:
-    """The exporter the lease's status says it holds."""
-    ref = (obj.get("status") or {}).get("exporterRef")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
 
 
 def _real_end(obj: Mapping[str, Any], now: datetime) -> str:

@@ -56,6 +56,3 @@ class InFlight:
         while running := self._running.get(key):
             await asyncio.wait(set(running))
         return self._written.pop(key, None)
-
-    def busy(self, key: Hashable) -> bool:
-        return bool(self._running.get(key))

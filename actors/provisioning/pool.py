@@ -66,6 +66,9 @@ from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
 log = logging.getLogger(__name__)
 
 _PARALLEL_WRITES = 16
+#: Handles one decision creates at most: a pool that asks for thousands (or, by mistake, two billion) grows in
+#: steps, deciding again after the messages queued meanwhile, so its claims are still served and memory stays flat.
+CREATE_STEP = 32
 _STATUS_DELAY = 0.2
 
 
@@ -315,7 +318,10 @@ class PoolActor(ObjectActor):
             if isinstance(max_unready, int):
                 unready = sum(1 for h in unbound if not _ready(h))
                 missing = min(missing, max(0, max_unready - unready))
-            await _gather(self._create() for _ in range(missing))
+            step = min(missing, CREATE_STEP)
+            made = sum(await _gather(self._create() for _ in range(step)))
+            if made == step < missing:  # more to come; a refused create waits for the next change instead
+                self._decide_soon()
         else:
             # More than asked for (minAvailable lowered, or a restart that trailed its own creates). A scaling's
             # handles are extra by design, never a surplus.
@@ -362,15 +368,21 @@ class PoolActor(ObjectActor):
             scalings = [Scaling(s.name, s.count, s.at, max(0, s.created - deleted.get(s.name, 0)), s.status)
                         for s in scalings]
         budget = self._unready_budget()
+        step = CREATE_STEP
         for scaling in scalings:
             want = scaling.missing(now) if not self.errors else 0
-            made = sum(await _gather(self._create(scaling.name) for _ in range(min(want, budget))))
+            trying = min(want, budget, step)
+            made = sum(await _gather(self._create(scaling.name) for _ in range(trying)))
             budget -= made
+            step -= trying
+            if made == trying < min(want, budget + made):
+                self._decide_soon()  # the rest in the next step
             message = ""
             if self.errors and scaling.missing(now):
                 message = "waits: the pool is not valid (see its Valid condition)"
             elif want > made:
-                message = f"{scaling.created + made} of {scaling.count} handles created; the rest as maxUnready allows"
+                pace = "as maxUnready allows" if budget <= 0 else f"{CREATE_STEP} at a time"
+                message = f"{scaling.created + made} of {scaling.count} handles created; the rest {pace}"
             status = status_of(scaling, now, created=scaling.created + made, message=message)
             if any(scaling.status.get(key) != value for key, value in status.items()):
                 await self._write_scaling_status(scaling.name, status)

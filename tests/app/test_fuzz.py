@@ -109,3 +109,18 @@ def test_the_webhook_answers_every_fuzzed_review_with_a_verdict_never_an_interna
     denied = sum(not answer["allowed"] for _, answer in answers)
     print(f"{len(answers)} reviews answered, {denied} denied")
     assert answers and denied, "the reviews must reach the checks, and some be denied"
+
+
+def test_the_operator_log_is_read_line_by_line_for_tracebacks_and_restarts(tmp_path: Path) -> None:
+    from lessor.tools.bench.fuzz import _read_log
+
+    log = tmp_path / "operator.log"
+    noise = "2026-11-26 06:00:00 WARNING lessor.actors: creating a handle failed\n" * 10_000
+    log.write_text(noise + "2026-11-26 06:00:01 ERROR lessor.mailbox.cell: claim/team/c1 failed; restarting in 0.1s\n"
+                   "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    boom()\n"
+                   "ValueError: boom\n" + noise)
+    tracebacks, restarts = _read_log(log)
+    assert restarts == {"claim": 1.0}
+    assert tracebacks == ["2026-11-26 06:00:01 ERROR lessor.mailbox.cell: claim/team/c1 failed; restarting in 0.1s\n"
+                          "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    boom()\n"
+                          "ValueError: boom"]

@@ -144,3 +144,18 @@ async def test_a_pool_handle_gets_its_references_in_the_patch_that_binds_it() ->
     assert bound_to(spec_writes[0]) == "c1" and spec_writes[0]["spec"]["resources"][0]["reference"] == reported
     assert [name for (kind, _, name) in api.objects if kind == "ConfigMap"].count(reported["name"]) == 1
     assert claim_status_writes(api, "c1")[-1]["resources"][0]["reference"] == reported
+
+
+async def test_a_pool_that_asks_for_a_huge_minimum_grows_in_steps_and_still_serves_its_claims() -> None:
+    """A fuzzed `minAvailable: 2147483647` once made the pool build every create at once (the operator ran out
+    of memory). Now each decision creates at most CREATE_STEP, and a claim is answered between two steps, long
+    before the pool is full (before, it waited for all of them)."""
+    from lessor.actors.provisioning.pool import CREATE_STEP
+
+    huge = 100_000
+    async with world() as (_, api):
+        provider_and_pool(api, huge)
+        await until(lambda: len(handles(api)) >= 3 * CREATE_STEP)  # it keeps going, step after step
+        claim(api, "c1")
+        await until(lambda: claim_handle(api, "c1") is not None)
+        assert len(handles(api)) < huge / 2

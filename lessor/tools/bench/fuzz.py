@@ -210,9 +210,8 @@ async def fuzz(gateway: Gateway, kubeconfig: Path, *, count: int, seed: int, web
             await _stop(proc)
             if webhook:
                 await _unregister(gateway)
-            text = log.read_text(errors="replace")
-            report.tracebacks = _tracebacks(text)
-            for kind, logged in _logged_restarts(text).items():  # the metrics stop answering when the loop blocks
+            report.tracebacks, logged_restarts = _read_log(log)
+            for kind, logged in logged_restarts.items():  # the metrics stop answering when the loop blocks
                 report.restarts[kind] = max(report.restarts.get(kind, 0.0), logged)
         report.touched = await _touched(gateway, bystanders)
     for namespace in namespaces:
@@ -424,25 +423,38 @@ def _crash_restarts(metrics: int) -> dict[str, float]:
     return found
 
 
-_RESTARTING = re.compile(r" ERROR lessor\.mailbox\.cell: ([^/\s]+)/\S* failed; restarting", re.MULTILINE)
+_RESTARTING = re.compile(r" ERROR lessor\.mailbox\.cell: ([^/\s]+)/\S* failed; restarting")
 
 
-def _logged_restarts(log: str) -> dict[str, float]:
-    """Crash restarts by actor kind, as the actor system logs them."""
-    return {kind: float(count) for kind, count in Counter(_RESTARTING.findall(log)).items()}
+_MAX_TRACEBACKS = 50
+_MAX_TRACEBACK_LINES = 200
 
 
-def _tracebacks(log: str) -> list[str]:
-    """Each traceback in the log, with the log line that introduced it."""
-    lines = log.splitlines()
-    found = []
-    for i, line in enumerate(lines):
-        if line.startswith("Traceback (most recent call last):"):
-            end = i + 1
-            while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
-                end += 1
-            found.append("\n".join(lines[max(0, i - 1):end + 1]))
-    return found
+def _read_log(path: Path) -> tuple[list[str], dict[str, float]]:
+    """The log's tracebacks (each with the line that introduced it; the first 50) and its crash restarts by
+    actor kind, in one pass over its lines: a log grown large must not cost the harness its memory."""
+    tracebacks: list[str] = []
+    restarts: Counter[str] = Counter()
+    previous = ""
+    current: list[str] | None = None
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            line = line.rstrip("\n")
+            if current is not None:
+                if line.startswith((" ", "\t")) or not line.strip():
+                    if len(current) < _MAX_TRACEBACK_LINES:
+                        current.append(line)
+                    continue
+                current.append(line)  # the exception's own line ends it
+                tracebacks.append("\n".join(current))
+                current = None
+            elif line.startswith("Traceback (most recent call last):") and len(tracebacks) < _MAX_TRACEBACKS:
+                current = [previous, line] if previous else [line]
+            restarts.update(_RESTARTING.findall(line))
+            previous = line
+    if current is not None:
+        tracebacks.append("\n".join(current))
+    return tracebacks, {kind: float(count) for kind, count in restarts.items()}
 
 
 def _shortened(body: Any, limit: int = 2000) -> Any:

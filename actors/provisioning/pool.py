@@ -66,9 +66,11 @@ from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
 log = logging.getLogger(__name__)
 
 _PARALLEL_WRITES = 16
-#: Handles one decision creates at most: a pool that asks for thousands (or, by mistake, two billion) grows in
-#: steps, deciding again after the messages queued meanwhile, so its claims are still served and memory stays flat.
+#: Handles one decision creates at most, and the pause before the next step: a pool that asks for thousands (or, by
+#: mistake, two billion) grows at CREATE_STEP a second, its claims served between the steps, memory flat, and the
+#: operator's time left to everyone else's objects.
 CREATE_STEP = 32
+STEP_PAUSE = 1.0
 _STATUS_DELAY = 0.2
 
 
@@ -90,12 +92,18 @@ class _ScalingDue:
 
 
 @dataclass(frozen=True, slots=True)
+class _StepDue:
+    """Sent to self STEP_PAUSE after a step of creates that left more to create."""
+
+
+@dataclass(frozen=True, slots=True)
 class _WriteStatus:
     """Sent to self: one status write for the changes of the last moments."""
 
 
 class PoolActor(ObjectActor):
-    __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due", "scalings")
+    __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due", "scalings",
+                 "pausing")
     kind = POOL
     wake_kinds = (PROVIDER.kind,)
 
@@ -110,6 +118,7 @@ class PoolActor(ObjectActor):
         self.deciding = False
         self.status_due = False
         self.scalings: list[Mapping[str, Any]] = []  # the ResourcePoolScalings of the namespace, as last seen
+        self.pausing = False  # between two steps of creates (CREATE_STEP, STEP_PAUSE)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -159,6 +168,9 @@ class PoolActor(ObjectActor):
                 await self._load_scalings()
                 self._decide_soon()
             case _Unclaimed() | _ScalingDue():
+                self._decide_soon()
+            case _StepDue():
+                self.pausing = False
                 self._decide_soon()
             case _WriteStatus():
                 self.status_due = False
@@ -318,10 +330,10 @@ class PoolActor(ObjectActor):
             if isinstance(max_unready, int):
                 unready = sum(1 for h in unbound if not _ready(h))
                 missing = min(missing, max(0, max_unready - unready))
-            step = min(missing, CREATE_STEP)
+            step = 0 if self.pausing else min(missing, CREATE_STEP)
             made = sum(await _gather(self._create() for _ in range(step)))
             if made == step < missing:  # more to come; a refused create waits for the next change instead
-                self._decide_soon()
+                self._pause()
         else:
             # More than asked for (minAvailable lowered, or a restart that trailed its own creates). A scaling's
             # handles are extra by design, never a surplus.
@@ -329,6 +341,11 @@ class PoolActor(ObjectActor):
             excess = len(regular) - int(spec.get("minAvailable") or 0)
             surplus = sorted(regular, key=_preference, reverse=True)[:max(0, excess)]
             await _gather(self._delete_unbound(h) for h in surplus)
+
+    def _pause(self) -> None:
+        if not self.pausing:
+            self.pausing = True
+            self.schedule("step", _StepDue(), delay=STEP_PAUSE)
 
     async def _create(self, scaling: str | None = None) -> bool:
         """A new unbound handle (labelled with the scaling it is created for); False if the API refused it."""
@@ -368,7 +385,7 @@ class PoolActor(ObjectActor):
             scalings = [Scaling(s.name, s.count, s.at, max(0, s.created - deleted.get(s.name, 0)), s.status)
                         for s in scalings]
         budget = self._unready_budget()
-        step = CREATE_STEP
+        step = 0 if self.pausing else CREATE_STEP
         for scaling in scalings:
             want = scaling.missing(now) if not self.errors else 0
             trying = min(want, budget, step)
@@ -376,7 +393,7 @@ class PoolActor(ObjectActor):
             budget -= made
             step -= trying
             if made == trying < min(want, budget + made):
-                self._decide_soon()  # the rest in the next step
+                self._pause()  # the rest in the next step
             message = ""
             if self.errors and scaling.missing(now):
                 message = "waits: the pool is not valid (see its Valid condition)"

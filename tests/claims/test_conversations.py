@@ -146,16 +146,19 @@ async def test_a_pool_handle_gets_its_references_in_the_patch_that_binds_it() ->
     assert claim_status_writes(api, "c1")[-1]["resources"][0]["reference"] == reported
 
 
-async def test_a_pool_that_asks_for_a_huge_minimum_grows_in_steps_and_still_serves_its_claims() -> None:
+async def test_a_pool_that_asks_for_a_huge_minimum_grows_in_paced_steps_and_still_serves_its_claims() -> None:
     """A fuzzed `minAvailable: 2147483647` once made the pool build every create at once (the operator ran out
-    of memory). Now each decision creates at most CREATE_STEP, and a claim is answered between two steps, long
-    before the pool is full (before, it waited for all of them)."""
-    from lessor.actors.provisioning.pool import CREATE_STEP
+    of memory). Now each step creates at most CREATE_STEP, the next comes STEP_PAUSE later, and a claim is
+    answered between two steps, long before the pool is full (before, it waited for all of them)."""
+    from lessor.actors.provisioning.pool import CREATE_STEP, STEP_PAUSE
 
     huge = 100_000
+    loop = asyncio.get_running_loop()
     async with world() as (_, api):
+        started = loop.time()
         provider_and_pool(api, huge)
         await until(lambda: len(handles(api)) >= 3 * CREATE_STEP)  # it keeps going, step after step
+        assert loop.time() - started >= 2 * STEP_PAUSE  # paced: three steps take two pauses at least
         claim(api, "c1")
         await until(lambda: claim_handle(api, "c1") is not None)
         assert len(handles(api)) < huge / 2

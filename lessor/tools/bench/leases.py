@@ -3,7 +3,10 @@
 1,000 exporters in 50 groups, 20 clients under 3 policies (one spot), then
 2,000 leases at once, each selecting one group: half of them can be granted,
 the rest wait. The operator runs as its own process (`lessor run`), so its
-RSS, CPU time and API requests are its own.
+RSS, CPU time and API requests are its own. Then half the holders release at
+once (`--release`), and `priority.judge` checks who took the freed exporters:
+the highest priority of each group first, every lease with a status, no
+waiter beside a free exporter or a spot holder.
 
 `--cpu-share S` runs the storm twice, each on a fresh control plane, with the
 operator pinned to one core: alone on it, then beside CPU hogs pinned to the
@@ -24,7 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +56,11 @@ from lessor.tools.bench.common import (
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer
+from lessor.gateway.informer import WatchEvent
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install
+from lessor.model.fields import lease_ended
+from lessor.tools.bench.priority import Terms, judge
 from lessor.tracefile import TRACES_FILE_ENV
 
 API = "lessor.dev/v1alpha1"
@@ -66,6 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=20, help="default: %(default)s")
     parser.add_argument("--groups", type=int, default=50, help="exporter groups a lease selects from (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=600, help="give up after this many seconds (default: %(default)s)")
+    parser.add_argument("--release", type=float, default=0.5, metavar="F",
+                        help="after the storm, release this share of the granted leases at once and judge who gets "
+                        "the freed exporters: priority inversions, leases without status, waiters beside a free "
+                        "exporter or a spot holder (0 skips it; default: %(default)s)")
     parser.add_argument("--cpu-share", type=float, default=None, metavar="S",
                         help="also run the storm with the operator pinned to one core beside CPU hogs that leave it "
                         "about S of the core (0 < S <= 1, e.g. 0.25), and report grants/s against the same storm "
@@ -231,7 +242,18 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
 
         created: dict[str, float] = {}
         granted: dict[str, float] = {}
-        informer = Informer(kube, LEASE, ready_at(granted), namespace=NS)
+        latest: dict[str, dict[str, Any]] = {}
+        note_ready = ready_at(granted)
+
+        def seen(event: WatchEvent) -> None:
+            note_ready(event)
+            name = event.object["metadata"]["name"]
+            if event.type == "DELETED":
+                latest.pop(name, None)
+            else:
+                latest[name] = event.object
+
+        informer = Informer(kube, LEASE, seen, namespace=NS)
         watch = asyncio.create_task(informer.run())
         await informer.synced.wait()
         say(f"creating {args.leases} leases at once")
@@ -265,6 +287,8 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         lag = await events_written(metrics)  # Events wait behind the work's writes: counted once written
         events_after = event_counters(metrics)
         _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
+        live, granted = granted, dict(granted)  # the storm's grants, judged below; the release phase adds to live
+        release = await _release(kube, args, live, latest) if args.release > 0 else None
         watch.cancel()
     finally:
         await stop_operator(proc)
@@ -288,4 +312,57 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         "operator_cpu_share": round((cpu_after - cpu_before) / max(done + 2 - started, 1e-9), 3),
         "actor_restarts": int(restarts),
         "slow_asks": int(slow_asks),  # asks without a deadline (to the topology) unanswered after 5 s
+        **({"release_phase": release} if release is not None else {}),
+    }
+
+
+_TIERS = (Terms("", 30, False), Terms("", 20, False), Terms("", 10, True))  # gold, silver, spot: see `_lab`
+
+
+def _terms(args: argparse.Namespace) -> Callable[[str], Terms]:
+    """Lease l{i} selects group g{i % groups} for client c{i % clients}, whose tier is (i % clients) % 3."""
+    def terms_of(name: str) -> Terms:
+        i = int(name[1:])
+        tier = _TIERS[(i % args.clients) % 3]
+        return Terms(f"g{i % args.groups}", tier.priority, tier.spot)
+
+    return terms_of
+
+
+async def _release(kube: Gateway, args: argparse.Namespace, granted: dict[str, float],
+                   latest: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Release a share of the holders at once, wait for the waiters to take what was freed, and judge it."""
+    terms_of = _terms(args)
+    holders = sorted(n for n, lease in latest.items() if n in granted and not lease_ended(lease))
+    step = max(1, round(1 / args.release))
+    released = holders[::step]
+    per_group = Counter(f"g{i % args.groups}" for i in range(args.exporters))
+    waiting = Counter(terms_of(n).group for n, lease in latest.items() if n not in granted and not lease_ended(lease))
+    freed = Counter(terms_of(n).group for n in released)
+    expected = sum(min(freed[g], waiting[g]) for g in freed)
+    say(f"releasing {len(released)} of {len(holders)} holders at once; {expected} waiters should take their place")
+    release_at = time.perf_counter()
+    await gather_limited([kube.merge_patch(LEASE, NS, name, {"spec": {"release": True}}) for name in released],
+                         limit=32)
+    deadline = time.monotonic() + args.timeout
+    last = -1
+    while time.monotonic() < deadline:
+        regranted = sum(1 for at in granted.values() if at >= release_at)
+        if regranted >= expected:
+            break
+        if regranted != last:
+            say(f"{regranted} of {expected} freed exporters taken")
+            last = regranted
+        await asyncio.sleep(1)
+    await asyncio.sleep(5)  # what settles late (an eviction, a Pending rewritten) is judged too
+    latencies = [(at - release_at) * 1000 for at in granted.values() if at >= release_at]
+    return {
+        "released": len(released),
+        "regrants_expected": expected,
+        "release_to_regrant_ms": {"p50": round(percentile(latencies, 50), 1),
+                                  "p99": round(percentile(latencies, 99), 1)},
+        **judge(dict(latest), granted, release_at, terms_of, per_group),
+        "explained": "priority_inversions: leases granted after the release while a lease of a higher priority in "
+                     "their group still waits at the end (target 0); the other counts are of a settled storm "
+                     "(target 0 each)",
     }

@@ -28,7 +28,7 @@ from lessor.actors.provisioning.provider import provider_from
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway, Informer
 from lessor.gateway.informer import Handler
 from lessor.mailbox import Actor
-from lessor.topology.fields import HANDLE_NAME_LABEL
+from lessor.model.labels import HANDLE_NAME
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +70,12 @@ class CreatedKinds:
             return
         finally:
             self._starting.pop(key, None)
-        informer = Informer(self.gateway, resource, self.handler, label_selector=HANDLE_NAME_LABEL,
+        informer = Informer(self.gateway, resource, self.handler, label_selector=HANDLE_NAME,
                             inactivity_timeout=self.inactivity_timeout)
         self.informers[key] = informer
         assert self._tasks is not None
         self._tasks.create_task(informer.run(), name=f"informer {resource.kind}")
-        log.info("watching %s %s labelled %s", *key, HANDLE_NAME_LABEL)
+        log.info("watching %s %s labelled %s", *key, HANDLE_NAME)
 
     async def synced(self, timeout: float) -> None:
         """Wait (at most `timeout`) until the kinds seen so far have listed once."""

@@ -50,6 +50,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
 from lessor.gateway import ApiError, Gateway, Resource
+from lessor.model.labels import HOLDER_POD, HOLDER_USERNAME
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,6 @@ COORDINATION_LEASE = Resource("coordination.k8s.io", "v1", "Lease", "leases")
 LEASE_NAME = "lessor-leader"
 COUNTED_AS = "Lease.coordination.k8s.io"
 """How the gateway counts these requests: apart from lessor's own Leases."""
-HOLDER_USERNAME = "lessor.dev/holder-username"
-HOLDER_POD = "lessor.dev/holder-pod"
-"""Annotations of the leader Lease: the holder's username and pod as the API server authenticates it,
-which the API server's fence (deploy/leader-fence.yaml) compares with each writer's."""
 FENCE_POLICY = "lessor-leader-fence"
 """The ValidatingAdmissionPolicy (and its binding) of deploy/leader-fence.yaml."""
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"

@@ -8,10 +8,7 @@ from typing import Any
 
 from .jsonpatch import escape
 
-CLAIM_TEMPLATES = "lessor.dev/claim-templates"
-"""Annotation of a bound handle: the claim's templates (JSON) as the handle was last brought in step with them.
-
-A claim changed while lessor was down is diffed from these, so a removal reaches the handle too."""
+from .labels import CLAIM_TEMPLATES
 
 
 def claim_of(handle: Mapping[str, Any] | None) -> tuple[str, str] | None:

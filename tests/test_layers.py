@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,26 @@ def test_the_checker_sees_a_cross_domain_import(tmp_path: Path) -> None:
     source.write_text("from ..provisioning.provider import provider_from\nfrom ..api import Api\n", encoding="utf-8")
     assert imports_of(source, "lessor.actors.leasing.lease") == [
         (1, "lessor.actors.provisioning.provider"), (2, "lessor.actors.api")]
+
+
+_OUR_KEY = re.compile(r"^([a-z]+\.)?lessor\.dev/[a-z][-a-z]*$")
+_NOT_LABELS = {"lessor.dev/operator"}  # the Events' reportingController, a name and not a key
+
+
+def spelled_keys(package: str) -> list[str]:
+    """Every string constant shaped like one of lessor's label or annotation keys, outside lessor.model.labels."""
+    found = []
+    for path, module in modules(package):
+        if module == "lessor.model.labels":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _OUR_KEY.match(node.value):
+                if node.value not in _NOT_LABELS:
+                    found.append(f"{module}:{node.lineno} spells {node.value!r}")
+    return found
+
+
+def test_label_and_annotation_keys_are_spelled_once_in_lessor_model_labels() -> None:
+    spelled = spelled_keys("lessor")
+    assert [s for s in spelled if not s.startswith("lessor.tools.")] == []
+    assert any("'failover.lessor.dev/group'" in s for s in spelled), "the checker sees a key spelled elsewhere"

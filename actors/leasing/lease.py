@@ -66,8 +66,8 @@ from ..object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Wr
 from ..observed import Observed
 from ..queries import TOPOLOGY, GetObject
 from .world import LeaseWorld, LeaseWorldView
+from lessor.model.labels import LEASE_ENDED
 
-ENDED_LABEL = "lessor.dev/lease-ended"
 READY = ConditionType.READY
 # Verdicts that a moment's wait can change: the exporter, client or policy may simply not have
 # reached the topology yet when lease and lab are applied together.
@@ -289,10 +289,10 @@ class LeaseActor(ObjectActor):
     async def _label_ended(self) -> None:
         """The `lessor.dev/lease-ended` label on an ended lease (a separate patch: labels are not status)."""
         labels = ((self.obj or {}).get("metadata") or {}).get("labels") or {}
-        if labels.get(ENDED_LABEL) != "true":
+        if labels.get(LEASE_ENDED) != "true":
             with contextlib.suppress(NotFound):
                 self.obj = await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
-                                                          {"metadata": {"labels": {ENDED_LABEL: "true"}}})
+                                                          {"metadata": {"labels": {LEASE_ENDED: "true"}}})
 
     # --- settling: no offer is taken while a commit naming this lease may be open -------------
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-TAG_PREFIX = "metadata.lessor.dev/"
+from lessor.model.labels import TAG_PREFIX
+
 
 
 def missing_tag_labels(lease: Mapping[str, Any]) -> dict[str, str]:

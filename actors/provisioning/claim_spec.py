@@ -40,13 +40,14 @@ from .parameters import parameter_values
 from .provider_mode import Expanded, expand, in_provider_terms
 from .provider import Object, Provider, Readiness, clock
 from .resource_errors import REASONS, ResourceError
+from lessor.model.labels import DOMAIN
 
 __all__ = ["REASONS", "ClaimResource", "ClaimSpec", "PoolSpec", "ResourceError", "bound_templates", "forbidden",
            "lifespan_errors", "matches_handle", "ready_condition", "resolve_claim", "resolve_pool", "resource_state",
            "status_resources", "valid_condition", "validate_template"]
 
 _GENERATE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[-a-z0-9.])?")
-_DOMAIN = "lessor.dev/"
+_DOMAIN = DOMAIN
 
 
 @dataclass(frozen=True, eq=False)

@@ -26,19 +26,13 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.keys import reference_key
+from lessor.model.labels import (CLAIM_NAME, CLAIM_NAMESPACE, DOMAIN, HANDLE_NAME, HANDLE_NAMESPACE, POOL_NAME,
+                                 PROVIDER_NAME)
 from lessor.templates import TemplateError, render_object, template_variables
 
 from ..conditions import new_condition
 from .linked import WAITING_FOR_LINKED, linked_variables
 from .provider import Object, Provider, clock
-
-DOMAIN = "lessor.dev/"
-HANDLE_NAME = "lessor.dev/resource-handle-name"
-HANDLE_NAMESPACE = "lessor.dev/resource-handle-namespace"
-CLAIM_NAME = "lessor.dev/resource-claim-name"
-CLAIM_NAMESPACE = "lessor.dev/resource-claim-namespace"
-PROVIDER_NAME = "lessor.dev/resource-provider-name"
-POOL_NAME = "lessor.dev/resource-pool-name"
 #: The namespace annotation naming who asked for the namespace; `requester_user` and `requester_identity` come from it.
 REQUESTER = "openshift.io/requester"
 

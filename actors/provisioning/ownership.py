@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from lessor.model.labels import CLAIM_NAME, CLAIM_NAMESPACE, HANDLE_NAME, HANDLE_NAMESPACE
 
-from .handle_render import CLAIM_NAME, CLAIM_NAMESPACE, HANDLE_NAME, HANDLE_NAMESPACE
 
 
 def _marks(resource: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -44,7 +44,7 @@ def owner_text(resource: Mapping[str, Any]) -> str:
     """Who the resource belongs to, for a message: another handle (and its claim), or nobody lessor knows."""
     owner = handle_of(resource)
     if owner is None:
-        return "was not created by lessor (it has no lessor.dev/resource-handle-name label)"
+        return f"was not created by lessor (it has no {HANDLE_NAME} label)"
     marks = _marks(resource)
     claim = (marks.get(CLAIM_NAMESPACE), marks.get(CLAIM_NAME))
     text = f"belongs to ResourceHandle {owner[0]}/{owner[1]}"

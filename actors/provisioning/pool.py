@@ -59,9 +59,10 @@ from .handle_render import carried_to_handles
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
 from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from ..observed import Observed
-from .pool_scaling import SCALING_LABEL, Scaling, next_at, scaling_of, scalings_for, status_of
+from .pool_scaling import Scaling, next_at, scaling_of, scalings_for, status_of
 from .provider import Provider, load_providers
 from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
+from lessor.model.labels import POOL_SCALING
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +353,7 @@ class PoolActor(ObjectActor):
         assert self.spec is not None
         metadata: dict[str, Any] = {"generateName": "guid-", "namespace": self.namespace}
         if scaling is not None:
-            metadata["labels"] = {SCALING_LABEL: scaling}
+            metadata["labels"] = {POOL_SCALING: scaling}
         body = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
             "metadata": metadata,

@@ -25,8 +25,8 @@ from typing import Any
 
 from lessor.model.fields import deleting, mapping_at, name_of
 from lessor.templates import format_timestamp, parse_timestamp
+from lessor.model.labels import POOL_SCALING
 
-SCALING_LABEL = "lessor.dev/resource-pool-scaling"
 WAITING, SCALING, DONE = "waiting", "scaling", "done"
 
 
@@ -55,7 +55,7 @@ def scalings_for(pool: str, objects: Iterable[Mapping[str, Any]],
     """The live scalings that name `pool`, oldest first, each with what was created for it."""
     live: dict[str, int] = {}
     for handle in handles:
-        label = ((handle.get("metadata") or {}).get("labels") or {}).get(SCALING_LABEL)
+        label = ((handle.get("metadata") or {}).get("labels") or {}).get(POOL_SCALING)
         if label:
             live[label] = live.get(label, 0) + 1
     found = []
@@ -79,7 +79,7 @@ def scalings_for(pool: str, objects: Iterable[Mapping[str, Any]],
 
 def scaling_of(handle: Mapping[str, Any]) -> str | None:
     """The scaling a handle was created for (its label), if any."""
-    return ((handle.get("metadata") or {}).get("labels") or {}).get(SCALING_LABEL)
+    return ((handle.get("metadata") or {}).get("labels") or {}).get(POOL_SCALING)
 
 
 def next_at(scalings: Iterable[Scaling], now: datetime) -> datetime | None:

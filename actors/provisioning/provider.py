@@ -46,6 +46,7 @@ from ..queries import TOPOLOGY, ListObjects
 from .lifespan import LifespanConfig
 from .linked import Link, parse_links
 from .parameters import Parameter, parse_parameters
+from lessor.model.labels import DOMAIN
 
 Object = dict[str, Any]
 _MARKUP = ("{{", "{%", "{#")
@@ -273,7 +274,7 @@ def _compile(canonical: str) -> Provider:
         if not isinstance(values, Mapping) or not all(isinstance(v, str) for v in values.values()):
             errors.append(f"spec.{key}: must map names to strings")
             values = {}
-        bad = [k for k in values if str(k).startswith("lessor.dev/")]
+        bad = [k for k in values if str(k).startswith(DOMAIN)]
         if bad:
             errors.append(f"spec.{key}: lessor.dev/ keys are the operator's ({', '.join(bad)})")
             values = {}

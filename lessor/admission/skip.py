@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lessor.admission.checker import Checker
+from lessor.model.labels import SKIP_PREFLIGHT
 
-SKIP_ANNOTATION = "preflight.lessor.dev/skip"
+SKIP_ANNOTATION = SKIP_PREFLIGHT
 SKIP_ALL = "all"
 
 

@@ -26,9 +26,9 @@ from lessor.topology.keys import (
     kind_name,
 )
 
-HANDLE_NAME_LABEL = "lessor.dev/resource-handle-name"
-HANDLE_NAMESPACE_LABEL = "lessor.dev/resource-handle-namespace"
-LEASE_ENDED_LABEL = "lessor.dev/lease-ended"
+from lessor.model.labels import HANDLE_NAME
+from lessor.model.labels import HANDLE_NAMESPACE
+from lessor.model.labels import LEASE_ENDED
 
 SPEC_EXPORTER_REF = "spec.exporterRef"
 STATUS_EXPORTER_REF = "status.exporterRef"
@@ -40,7 +40,6 @@ HANDLE_POOL = "spec.resourcePool"
 PROVIDER_REF = "spec.resources[].provider"
 SPEC_REFERENCE = "spec.resources[].reference"
 STATUS_REFERENCE = "status.resources[].reference"
-HANDLE_LABEL = HANDLE_NAME_LABEL
 LEASE_SELECTOR = "spec.selector"
 EXPORTER_SELECTOR = "spec.exporterSelector"
 
@@ -60,7 +59,7 @@ def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 def is_ended(obj: Mapping[str, Any]) -> bool:
     """A lease is ended once its status says so or it carries the ended label."""
-    return (obj.get("status") or {}).get("ended") is True or labels_of(obj).get(LEASE_ENDED_LABEL) == "true"
+    return (obj.get("status") or {}).get("ended") is True or labels_of(obj).get(LEASE_ENDED) == "true"
 
 
 def is_inert(key: ObjectKey, obj: Mapping[str, Any]) -> bool:
@@ -101,16 +100,16 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
         yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
     handle = handle_of_resource(obj, operator_namespace)
     if handle is not None:
-        yield Edge(key, HANDLE_LABEL, handle)
+        yield Edge(key, HANDLE_NAME, handle)
 
 
 def handle_of_resource(obj: Mapping[str, Any], operator_namespace: str) -> ObjectKey | None:
     """The handle a created resource belongs to, from its labels, else its annotations."""
     metadata = obj.get("metadata") or {}
     for marks in (metadata.get("labels") or {}, metadata.get("annotations") or {}):
-        name = marks.get(HANDLE_NAME_LABEL)
+        name = marks.get(HANDLE_NAME)
         if isinstance(name, str) and name:
-            return ObjectKey(HANDLE, marks.get(HANDLE_NAMESPACE_LABEL) or operator_namespace, name)
+            return ObjectKey(HANDLE, marks.get(HANDLE_NAMESPACE) or operator_namespace, name)
     return None
 
 

@@ -19,7 +19,6 @@ from lessor.topology import dot, routing
 from lessor.topology.changes import JSON, Change, Created, Deleted, Updated
 from lessor.topology.edge_index import EdgeIndex
 from lessor.topology.fields import (
-    HANDLE_LABEL,
     HANDLE_POOL,
     SPEC_REFERENCE,
     STATUS_REFERENCE,
@@ -35,6 +34,7 @@ from lessor.topology.keys import CLIENT, EXPORTER, LEASE, LESSOR_KINDS, POLICY, 
 from lessor.topology.label_index import LabelIndex
 from lessor.topology.selector_index import FieldSelectors, SelectorIndex
 from lessor.topology.store import ObjectStore
+from lessor.model.labels import HANDLE_NAME
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -172,7 +172,7 @@ class Topology:
 
     def resources_of_handle(self, handle: ObjectKey) -> set[ObjectKey]:
         """What was created for `handle`: objects labelled with it, and those its resources reference."""
-        found = self.referrers(handle, HANDLE_LABEL)
+        found = self.referrers(handle, HANDLE_NAME)
         found.update(
             edge.target
             for edge in self._references(handle, self._store.get(handle))

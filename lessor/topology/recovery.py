@@ -31,16 +31,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lessor.topology.changes import JSON
-from lessor.topology.fields import (
-    HANDLE_LABEL,
-    HANDLE_POOL,
-    LEASE_ENDED_LABEL,
-    STATUS_EXPORTER_REF,
-    is_ended,
-    is_inert,
-    labels_of,
-)
+from lessor.topology.fields import HANDLE_POOL, STATUS_EXPORTER_REF, is_ended, is_inert, labels_of
 from lessor.topology.keys import EXPORTER, LEASE, ObjectKey, address
+from lessor.model.labels import HANDLE_NAME, LEASE_ENDED
 
 if TYPE_CHECKING:
     from lessor.topology.graph import Topology
@@ -58,7 +51,7 @@ class Missed:
 def missed_while_down(topology: Topology) -> list[Missed]:
     """Every change that lessor missed while it was down, in a stable order (see the module's list)."""
     return [*_held_for_ended_leases(topology), *_leased_to_gone_exporters(topology),
-            *_gone_owners(topology, HANDLE_POOL), *_gone_owners(topology, HANDLE_LABEL),
+            *_gone_owners(topology, HANDLE_POOL), *_gone_owners(topology, HANDLE_NAME),
             *_unlabelled_ended_leases(topology)]
 
 
@@ -88,7 +81,7 @@ def _unlabelled_ended_leases(topology: Topology) -> Iterator[Missed]:
         obj = topology.get(key)
         target = address(key)
         if (obj is not None and target is not None and (obj.get("status") or {}).get("ended") is True
-                and labels_of(obj).get(LEASE_ENDED_LABEL) != "true"):
+                and labels_of(obj).get(LEASE_ENDED) != "true"):
             yield Missed(target, key, obj)
 
 

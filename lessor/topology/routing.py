@@ -28,7 +28,6 @@ from lessor.topology.fields import (
     CLAIM_HANDLE,
     CLIENT_REF,
     HANDLE_CLAIM,
-    HANDLE_LABEL,
     HANDLE_POOL,
     LEASE_REF,
     PROVIDER_REF,
@@ -41,17 +40,18 @@ from lessor.topology.fields import (
     references,
 )
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, PROVIDER, SCALING, ObjectKey, address
+from lessor.model.labels import HANDLE_NAME
 
 if TYPE_CHECKING:
     from lessor.topology.graph import Topology
 
 FORWARD: Mapping[str, frozenset[str]] = {
-    LEASE: frozenset({SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, HANDLE_LABEL}),
-    HANDLE: frozenset({HANDLE_POOL, HANDLE_CLAIM, HANDLE_LABEL}),
-    CLAIM: frozenset({CLAIM_HANDLE, HANDLE_LABEL}),
+    LEASE: frozenset({SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, HANDLE_NAME}),
+    HANDLE: frozenset({HANDLE_POOL, HANDLE_CLAIM, HANDLE_NAME}),
+    CLAIM: frozenset({CLAIM_HANDLE, HANDLE_NAME}),
     SCALING: frozenset({HANDLE_POOL}),  # a scaling is served by its pool's actor
 }
-FORWARD_ANY_KIND = frozenset({HANDLE_LABEL})
+FORWARD_ANY_KIND = frozenset({HANDLE_NAME})
 
 BACKWARD: Mapping[str, tuple[str, ...]] = {
     EXPORTER: (SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, SPEC_REFERENCE, STATUS_REFERENCE),

@@ -23,7 +23,7 @@ from tests.polling import gone
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
-HANDLE_LABEL = "lessor.dev/resource-handle-name"
+HANDLE_NAME = "lessor.dev/resource-handle-name"
 Until = Callable[..., Awaitable[Mapping[str, Any]]]  # the `until` fixture
 
 
@@ -115,7 +115,7 @@ async def test_two_claims_never_share_a_resource(
     assert (f"ConfigMap {namespace}/shared already exists and belongs to ResourceHandle {OPS}/{winner_handle} "
             f"(ResourceClaim {winner}/shared)") in loser_text, loser_text
     cm = await kube.get(CONFIGMAP, namespace, "shared")
-    assert cm["metadata"]["labels"][HANDLE_LABEL] == winner_handle
+    assert cm["metadata"]["labels"][HANDLE_NAME] == winner_handle
     assert cm["data"] == {"from": "a" if winner == namespace else "b"}
 
     # The loser goes and takes nothing with it; the winner stays Ready on its own ConfigMap.
@@ -138,4 +138,4 @@ async def test_a_name_freed_by_its_owner_is_then_created_for_the_waiting_claim(
     await kube.delete(CONFIGMAP, namespace, "later")
     await until(CLAIM, namespace, "later", ready)
     cm = await kube.get(CONFIGMAP, namespace, "later")
-    assert cm["data"] == {"mine": "yes"} and HANDLE_LABEL in cm["metadata"]["labels"]
+    assert cm["data"] == {"mine": "yes"} and HANDLE_NAME in cm["metadata"]["labels"]

@@ -40,6 +40,7 @@ from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
 from lessor.install import install
+from lessor.model.labels import HANDLE_NAME
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -131,7 +132,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         informer = Informer(kube, CLAIM, on_claim, namespace=NS)
         others = [Informer(kube, HANDLE, functools.partial(seen.on_event, "ResourceHandle"), namespace=OPS),
                   Informer(kube, CONFIGMAP, functools.partial(seen.on_event, "ConfigMap"), namespace=OPS,
-                           label_selector=HANDLE_LABEL)]
+                           label_selector=HANDLE_NAME)]
         watch = asyncio.gather(*(i.run() for i in (informer, *others)))
         for each in (informer, *others):
             await each.synced.wait()
@@ -192,7 +193,6 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     }
 
 
-HANDLE_LABEL = "lessor.dev/resource-handle-name"
 
 
 class _Writes:

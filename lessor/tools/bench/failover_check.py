@@ -21,11 +21,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from lessor.model.labels import LEASE_ENDED
 
 GROUP_LABEL = "failover.lessor.dev/group"
 PRIORITY_LABEL = "failover.lessor.dev/priority"
 SPOT_LABEL = "failover.lessor.dev/spot"
-ENDED_LABEL = "lessor.dev/lease-ended"
 LEADER_LEASE = "lessor-leader"
 WRITE_VERBS = ("create", "update", "patch", "delete")
 FREE_STATUSES = ("", "Available", "Unspecified")
@@ -62,7 +62,7 @@ def slim_lease(obj: Mapping[str, Any]) -> dict[str, Any]:
             "ready": ready is not None and ready[0] == "True", "readyReason": ready[1] if ready else "",
             "pending": pending is not None and pending[0] == "True",
             "exporterRef": (status.get("exporterRef") or {}).get("name") or None,
-            "ended": bool(status.get("ended")), "endedLabel": labels.get(ENDED_LABEL) == "true"}
+            "ended": bool(status.get("ended")), "endedLabel": labels.get(LEASE_ENDED) == "true"}
 
 
 @dataclass(frozen=True)

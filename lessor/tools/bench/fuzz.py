@@ -56,7 +56,7 @@ from lessor.gateway.resources import (
     SCALING,
     VALIDATING_WEBHOOK,
 )
-from lessor.topology.fields import HANDLE_NAME_LABEL
+from lessor.model.labels import HANDLE_NAME
 
 RESOURCES: dict[str, Resource] = {r.kind: r for r in (EXPORTER, CLIENT, POLICY, PROVIDER, POOL, SCALING, LEASE, HANDLE,
                                                       CLAIM)}
@@ -386,7 +386,7 @@ async def _bystanders(gateway: Gateway, namespaces: tuple[str, ...]) -> dict[tup
     found = {}
     for namespace in namespaces:
         for item in (await gateway.list(CONFIGMAP, namespace))[0]:
-            if HANDLE_NAME_LABEL not in (item["metadata"].get("labels") or {}):
+            if HANDLE_NAME not in (item["metadata"].get("labels") or {}):
                 found[(namespace, item["metadata"]["name"])] = item["metadata"]["resourceVersion"]
     return found
 

@@ -18,6 +18,7 @@ from typing import Any
 from lessor.tools.bench.common import machine, percentile
 from lessor.model.selectors import Selector, parse_selector
 from lessor.topology import ADDED, MODIFIED, Change, Topology
+from lessor.model.labels import HANDLE_NAME
 
 API = "lessor.dev/v1alpha1"
 OPERATOR_NAMESPACE = "lessor-system"
@@ -236,7 +237,7 @@ def _mixed(rng: random.Random, total: int) -> Iterator[JSON]:
         status = {"resourceHandle": {"name": f"guid-{i:05x}"}}
         yield _obj("ResourceClaim", f"claim-{i}", f"user-{i % 100}", status=status)
     for i in range(counts["ConfigMap"]):
-        labels = {"lessor.dev/resource-handle-name": f"guid-{i % max(counts['ResourceHandle'], 1):05x}"}
+        labels = {HANDLE_NAME: f"guid-{i % max(counts['ResourceHandle'], 1):05x}"}
         yield {
             "apiVersion": "v1",
             "kind": "ConfigMap",

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lessor.actors.provisioning.pool_scaling import SCALING_LABEL
 from lessor.model.fields import mapping_at
 from lessor.templates import parse_duration, strings_in
+from lessor.model.labels import POOL_NAME, POOL_SCALING
 
 API = "lessor.dev/v1alpha1"
 POOLBOY = ("ResourceProvider", "ResourcePool", "ResourceHandle", "ResourceClaim", "ResourcePoolScaling")
@@ -164,9 +164,9 @@ def _metadata(metadata: Mapping[str, Any], group: str, kind: str, operator_names
         if not isinstance(values, Mapping):
             continue
         theirs = sorted(key for key in values if group and str(key).startswith(f"{group}/"))
-        renamed = {("ResourceClaim", "annotations"): (f"{group}/resource-pool-name", "lessor.dev/resource-pool-name"),
+        renamed = {("ResourceClaim", "annotations"): (f"{group}/resource-pool-name", POOL_NAME),
                    # a handle made for a scaling: extra to its pool, never deleted as a surplus
-                   ("ResourceHandle", "labels"): (f"{group}/resource-pool-scaling-name", SCALING_LABEL)}
+                   ("ResourceHandle", "labels"): (f"{group}/resource-pool-scaling-name", POOL_SCALING)}
         old_key, new_key = renamed.get((kind, section), ("", ""))
         if old_key in theirs:
             theirs.remove(old_key)  # lessor reads the same under its own domain

@@ -22,13 +22,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 from lessor.actors.provisioning.handle_render import tracking
-from lessor.actors.leasing.lease import ENDED_LABEL
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, SCALING
 from lessor.leader import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
 from .convert import Note, convert_object
+from lessor.model.labels import LEASE_ENDED
 
 
 @dataclass
@@ -260,7 +260,7 @@ async def _jumpstarter_plan(gateway: Gateway, namespaces: Sequence[str], group: 
 
 def _ended_label(old: Mapping[str, Any], new: dict[str, Any]) -> None:
     if (old.get("status") or {}).get("ended") is True:
-        new["metadata"].setdefault("labels", {})[ENDED_LABEL] = "true"
+        new["metadata"].setdefault("labels", {})[LEASE_ENDED] = "true"
 
 
 # ------------------------------------------------------------------------------------ shared

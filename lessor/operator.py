@@ -297,7 +297,7 @@ def _escalated(address: str, error: BaseException) -> None:
 
 async def run_operator(config: OperatorConfig) -> None:
     provider = configure_telemetry()  # before the actor system: it decides then whether to trace
-    disable_created_metrics()  # no `_created` series beside each counter and histogram, as Go clients
+    disable_created_metrics()  # type: ignore[no-untyped-call] # no `_created` series beside each counter and histogram, as Go clients
     registry = CollectorRegistry()
     try:
         async with await Gateway.connect(config.kubeconfig, registry=registry) as gateway:

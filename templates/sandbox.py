@@ -146,7 +146,9 @@ class _Formatter(SandboxedFormatter):
 
     def vformat(self, format_string: str, args: Any, kwargs: Any) -> str:
         self._written = len(format_string)
-        return _checked(super().vformat(format_string, args, kwargs), "the formatted string")
+        formatted: str = super().vformat(format_string, args, kwargs)
+        _checked(formatted, "the formatted string")
+        return formatted
 
 
 def _width(value: Any) -> int:

@@ -190,7 +190,7 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
             yield ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
 
 
-_Validator = validators.extend(Draft202012Validator, {
+_Validator = validators.extend(Draft202012Validator, {  # type: ignore[no-untyped-call]
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,

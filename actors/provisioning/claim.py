@@ -37,7 +37,8 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.fields import created_at, deleting, generation, mapping_at, name_of, newer, timestamp
-from lessor.model.handles import CLAIM_TEMPLATES, claim_of, record_templates_op, recorded_templates, templates_record
+from lessor.model.labels import CLAIM_TEMPLATES
+from lessor.model.handles import claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
@@ -57,7 +58,8 @@ from .claim_updates import plan_update
 from ..conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import NORMAL, WARNING, record_transitions
-from .handle_render import POOL_NAME, status_summary
+from lessor.model.labels import POOL_NAME
+from .handle_render import status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from ..object_actor import ObjectActor
 from ..observed import Observed

@@ -31,7 +31,7 @@ from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operations
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
-from .handle_render import DOMAIN
+from lessor.model.labels import DOMAIN
 from .provider_mode import in_provider_terms
 from .provider import Object, Provider
 

@@ -37,7 +37,8 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.fields import created_at, deleting, name_of, newer
-from lessor.model.handles import CLAIM_TEMPLATES, claim_of, templates_record
+from lessor.model.handles import claim_of, templates_record
+from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.keys import actor_address
 from lessor.templates import format_timestamp, offload
 

@@ -122,7 +122,8 @@ class Provider:
             variables["resource_name"] = entry.get("name")  # as the pool/claim tool gives its defaults
             variables = self.with_vars(variables)
             default = render_object(default, variables, "/spec/default")
-        return merge(default, template)
+        merged: dict[str, Any] = merge(default, template)
+        return merged
 
     def with_vars(self, variables: Mapping[str, Any], handle: Mapping[str, Any] | None = None) -> Object:
         """`variables` plus `spec.vars` (and the handle's `spec.vars`, which win), each rendered in order.
@@ -146,7 +147,8 @@ class Provider:
         override: Any = self.override
         if self.template_enable:
             override = render_object(override, variables, "/spec/override")
-        return merge(template, override)
+        merged: dict[str, Any] = merge(template, override)
+        return merged
 
     def readiness(self, state: Mapping[str, Any] | None, *, handle: Mapping[str, Any] | None = None,
                   claim: Mapping[str, Any] | None = None, now: datetime) -> Readiness:

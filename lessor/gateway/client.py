@@ -110,7 +110,7 @@ async def load_configuration(kubeconfig: str | None, *, service_account_dir: Pat
     """Explicit kubeconfig, else in-cluster (service account, token re-read as it rotates), else $KUBECONFIG."""
     cfg = Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config(
+        kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=cfg, try_refresh_token=True,
             token_filename=str(service_account_dir / "token"), cert_filename=str(service_account_dir / "ca.crt"),
         )

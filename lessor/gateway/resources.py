@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lessor.model import kinds
-from lessor.model.kinds import API_VERSION, GROUP, VERSION  # noqa: F401 (re-exported for the app)
+from lessor.model.kinds import API_VERSION as API_VERSION  # re-exported for the app
+from lessor.model.kinds import GROUP as GROUP
+from lessor.model.kinds import VERSION as VERSION
 
 
 @dataclass(frozen=True)

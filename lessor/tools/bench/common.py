@@ -105,7 +105,8 @@ async def stop_operator(proc: subprocess.Popen[bytes]) -> None:
 
 def metrics_text(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        return resp.read().decode()
+        body: bytes = resp.read()
+        return body.decode()
 
 
 def api_requests(port: int) -> dict[tuple[str, str], float]:

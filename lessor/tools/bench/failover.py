@@ -244,7 +244,8 @@ ATTACKS: dict[str, Callable[[Replicas, argparse.Namespace, random.Random], Any]]
 
 
 def _accounts_needed(mode: str, args: argparse.Namespace) -> int:
-    return args.replicas + {"kill": 2 * args.kills, "stop": 0, "rolling": args.rounds * args.replicas}[mode]
+    extra: int = {"kill": 2 * args.kills, "stop": 0, "rolling": args.rounds * args.replicas}[mode]
+    return int(args.replicas) + extra
 
 
 def _seconds(text: str) -> float:

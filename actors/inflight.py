@@ -50,6 +50,10 @@ class InFlight:
         if not task.cancelled() and task.exception() is None and isinstance(task.result(), Mapping):
             self._written[key] = task.result()  # read once by the next incarnation, then dropped
 
+    def idle(self) -> bool:
+        """No commit in flight and none waiting to be read: nothing any actor sent may still land unseen."""
+        return not self._running and not self._written
+
     async def settled(self, key: Hashable) -> Mapping[str, Any] | None:
         """Wait until no write of `key` is in flight; the object the last settled one returned, if any
         (and forget it: it is for the incarnation that starts now)."""

@@ -66,6 +66,13 @@ class Actor:
     def address(self) -> str:
         return self._cell.address
 
+    @property
+    def restarted(self) -> bool:
+        """Whether an earlier incarnation of this address ran in this system and ended by a crash, a kill or a
+        restart, so that what it sent may still be in flight. False on a first activation (and on the one after
+        a stop or passivation, which end only an idle actor, or one whose work is over)."""
+        return self._cell.incarnations > 1
+
     def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None,
              on_behalf_of: Cause | None = None) -> None:
         """Send without waiting; see `ActorSystem.tell`. `on_behalf_of`, a `cause()` kept from an earlier

@@ -71,6 +71,7 @@ class Cell:
         "streak",
         "idle_since",
         "idle_timer",
+        "incarnations",
     )
 
     def __init__(self, system: ActorSystem, address: str, kind: Kind) -> None:
@@ -92,6 +93,7 @@ class Cell:
         self.streak: tuple[Hashable, int, float] | None = None  # failures in a row: (failure_key, count, last)
         self.idle_since = 0.0
         self.idle_timer: asyncio.TimerHandle | None = None
+        self.incarnations = 0  # started so far; the cell, and so the count, ends with a stop or passivation
 
     # -- called by senders -------------------------------------------------
 
@@ -270,6 +272,7 @@ class Cell:
         try:
             actor = self.kind.factory(self.address)
             actor._cell = self
+            self.incarnations += 1
             self.actor = actor
             self.starting = True
             try:

@@ -392,8 +392,8 @@ class ExporterActor(ObjectActor):
         for lease in sorted(self.evicting):
             obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
             if _ready_on(obj, self.name):
-                self.tell(_lease_address(self.namespace, lease), Evicted(self.name, self.holder.lease
-                                                                          if self.holder else ""))
+                by = self.holder.lease if self.holder else ""
+                self.tell(_lease_address(self.namespace, lease), Evicted(self.name, by), coalesce=("Evicted", self.name))
             else:
                 self._evicted(lease)
         if self.evicting:

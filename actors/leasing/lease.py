@@ -126,12 +126,16 @@ class LeaseActor(ObjectActor):
         self.pending: Pending | None = None
         self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
         self.settling: frozenset[str] = frozenset()  # candidates asked to Settle that have not answered
-        self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle
+        self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
 
     # --- life ---------------------------------------------------------------------------
 
     async def started(self) -> None:
+        # Settling guards against an Accept of an earlier incarnation whose commit may still land. A first
+        # activation with no commit of this process in flight has none: a new leader's thousands of leases
+        # start without asking every candidate first (a starved new leader once spent minutes on that).
+        self.settle_due = self.restarted or not self.ctx.inflight.idle()
         # The topology's copy, not an API read per activation: at worst it trails our own last
         # write, and redoing a decision is safe (the exporter's commit point arbitrates).
         self.obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.name))
@@ -194,7 +198,7 @@ class LeaseActor(ObjectActor):
                     await self._accept_failed()
             case _AcceptUnanswered(exporter=exporter, ticket=ticket):
                 if self.accepting == (exporter, ticket):  # a slow commit, most likely: ask, and keep waiting
-                    self.tell(_exporter_address(self.namespace, exporter), Settle(self.name))
+                    self.tell(_exporter_address(self.namespace, exporter), Settle(self.name), coalesce=_settle_key(self.name))
                     self.schedule("accepting", message, delay=self.ctx.offer_timeout)
             case Evicted(exporter=exporter, by=by) if exporter == self.exporter:
                 self.exporter = None  # it is not ours to release any more
@@ -215,7 +219,7 @@ class LeaseActor(ObjectActor):
                 await self._evaluate()
             case _SettleDue():
                 for exporter in self.settling:  # no answer yet: ask again, never go on without one
-                    self.tell(_exporter_address(self.namespace, exporter), Settle(self.name))
+                    self.tell(_exporter_address(self.namespace, exporter), Settle(self.name), coalesce=_settle_key(self.name))
                 if self.settling:
                     self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
             case _ShowPending():
@@ -397,7 +401,7 @@ class LeaseActor(ObjectActor):
         if self.settle_due:
             self.settle_due = False
             for exporter in fresh:
-                self.tell(_exporter_address(self.namespace, exporter), Settle(self.name))
+                self.tell(_exporter_address(self.namespace, exporter), Settle(self.name), coalesce=_settle_key(self.name))
             self.settling = frozenset(fresh)
             if self.settling:
                 self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
@@ -624,6 +628,12 @@ def _shape(exporter: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _without_times(conditions: Any) -> list[dict[str, Any]]:
     return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions or ()]
+
+
+def _settle_key(lease: str) -> tuple[str, str]:
+    """One Settle of a lease waits in an exporter's mailbox at a time: re-asked every offer timeout, a starved
+    exporter's mailbox once held 770,000 of them."""
+    return ("Settle", lease)
 
 
 def _exporter_address(namespace: str, exporter: str) -> str:

@@ -84,3 +84,35 @@ async def test_the_chaos_monkey_kills_only_the_kinds_it_is_given(chaos_seed: int
     assert {address.split("/")[0] for address in monkey.kills} == {"lease"}
     restarted = {address for address in starts if starts.count(address) > 1}
     assert restarted and all(address.startswith("lease/") for address in restarted)
+
+
+async def test_an_actor_knows_whether_it_restarted_but_not_after_a_stop() -> None:
+    """A restart (kill, crash) keeps the cell, so its next incarnation knows that what the last one sent may
+    still be in flight; a stop ends the cell, and the next activation is a first one again."""
+    seen: list[bool] = []
+
+    class Noting(Actor):
+        async def started(self) -> None:
+            seen.append(self.restarted)
+
+        async def receive(self, message: Any) -> Any:
+            if message == "stop":
+                self.stop()
+            return None
+
+    async def _until(check: Any) -> None:
+        while not check():
+            await asyncio.sleep(0.005)
+
+    async with ActorSystem() as system:
+        system.register("n", lambda _: Noting(), supervision=FAST)
+        system.tell("n/1", "hello")
+        await _until(lambda: len(seen) == 1)
+        assert system.kill("n/1")
+        system.tell("n/1", "hello")
+        await _until(lambda: len(seen) == 2)
+        system.tell("n/1", "stop")
+        await asyncio.sleep(0.05)
+        system.tell("n/1", "hello")
+        await _until(lambda: len(seen) == 3)
+    assert seen == [False, True, False]

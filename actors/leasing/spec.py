@@ -7,9 +7,11 @@ asks for is relative to a `now` its caller passes.
 
 Time fields: any two of `duration`, `beginTime` and `endTime` give the third
 (begin + end give the duration, end + duration give the begin), so when all
-three are given they must agree. The end is `endTime`, else begin plus
-duration (rule 11), where the begin of a lease without `beginTime` is the
-moment it is granted.
+three are given they must agree. A `beginTime` needs one of the other two
+(a begin without an end is refused: "duration is required", as Jumpstarter
+says); with neither of them and no begin the lease is unbounded. The end is
+`endTime`, else begin plus duration (rule 11), where the begin of a lease
+without `beginTime` is the moment it is granted.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ class LeaseRequest:
 
     `begin`, `end` and `duration` are completed from each other: whenever two
     are known the third is filled in, so `duration` is None only for a lease
-    that gives no `duration` and at most one of `beginTime`/`endTime`.
+    that gives no `duration`, no `beginTime` and at most an `endTime`.
     """
 
     name: str
@@ -311,4 +313,8 @@ def _times(
             duration = end - begin
     elif end is not None and duration is not None:
         begin = end - duration
+    elif begin is not None and duration is None:
+        # A begin alone would be a lease without an end; Jumpstarter refuses it with these words too.
+        problems.append((bad, "spec.duration: duration is required when spec.beginTime is set: give spec.duration "
+                              "or spec.endTime, so that the lease has an end"))
     return begin, end, duration

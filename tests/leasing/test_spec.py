@@ -17,6 +17,7 @@ from lessor.actors.leasing.spec import (
     format_go_duration,
     parse_go_duration,
     parse_lease,
+    time_problems,
 )
 from lessor.templates.timestamps import format_timestamp
 
@@ -195,7 +196,7 @@ def test_end_and_duration_give_the_begin() -> None:
 
 
 def test_times_are_normalised_to_utc() -> None:
-    request = ok(selector=BOARD, beginTime="2030-01-01T14:00:00+02:00")
+    request = ok(selector=BOARD, beginTime="2030-01-01T14:00:00+02:00", duration="1h")
     assert request.begin == NOW
     assert request.begin.utcoffset() == timedelta(0)
 
@@ -217,7 +218,14 @@ def test_the_requested_duration() -> None:
     assert ok(selector=BOARD, endTime=ts(NOW + 5 * HOUR)).requested_duration(NOW) == 5 * HOUR
     # Neither a duration nor an end: unbounded.
     assert ok(selector=BOARD).requested_duration(NOW) is None
-    assert ok(selector=BOARD, beginTime=ts(NOW + HOUR)).requested_duration(NOW) is None
+
+
+def test_a_begin_without_a_duration_or_an_end_is_refused_naming_spec_duration() -> None:
+    """Jumpstarter's "creating lease with BeginTime but zero Duration and no EndTime": a lease that would never end."""
+    verdict = refused(selector=BOARD, beginTime=ts(NOW + HOUR))
+    assert verdict.reason is Reason.INVALID_DURATION
+    assert verdict.message.startswith("spec.duration: duration is required when spec.beginTime is set")
+    assert time_problems({"beginTime": ts(NOW + HOUR)}) == [verdict.message]
 
 
 def test_rule_11_the_end_is_end_time_else_begin_plus_duration() -> None:

@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from lessor.model.selectors import Selector, SelectorError, parse_selector
+from lessor.model.times import whole_seconds
 from lessor.templates.durations import parse_duration
 from lessor.templates.timestamps import format_timestamp, parse_timestamp
 
@@ -154,21 +155,39 @@ class LeaseRequest:
         """True while the begin (given, or derived from end - duration) is in the future: `Pending`/`Scheduled`."""
         return self.begin is not None and self.begin > now
 
+    @property
+    def fixed_end(self) -> datetime | None:
+        """The end when it does not depend on the grant (an `endTime`, or a begin and a duration), in whole
+        seconds rounded down as it is written (`lessor.model.times`); None when it comes from the grant or
+        there is none."""
+        if self.end is not None:
+            return whole_seconds(self.end)
+        if self.begin is not None and self.duration is not None:
+            return whole_seconds(self.begin + self.duration)
+        return None
+
     def expired(self, now: datetime) -> bool:
-        """True once the end has passed (a lease still waiting then ends `Expired`, never granted)."""
-        return self.end is not None and self.end <= now
+        """True once the fixed end has passed: a lease still waiting then ends `Expired`, never granted (not
+        even for the moment before its expiry timer would fire)."""
+        end = self.fixed_end
+        return end is not None and end <= now
 
     def end_for(self, granted_at: datetime) -> datetime | None:
-        """Rule 11: `endTime`, else begin plus duration (begin: `beginTime`, else the grant); None: no end."""
-        if self.end is not None:
-            return self.end
+        """Rule 11: `endTime`, else begin plus duration (begin: `beginTime`, else the grant); None: no end.
+
+        In whole seconds, rounded down, as `status.endTime` shows it: the actor expires the lease at the
+        time written, and a restarted one computes the same end from the written `status.beginTime`.
+        """
+        if (end := self.fixed_end) is not None:
+            return end
         if self.duration is not None:
-            return (self.begin or granted_at) + self.duration
+            return whole_seconds(granted_at + self.duration)
         return None
 
     def window(self, granted_at: datetime) -> tuple[datetime, datetime | None]:
-        """`status.beginTime` and `status.endTime` for a grant at `granted_at`."""
-        return granted_at, self.end_for(granted_at)
+        """`status.beginTime` and `status.endTime` for a grant at `granted_at`, in whole seconds (rounded down)."""
+        begin = whole_seconds(granted_at)
+        return begin, self.end_for(begin)
 
     def describe_duration(self, now: datetime) -> str:
         """The requested time in words, naming the fields it comes from (for messages)."""

@@ -100,7 +100,8 @@ def no_access_message(
     """No rule admits the client to any usable exporter: the policies that apply to those exporters
     ("Matching policies:", Jumpstarter's words, with each rule and its description), then the others."""
     what = (f"exporter {usable[0].name} exists" if request.exporter_ref is not None
-            else f"{len(usable)} exporter{'' if len(usable) == 1 else 's'} match spec.selector ({request.selector})")
+            else f"{len(usable)} exporter{' matches' if len(usable) == 1 else 's match'} spec.selector "
+                 f"({request.selector})")
     matching = [policy for policy in policies.policies
                 if policy.problem is None and any(policy.exporters.matches(e.labels) for e in usable)]
     others = [policy for policy in policies.policies if policy not in matching]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from lessor.templates.timestamps import format_timestamp
+from lessor.model.times import format_time
 
 TRUE = "True"
 FALSE = "False"
@@ -67,7 +67,7 @@ def new_condition(
         "status": status_of(status),
         "reason": reason,
         "message": message,
-        "lastTransitionTime": format_timestamp(now.replace(microsecond=0)),
+        "lastTransitionTime": format_time(now),
     }
     if observed_generation is not None:
         if isinstance(observed_generation, bool) or not isinstance(observed_generation, int) \

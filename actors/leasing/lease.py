@@ -36,7 +36,7 @@ from typing import Any
 
 from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
-from lessor.templates.timestamps import format_timestamp
+from lessor.model.times import format_time
 
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
@@ -348,9 +348,10 @@ class LeaseActor(ObjectActor):
         if self.exporter is not None:
             await self._keeptimestamp(request, now)
             return
-        if request.end is not None and request.expired(now):
+        if request.expired(now):
+            assert request.fixed_end is not None
             await self._end(READY, False, Reason.EXPIRED,
-                            f"the lease ended at {format_timestamp(request.end)} before it got an exporter")
+                            f"the lease ended at {format_time(request.fixed_end)} before it got an exporter")
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
             self.namespace, (self.obj.get("spec") or {}).get("selector"), request.exporter_ref, request.client))
@@ -371,8 +372,8 @@ class LeaseActor(ObjectActor):
                 return
             await self._end_with(result)
             return
-        if request.end is not None:
-            self.schedule("expire", _Evaluate(), at=request.end)
+        if request.fixed_end is not None:
+            self.schedule("expire", _Evaluate(), at=request.fixed_end)
         if result.scheduled_until is not None:
             self.plan = None  # nothing may be accepted before the begin, not even an offer in flight
             self._withdraw_all()
@@ -475,8 +476,8 @@ class LeaseActor(ObjectActor):
                 observed_generation=self._generation()))
             outcome: Outcome[Any] = await self.write_status_as_seen({
                 "exporterRef": {"name": exporter},
-                "beginTime": format_timestamp(begin),
-                "endTime": format_timestamp(end) if end else None,
+                "beginTime": format_time(begin),
+                "endTime": format_time(end) if end else None,
                 "priority": terms.priority if terms else int(status.get("priority") or 0),
                 "spotAccess": terms.spot if terms else status.get("spotAccess") is True,
                 "ended": False,
@@ -512,13 +513,13 @@ class LeaseActor(ObjectActor):
         begin = timestamp(status.get("beginTime")) or now
         end = request.end_for(begin)
         if end is not None and end <= now:
-            await self._end(READY, False, Reason.EXPIRED, f"the lease ended at {format_timestamp(end)}")
+            await self._end(READY, False, Reason.EXPIRED, f"the lease ended at {format_time(end)}")
             return
         if end is None:
             self.cancel("expire")
         else:
             self.schedule("expire", _Evaluate(), at=end)
-        wanted = format_timestamp(end) if end else None
+        wanted = format_time(end) if end else None
         if status.get("endTime") != wanted and isinstance(await self.write_status_as_seen({"endTime": wanted}), Lost):
             await self._reconsider()
 
@@ -612,7 +613,7 @@ def _real_end(obj: Mapping[str, Any], now: datetime) -> str:
     """When the lease really ended: its planned end if that has passed (expiry), else now
     (released, evicted, refused early), so a released lease does not show its planned end."""
     planned = timestamp((obj.get("status") or {}).get("endTime"))
-    return format_timestamp(planned if planned is not None and planned <= now else now)
+    return format_time(planned if planned is not None and planned <= now else now)
 
 
 def _holder(exporter: Mapping[str, Any], holders: Mapping[str, Mapping[str, Any]]) -> Holder | None:

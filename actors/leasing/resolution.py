@@ -45,6 +45,7 @@ from .access_policy import Approval, PolicySet, Rule, approvals
 from .exporter_state import ExporterView, Holder, may_take
 from .spec import ConditionType, LeaseRequest, Reason, Verdict
 from .wording import (
+    ALLOW_DISABLED_HINT,
     duration_exceeded_message,
     list_labels,
     list_names,
@@ -214,7 +215,7 @@ def _usable(request: LeaseRequest, exporters: Iterable[ExporterView]) -> list[Ex
         if not pinned.enabled and not request.allow_disabled:
             return Verdict(unsatisfiable, Reason.EXPORTER_DISABLED,
                            f"spec.exporterRef.name: exporter {name} is disabled (spec.enabled: false); "
-                           "set spec.allowDisabled to lease it anyway")
+                           + ALLOW_DISABLED_HINT.format("it"))
         return [pinned]
     selector = request.selector
     assert selector is not None, "parse_lease refuses a lease with neither selector nor exporterRef"
@@ -229,7 +230,7 @@ def _usable(request: LeaseRequest, exporters: Iterable[ExporterView]) -> list[Ex
         return Verdict(unsatisfiable, Reason.ALL_DISABLED,
                        f"spec.selector: every exporter matching {selector} is disabled "
                        f"({list_names([exporter.name for exporter in matching])}); "
-                       "set spec.allowDisabled to lease them anyway")
+                       + ALLOW_DISABLED_HINT.format("them"))
     return enabled
 
 

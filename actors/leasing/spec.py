@@ -7,9 +7,11 @@ asks for is relative to a `now` its caller passes.
 
 Time fields: any two of `duration`, `beginTime` and `endTime` give the third
 (begin + end give the duration, end + duration give the begin), so when all
-three are given they must agree. The end is `endTime`, else begin plus
-duration (rule 11), where the begin of a lease without `beginTime` is the
-moment it is granted.
+three are given they must agree. A `beginTime` needs one of the other two
+(a begin without an end is refused: "duration is required", as Jumpstarter
+says); with neither of them and no begin the lease is unbounded. The end is
+`endTime`, else begin plus duration (rule 11), where the begin of a lease
+without `beginTime` is the moment it is granted.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from lessor.model.selectors import Selector, SelectorError, parse_selector
+from lessor.model.times import whole_seconds
 from lessor.templates.durations import parse_duration
 from lessor.templates.timestamps import format_timestamp, parse_timestamp
 
@@ -120,7 +123,7 @@ class LeaseRequest:
 
     `begin`, `end` and `duration` are completed from each other: whenever two
     are known the third is filled in, so `duration` is None only for a lease
-    that gives no `duration` and at most one of `beginTime`/`endTime`.
+    that gives no `duration`, no `beginTime` and at most an `endTime`.
     """
 
     name: str
@@ -152,21 +155,39 @@ class LeaseRequest:
         """True while the begin (given, or derived from end - duration) is in the future: `Pending`/`Scheduled`."""
         return self.begin is not None and self.begin > now
 
+    @property
+    def fixed_end(self) -> datetime | None:
+        """The end when it does not depend on the grant (an `endTime`, or a begin and a duration), in whole
+        seconds rounded down as it is written (`lessor.model.times`); None when it comes from the grant or
+        there is none."""
+        if self.end is not None:
+            return whole_seconds(self.end)
+        if self.begin is not None and self.duration is not None:
+            return whole_seconds(self.begin + self.duration)
+        return None
+
     def expired(self, now: datetime) -> bool:
-        """True once the end has passed (a lease still waiting then ends `Expired`, never granted)."""
-        return self.end is not None and self.end <= now
+        """True once the fixed end has passed: a lease still waiting then ends `Expired`, never granted (not
+        even for the moment before its expiry timer would fire)."""
+        end = self.fixed_end
+        return end is not None and end <= now
 
     def end_for(self, granted_at: datetime) -> datetime | None:
-        """Rule 11: `endTime`, else begin plus duration (begin: `beginTime`, else the grant); None: no end."""
-        if self.end is not None:
-            return self.end
+        """Rule 11: `endTime`, else begin plus duration (begin: `beginTime`, else the grant); None: no end.
+
+        In whole seconds, rounded down, as `status.endTime` shows it: the actor expires the lease at the
+        time written, and a restarted one computes the same end from the written `status.beginTime`.
+        """
+        if (end := self.fixed_end) is not None:
+            return end
         if self.duration is not None:
-            return (self.begin or granted_at) + self.duration
+            return whole_seconds(granted_at + self.duration)
         return None
 
     def window(self, granted_at: datetime) -> tuple[datetime, datetime | None]:
-        """`status.beginTime` and `status.endTime` for a grant at `granted_at`."""
-        return granted_at, self.end_for(granted_at)
+        """`status.beginTime` and `status.endTime` for a grant at `granted_at`, in whole seconds (rounded down)."""
+        begin = whole_seconds(granted_at)
+        return begin, self.end_for(begin)
 
     def describe_duration(self, now: datetime) -> str:
         """The requested time in words, naming the fields it comes from (for messages)."""
@@ -311,4 +332,8 @@ def _times(
             duration = end - begin
     elif end is not None and duration is not None:
         begin = end - duration
+    elif begin is not None and duration is None:
+        # A begin alone would be a lease without an end; Jumpstarter refuses it with these words too.
+        problems.append((bad, "spec.duration: duration is required when spec.beginTime is set: give spec.duration "
+                              "or spec.endTime, so that the lease has an end"))
     return begin, end, duration

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .resolution import Candidate, State
 
 __all__ = [
+    "ALLOW_DISABLED_HINT",
     "describe_rule",
     "duration_exceeded_message",
     "list_labels",
@@ -39,18 +40,32 @@ _WAITS = {
     Reason.NOT_READY: "the lease waits for one to report Available",
     Reason.OFFLINE: "the lease waits for one to come online",
 }
+# Jumpstarter's controller says these words, and users' scripts and runbooks grep for them (docs/migrating.md):
+# each Pending message carries its reason's phrase verbatim.
+_PHRASES = {
+    Reason.OFFLINE: "but none of them are online",
+    Reason.NOT_READY: "but none are ready for a new lease",
+    Reason.NOT_AVAILABLE: "but all of them are already leased",
+}
+ALLOW_DISABLED_HINT = "set spec.allowDisabled: true (jmp create lease --allow-disabled) to lease {} anyway"
 
 
 def pending_message(candidates: Sequence[Candidate], reason: Reason) -> str:
-    """Every candidate's state (best state first), and what the lease waits for."""
+    """How many exporters are approved, the reason's phrase, every candidate's state (best first), and what the
+    lease waits for. `NotAvailable` says "or cannot be leased now" too when some candidates are offline or not
+    ready, so the phrase is never the whole of a false statement."""
     by_state: dict[State, list[str]] = {}
     for candidate in candidates:
         by_state.setdefault(candidate.state, []).append(candidate.exporter)
     states = "; ".join(f"{state.words}: {list_names(by_state[state])}"
                        for state in sorted(by_state, key=lambda state: state.value))
-    subject = "the approved exporter cannot" if len(candidates) == 1 else \
-        f"none of the {len(candidates)} approved exporters can"
-    return f"{subject} be granted now ({states}); {_WAITS[reason]}"
+    count = len(candidates)
+    phrase = _PHRASES[reason]
+    if reason is Reason.NOT_AVAILABLE and any(not candidate.takeable and candidate.state.pending is not reason
+                                              for candidate in candidates):
+        phrase += " or cannot be leased now"
+    subject = f"{count} approved exporter{'' if count == 1 else 's'} for this lease"
+    return f"{subject}, {phrase} ({states}); {_WAITS[reason]}"
 
 
 def scheduled_message(request: LeaseRequest) -> str:
@@ -82,19 +97,36 @@ def no_client_message(request: LeaseRequest) -> str:
 def no_access_message(
     request: LeaseRequest, client_labels: Mapping[str, str], usable: Sequence[ExporterView], policies: PolicySet,
 ) -> str:
-    """No rule admits the client to any usable exporter: the policies that exist, with their rules."""
-    what = (f"exporter {usable[0].name}" if request.exporter_ref is not None
-            else f"any of the {len(usable)} exporters matching spec.selector ({request.selector})")
+    """No rule admits the client to any usable exporter: the policies that apply to those exporters
+    ("Matching policies:", Jumpstarter's words, with each rule and its description), then the others."""
+    what = (f"exporter {usable[0].name} exists" if request.exporter_ref is not None
+            else f"{len(usable)} exporter{' matches' if len(usable) == 1 else 's match'} spec.selector "
+                 f"({request.selector})")
+    matching = [policy for policy in policies.policies
+                if policy.problem is None and any(policy.exporters.matches(e.labels) for e in usable)]
+    others = [policy for policy in policies.policies if policy not in matching]
+    text = (f"spec.clientRef.name: {what}, but none of them are approved by any policy for client {request.client} "
+            f"(labels {list_labels(client_labels)})")
+    if matching:
+        text += ". Matching policies: " + _list_policies(matching)
+    if others:
+        text += (". Other policies in the namespace (they apply to none of these exporters): "
+                 if matching else ". No policy applies to these exporters; the policies in the namespace: ")
+        text += _list_policies(others)
+    return text
+
+
+def _list_policies(policies: Sequence[AccessPolicy]) -> str:
+    """Each policy with its rules (descriptions quoted), `; ` between policies; a few, then "and N more"."""
     listed = []
-    for policy in policies.policies[:_POLICIES_LISTED]:
+    for policy in policies[:_POLICIES_LISTED]:
         rules = [describe_rule(rule) for rule in policy.rules] or ["no rules"]
         broken = f" (ignored: {policy.problem})" if policy.problem else ""
-        listed.append(f"{policy.name}{broken}: {'; '.join(rules)}")
-    more = len(policies.policies) - _POLICIES_LISTED
+        listed.append(f"{policy.name}{broken}: {', '.join(rules)}")
+    more = len(policies) - _POLICIES_LISTED
     if more > 0:
         listed.append(f"and {more} more")
-    return (f"spec.clientRef.name: no ExporterAccessPolicy admits client {request.client} "
-            f"(labels {list_labels(client_labels)}) to {what}; the policies in the namespace: " + " | ".join(listed))
+    return "; ".join(listed)
 
 
 def describe_rule(rule: Rule) -> str:

@@ -41,6 +41,7 @@ from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.handles import claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
+from lessor.model.times import format_time
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
@@ -436,7 +437,7 @@ class ClaimActor(ObjectActor):
         try:
             self.handle = await self.ctx.api.merge_patch(
                 HANDLE, self.ctx.operator_namespace, name_of(self.handle),
-                {"spec": {"lifespan": {"end": format_timestamp(end)}}})
+                {"spec": {"lifespan": {"end": format_time(end)}}})
         except ApiFailure as error:
             log.warning("claim %s/%s: writing the lifespan end failed: %s", self.namespace, self.name, error)
             return False
@@ -502,9 +503,9 @@ class ClaimActor(ObjectActor):
             ready = await offload(self._ready_condition, handle, resources, now, gen)  # readinessCheck templates
             lifespan = self._lifespan_status(handle, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
-                lifespan["firstReady"] = format_timestamp(now.replace(microsecond=0))
+                lifespan["firstReady"] = format_time(now)
                 if (end := await self._default_end_from_first_ready(now)) is not None:
-                    lifespan["end"] = format_timestamp(end)
+                    lifespan["end"] = format_time(end)
         conditions = merge_condition(merge_condition(conditions, bound), ready)
         new = {
             "resourceHandle": ({"name": name_of(handle), "namespace": self.ctx.operator_namespace}
@@ -697,8 +698,7 @@ class ClaimActor(ObjectActor):
 
     def _lifespan_status(self, handle: Mapping[str, Any], lifespan: dict[str, Any], now: datetime) -> dict[str, Any]:
         handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
-        start = format_timestamp(self.bound_at) if self.bound_at else lifespan.get("start") or format_timestamp(
-            now.replace(microsecond=0))
+        start = format_time(self.bound_at) if self.bound_at else lifespan.get("start") or format_time(now)
         result = {"start": start}
         for key in ("end", "maximum", "relativeMaximum"):
             if handle_lifespan.get(key):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from lessor.model.times import format_time
 from lessor.templates import format_duration, format_timestamp, parse_duration, parse_timestamp
 
 _SETTINGS = (("default", "default"), ("maximum", "maximum"),
@@ -115,9 +116,9 @@ class Lifespan:
 
     def status(self, config: LifespanConfig) -> dict[str, str]:
         """`status.lifespan` of the claim (`firstReady` is the actor's to add)."""
-        status = {"start": format_timestamp(self.start)}
+        status = {"start": format_time(self.start)}
         if self.end is not None:
-            status["end"] = format_timestamp(self.end)
+            status["end"] = format_time(self.end)
         if config.maximum is not None:
             status["maximum"] = format_duration(config.maximum)
         if config.relative_maximum is not None:
@@ -177,5 +178,5 @@ def handle_lifespan_spec(config: LifespanConfig, end: datetime | None = None) ->
     """`spec.lifespan` of a handle: its settings (no `unclaimed`, which the pool keeps) and its end."""
     spec = config.to_spec()
     if end is not None:
-        spec["end"] = format_timestamp(end)
+        spec["end"] = format_time(end)
     return spec

@@ -218,7 +218,8 @@ async def test_a_malformed_selector_is_denied_naming_the_expression(kube: Gatewa
     ({"beginTime": "2099-01-01T00:00:00Z", "endTime": "2099-01-01T02:00:00Z", "duration": "1h"}, "spec.duration",
      "1h does not match spec.endTime - spec.beginTime (2h)"),
     ({"duration": "876001h"}, "spec.duration", "out of range: at most 100 years"),
-], ids=["zero", "negative", "end-before-begin", "three-that-disagree", "beyond-100-years"])
+    ({"beginTime": "2099-01-01T00:00:00Z"}, "spec.duration", "duration is required when spec.beginTime is set"),
+], ids=["zero", "negative", "end-before-begin", "three-that-disagree", "beyond-100-years", "begin-without-length"])
 async def test_inconsistent_or_non_positive_times_are_denied(
     kube: Gateway, lab: str, times: dict[str, str], field: str, message: str
 ) -> None:

@@ -369,6 +369,41 @@ def test_rule_7_a_mix_takes_the_reason_of_the_best_candidate() -> None:
     assert names(plan(boards(), [offline, not_ready, leased])) == ["a", "b", "c"]
 
 
+def test_rule_7_pending_messages_carry_the_lease_controllers_phrases() -> None:
+    """Scripts written for Jumpstarter's controller grep these words (docs/migrating.md)."""
+    leased, not_ready, offline = exporter("a", holder=Holder("x")), exporter("b", ready=False), exporter("c", online=False)
+    assert "but none of them are online (offline: c)" in plan(boards(), [offline]).pending.message
+    assert "but none are ready for a new lease" in plan(boards(), [offline, not_ready]).pending.message
+    assert "but all of them are already leased (leased: a)" in plan(boards(), [leased]).pending.message
+    # Some are not leased but offline: the phrase stays, and the message does not claim they are all leased.
+    mixed = plan(boards(), [offline, leased]).pending.message
+    assert "but all of them are already leased or cannot be leased now (leased: a; offline: c)" in mixed
+
+
+def test_rule_6_no_access_says_matching_policies_with_their_descriptions() -> None:
+    rules = policies(policy("admins", RPI4, rule(20, {"role": "admin"}, description="Administrators only")),
+                     policy("ci", RPI4, rule(5, {"role": "ci"}, description="CI pipelines only"), rule(1, {"x": "y"})),
+                     policy("elsewhere", {"matchLabels": {"board": "stm32"}}, rule(1, QA)))
+    message = verdict(boards(), [exporter("e1")], rules).message
+    assert "none of them are approved by any policy for client alice" in message
+    assert ('Matching policies: admins: policies[0] "Administrators only"; '
+            'ci: policies[0] "CI pipelines only", policies[1]. ') in message
+    assert message.endswith("Other policies in the namespace (they apply to none of these exporters): "
+                            "elsewhere: policies[0]")
+    # No policy applies to the exporters at all: no "Matching policies:", the namespace's policies instead.
+    alone = verdict(boards(), [exporter("e1")], policies(policy("elsewhere", {"matchLabels": {"board": "x"}},
+                                                                    rule(1, QA))))
+    assert "Matching policies:" not in alone.message and "the policies in the namespace: elsewhere" in alone.message
+
+
+def test_disabled_exporters_say_how_to_lease_them_anyway() -> None:
+    pinned = verdict(lease(exporterRef={"name": "e1"}), [exporter("e1", enabled=False)])
+    assert pinned.reason is Reason.EXPORTER_DISABLED
+    assert "set spec.allowDisabled: true (jmp create lease --allow-disabled) to lease it anyway" in pinned.message
+    every = verdict(boards(), [exporter("e1", enabled=False)])
+    assert every.reason is Reason.ALL_DISABLED and "--allow-disabled" in every.message
+
+
 def test_rule_7_free_before_leased_non_spot_before_spot_higher_priority_then_name() -> None:
     rules = policies(
         policy("low", {"matchLabels": {"tier": "low"}}, rule(1, QA)),

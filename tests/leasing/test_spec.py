@@ -17,7 +17,9 @@ from lessor.actors.leasing.spec import (
     format_go_duration,
     parse_go_duration,
     parse_lease,
+    time_problems,
 )
+from lessor.model.times import format_time
 from lessor.templates.timestamps import format_timestamp
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -195,7 +197,7 @@ def test_end_and_duration_give_the_begin() -> None:
 
 
 def test_times_are_normalised_to_utc() -> None:
-    request = ok(selector=BOARD, beginTime="2030-01-01T14:00:00+02:00")
+    request = ok(selector=BOARD, beginTime="2030-01-01T14:00:00+02:00", duration="1h")
     assert request.begin == NOW
     assert request.begin.utcoffset() == timedelta(0)
 
@@ -217,7 +219,14 @@ def test_the_requested_duration() -> None:
     assert ok(selector=BOARD, endTime=ts(NOW + 5 * HOUR)).requested_duration(NOW) == 5 * HOUR
     # Neither a duration nor an end: unbounded.
     assert ok(selector=BOARD).requested_duration(NOW) is None
-    assert ok(selector=BOARD, beginTime=ts(NOW + HOUR)).requested_duration(NOW) is None
+
+
+def test_a_begin_without_a_duration_or_an_end_is_refused_naming_spec_duration() -> None:
+    """Jumpstarter's "creating lease with BeginTime but zero Duration and no EndTime": a lease that would never end."""
+    verdict = refused(selector=BOARD, beginTime=ts(NOW + HOUR))
+    assert verdict.reason is Reason.INVALID_DURATION
+    assert verdict.message.startswith("spec.duration: duration is required when spec.beginTime is set")
+    assert time_problems({"beginTime": ts(NOW + HOUR)}) == [verdict.message]
 
 
 def test_rule_11_the_end_is_end_time_else_begin_plus_duration() -> None:
@@ -240,6 +249,37 @@ def test_expired() -> None:
     request = ok(selector=BOARD, endTime=ts(NOW))
     assert request.expired(NOW) and not request.expired(NOW - timedelta(seconds=1))
     assert not ok(selector=BOARD, duration="1h").expired(NOW + 100 * HOUR)
+
+
+def test_a_scheduled_lease_whose_window_has_passed_is_expired_before_it_is_granted() -> None:
+    request = ok(selector=BOARD, beginTime=ts(NOW), duration="1h")
+    assert request.fixed_end == NOW + HOUR
+    assert request.expired(NOW + HOUR) and not request.expired(NOW + HOUR - timedelta(seconds=1))
+
+
+# --- times in whole seconds, rounded down (lessor.model.times) ----------------------------------------
+
+
+def test_the_window_is_written_in_whole_seconds_and_never_longer_than_asked() -> None:
+    granted = NOW + timedelta(seconds=5, microseconds=433_598)
+    begin, end = ok(selector=BOARD, duration="1.5s").window(granted)
+    assert begin == NOW + timedelta(seconds=5) and end == NOW + timedelta(seconds=6)
+    assert end - granted <= timedelta(seconds=1.5)
+    # A restarted actor computes the same end from the written begin.
+    assert ok(selector=BOARD, duration="1.5s").end_for(begin) == end
+
+
+def test_an_end_with_a_fraction_is_rounded_down_and_expires_there() -> None:
+    request = ok(selector=BOARD, endTime="2030-01-01T12:00:00.5Z")
+    assert request.end_for(NOW) == NOW
+    assert request.expired(NOW + timedelta(microseconds=1)) and request.expired(NOW)
+    assert not request.expired(NOW - timedelta(microseconds=1))
+
+
+def test_format_time_writes_whole_seconds() -> None:
+    assert format_time(NOW + timedelta(seconds=2, microseconds=433_598)) == "2030-01-01T12:00:02Z"
+    assert format_time(datetime(2030, 1, 1, 14, 0, 0, 999_999, tzinfo=timezone(timedelta(hours=2)))) \
+        == "2030-01-01T12:00:00Z"
 
 
 def test_describe_duration_names_the_fields() -> None:

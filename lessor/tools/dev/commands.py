@@ -28,6 +28,7 @@ from lessor.tracefile import TRACES_FILE_ENV
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER
 from lessor.install import install
+from lessor.model.times import format_time
 
 HEARTBEAT_SECONDS = 15.0
 
@@ -233,7 +234,7 @@ async def _stop_zipkin(child: Child) -> None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(dt.datetime.now(dt.UTC))
 
 
 async def _child_exit(child: Child) -> str:

@@ -14,6 +14,10 @@ from lessor.templates.timestamps import parse_timestamp
 
 Body = Mapping[str, Any]
 
+IGNORE_LABEL = "lessor.dev/ignore"
+"""A claim, handle or pool carrying this label (any value, Poolboy's `.../ignore` too once converted) is left
+alone by the operator: no status, no binding, no resource written or deleted, until the label goes."""
+
 
 def mapping_at(obj: Body | None, key: str) -> Mapping[str, Any]:
     """`obj[key]` when it is a mapping, else an empty one: a user may write any shape."""
@@ -35,6 +39,12 @@ def name_of(obj: Body) -> str:
 
 def deleting(obj: Body | None) -> bool:
     return bool(_metadata(obj).get("deletionTimestamp"))
+
+
+def ignored(obj: Body | None) -> bool:
+    """Whether the object carries `IGNORE_LABEL`."""
+    labels = _metadata(obj).get("labels")
+    return isinstance(labels, Mapping) and IGNORE_LABEL in labels
 
 
 def generation(obj: Body | None) -> int | None:

@@ -5,8 +5,10 @@ It resolves the claim against the providers of the operator's namespace
 shows the verdict in `Valid` and `status.resources[].validationError`. A
 valid claim asks the pools whose resources use the same providers, one at a
 time, for a matching unbound handle (the pool decides: see `pool` and
-`protocol`); when none has one, the claim creates its own handle from
-its templates, bound from birth. Once bound it keeps the handle in step:
+`protocol`); when none has one, it binds a matching free-standing handle
+(no pool, no claim) itself, under the handle's resourceVersion
+(`binding`); failing that, the claim creates its own handle from its
+templates, bound from birth. Once bound it keeps the handle in step:
 the allowed part of a template change (`plan_update`: updateFilters,
 identity, schema) is patched into the handle's spec and the refused part is
 reported with its paths; a changed `spec.lifespan.end` is clamped to the
@@ -36,18 +38,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, generation, mapping_at, name_of, newer, timestamp
+from lessor.model.fields import created_at, deleting, generation, ignored, mapping_at, name_of, newer, timestamp
 from lessor.model.handles import CLAIM_TEMPLATES, claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
+from .binding import binding_patch, ending, free_standing, preference, seconds
 from .claim_approval import ApprovalWait, approval_state, approval_wait
 from .protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
     ResourceError,
+    matches_handle,
     ready_condition,
     resolve_claim,
     status_resources,
@@ -59,10 +63,10 @@ from ..context import Context
 from ..events import NORMAL, WARNING, record_transitions
 from .handle_render import POOL_NAME, status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
-from ..object_actor import ObjectActor
+from ..object_actor import ObjectActor, Written, commit
 from ..observed import Observed
 from .provider import Provider, Readiness, load_providers
-from ..queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
+from ..queries import TOPOLOGY, ClaimHandles, FreeHandles, GetObject, ListObjects
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +103,7 @@ class ClaimActor(ObjectActor):
                  "update_errors", "decided_generation", "holding")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     wake_kinds = (PROVIDER.kind,)
+    honours_ignore = True
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)
@@ -121,7 +126,14 @@ class ClaimActor(ObjectActor):
         if self.obj is None:
             await self._deleted()
             return
+        if ignored(self.obj):
+            return  # left alone until the label goes (`ObjectActor.still_parked`)
         named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]
+        # A free-standing handle our last incarnation was binding when it died: settled now, and perhaps ours.
+        written = await self.ctx.inflight.settled(self._binding_key())
+        if written is not None and claim_of(written) == (self.namespace, self.name) and not deleting(written) \
+                and name_of(written) not in {name_of(h) for h in named}:
+            named.append(written)
         if self._detached():  # its handle is gone for good: it waits for its end, and binds nothing
             for extra in named:
                 await self._delete_extra(extra)
@@ -278,11 +290,55 @@ class ClaimActor(ObjectActor):
             pool = self.pools.pop(0)
             self.asking = (pool, self.spec)
             self._want(pool, self.spec)
+        elif await self._bind_free_standing(self.spec):
+            pass
         elif self._creation_disabled():
             await self._write_status()  # Bound=False, WaitingForPool
             self.schedule("evaluate", _Evaluate(), delay=_RETRY)  # the pools are asked again
         else:
             await self._create_handle(self.spec)
+
+    async def _bind_free_standing(self, spec: ClaimSpec) -> bool:
+        """Bind a matching free-standing handle (no pool, no claim: an admin's, say), as Poolboy does; True once
+        one is ours. Nobody arbitrates those, so the commit's resourceVersion precondition does: of two claims
+        writing the same handle, the second's write fails with Conflict and it reads the handle bound
+        (`binding`). The write outlives a kill of this actor (`inflight`): the next incarnation starts from it."""
+        assert self.obj is not None
+        first = spec.resources[0].provider if spec.resources else None
+        if not spec.valid or first is None:
+            return False
+        start = seconds(self.ctx.now())
+        found = await self.ask(TOPOLOGY, FreeHandles(self.ctx.operator_namespace, first.name))
+        candidates = sorted((h for h in found if free_standing(h) and not ending(h, start)
+                             and matches_handle(spec, h)), key=preference)
+        claim, key = self.obj, (self.namespace, self.name)
+
+        def still(fresh: Mapping[str, Any]) -> bool:
+            return free_standing(fresh) and not ending(fresh, start) and matches_handle(spec, fresh)
+
+        for handle in candidates:
+            name = name_of(handle)
+
+            async def write(current: Mapping[str, Any], name: str = name) -> Mapping[str, Any]:
+                patch = binding_patch(current, spec, claim, key, start=start, lifespan=spec.lifespan)
+                return await self.ctx.inflight.run(self._binding_key(), lambda: self.ctx.api.merge_patch(
+                    HANDLE, self.ctx.operator_namespace, name, patch))
+
+            try:
+                outcome = await commit(self.ctx.api, HANDLE, self.ctx.operator_namespace, name, handle, write, still)
+            except ApiFailure as error:
+                log.warning("claim %s/%s: binding free-standing handle %s failed: %s", self.namespace, self.name,
+                            name, error)
+                continue
+            if isinstance(outcome, Written) and claim_of(outcome.result) == key:
+                log.info("claim %s/%s: bound free-standing handle %s", self.namespace, self.name, name)
+                await self._adopt(outcome.result, base=list(spec.templates), start=start)
+                return True
+        return False
+
+    def _binding_key(self) -> tuple[str, ...]:
+        """This claim's binding of a free-standing handle in `ctx.inflight` (the handle is not known at restart)."""
+        return ("bind", CLAIM.kind, self.namespace, self.name)
 
     def _awaiting_approval(self) -> ApprovalWait | None:
         assert self.obj is not None and self.spec is not None
@@ -649,7 +705,8 @@ class ClaimActor(ObjectActor):
             bound = new_condition(BOUND, False, wait.reason, wait.message, now=now, observed_generation=gen)
         elif why := self._creation_disabled():
             bound = new_condition(BOUND, False, "WaitingForPool", f"{why}: waiting until a ResourcePool has a "
-                                  "matching handle", now=now, observed_generation=gen)
+                                  "matching handle, or a matching free-standing ResourceHandle appears",
+                                  now=now, observed_generation=gen)
         else:
             bound = new_condition(BOUND, False, "Binding", "its handle was deleted; looking for another",
                                   now=now, observed_generation=gen)

@@ -274,11 +274,10 @@ class ClaimActor(ObjectActor):
             log.warning("claim %s/%s: setting the providers' labels failed: %s", self.namespace, self.name, error)
 
     async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
-        """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
-        wanted = [r.provider.name for r in spec.resources if r.provider is not None]
+        """The pools that may hold a match: in the claim's mode, with the same providers (`pool_uses`)."""
+        wanted = _uses(self.obj or {}, spec)
         pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
-        matching = [pool for pool in pools if not deleting(pool) and wanted == [
-            (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
+        matching = [pool for pool in pools if not deleting(pool) and not ignored(pool) and pool_uses(pool) == wanted]
         pinned = (((self.obj or {}).get("metadata") or {}).get("annotations") or {}).get(POOL_NAME)
         if pinned:  # the claim asks for one pool (Poolboy's resource-pool-name annotation): only that one is asked
             matching = [pool for pool in matching if name_of(pool) == pinned]
@@ -801,6 +800,25 @@ def _project(theirs: Any, ours: Any) -> Any:
     if isinstance(theirs, Mapping) and isinstance(ours, Mapping):
         return {key: _project(value, ours[key]) for key, value in theirs.items() if key in ours}
     return copy.deepcopy(theirs)
+
+
+def _uses(claim: Mapping[str, Any], spec: ClaimSpec) -> tuple[str, Any]:
+    """What a pool must use to hold a match for the claim, in `pool_uses` terms."""
+    if spec.parameters is not None:
+        return "provider", mapping_at(mapping_at(claim, "spec"), "provider").get("name")
+    return "resources", tuple(r.provider.name for r in spec.resources if r.provider is not None)
+
+
+def pool_uses(pool: Mapping[str, Any]) -> tuple[str, Any]:
+    """A pool's mode and providers: ("provider", name) in provider mode, else ("resources", the provider of each
+    resource in order). A claim asks only the pools in its own mode with its providers: a claim that lists
+    resources never gets a handle made from parameters (and its `spec.provider`), nor the other way round."""
+    spec = mapping_at(pool, "spec")
+    if isinstance(spec.get("provider"), Mapping):
+        return "provider", spec["provider"].get("name")
+    entries = spec.get("resources")
+    return "resources", tuple((entry.get("provider") or {}).get("name") for entry in
+                              (entries if isinstance(entries, list) else []) if isinstance(entry, Mapping))
 
 
 def _handle_address(handle: Mapping[str, Any]) -> str:

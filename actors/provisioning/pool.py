@@ -310,7 +310,7 @@ class PoolActor(ObjectActor):
         wait_end = seconds(self.ctx.now()) + unclaimed if unclaimed is not None else None
         if scaling is not None:
             metadata["labels"] = {SCALING_LABEL: scaling}
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
             "metadata": metadata,
             "spec": {
@@ -320,6 +320,8 @@ class PoolActor(ObjectActor):
                 **carried_to_handles(self.obj),
             },
         }
+        if (provider := self.spec.provider_reference()) is not None:  # provider mode: as a claim's handle says it
+            body["spec"]["provider"] = provider
         try:
             created = await self.ctx.api.create(HANDLE, self.namespace, body)
         except ApiFailure as error:

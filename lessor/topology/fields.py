@@ -102,6 +102,7 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
     elif key.kind == POOL:
         for resource in _dicts(spec.get("resources")):
             yield from _named(key, PROVIDER_REF, PROVIDER, resource.get("provider"), namespace)
+        yield from _named(key, PROVIDER_REF, PROVIDER, spec.get("provider"), namespace)  # provider mode
     elif key.kind == SCALING:
         yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
     handle = handle_of_resource(obj, operator_namespace)

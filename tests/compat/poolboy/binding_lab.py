@@ -8,6 +8,8 @@ converted provider's `override` works as written.
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,6 +18,7 @@ from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CRD, HANDLE, POOL, PROVIDER, SCALING
 from lessor.tools.porting.convert import convert
 from tests.polling import discard, until
+from tests.slowness import scaled
 
 POOLBOY = "poolboy.gpte.redhat.com/v1"
 OPS = "lessor-system"
@@ -91,12 +94,31 @@ class Scenario:
         return [h for h in await self.handles_of_pool(pool) if not (h.get("spec") or {}).get("resourceClaim")
                 and not (h.get("metadata") or {}).get("deletionTimestamp")]
 
+    async def unbound(self, pool: str, count: int, *, reported: bool = True,
+                      timeout: float = 30) -> list[dict[str, Any]]:
+        """The pool's unbound handles once there are `count` of them (each reporting its resource's
+        reference, with `reported`); fails with what there is after `timeout` (scaled)."""
+        deadline = time.monotonic() + scaled(timeout)
+        found: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            found = await self.unbound_of_pool(pool)
+            if len(found) == count and (not reported or all(_reference(h) for h in found)):
+                return found
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"pool {pool}: {len(found)} unbound handles, not {count}: "
+                             f"{[(h['metadata']['name'], h.get('status')) for h in found]}")
+
     async def clean(self) -> None:
         for resource, namespace, name in sorted(self.made, key=lambda made: _ORDER.index(made[0])):
             await discard(self.kube, resource, namespace, name)
 
 
 _ORDER = [CLAIM, SCALING, POOL, HANDLE, PROVIDER]
+
+
+def _reference(handle: Mapping[str, Any]) -> Any:
+    resources = (handle.get("status") or {}).get("resources") or [{}]
+    return resources[0].get("reference")
 
 
 def value_provider(scenario: Scenario, name: str, **spec: Any) -> dict[str, Any]:

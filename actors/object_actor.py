@@ -9,7 +9,10 @@ its object it keeps failing on is given up. On top of that it gets:
 - `commit`: a write under a resourceVersion precondition, retried on conflict
   while the object still is as the actor believed (the commit points of the
   exporter's `leaseRef` and of a pool's handle bindings and deletions);
-- `unexpected`: one answer to a message the actor does not know.
+- `unexpected`: one answer to a message the actor does not know;
+- with `honours_ignore`, the ignore label (`lessor.model.labels.IGNORE`): while the object carries it,
+  every message but a change of the object is dropped (`while_parked` answers askers), and `started` of the
+  subclass returns early (`ignored(self.obj)`); the label's removal restarts the actor afresh.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from typing import Any, Generic, TypeVar
 from opentelemetry import trace
 
 from lessor.mailbox import Actor
+from lessor.model.fields import ignored
 from lessor.model.keys import split_address
 
 from .api import Api, Conflict, Kind, NotFound
 from .context import Context
 from .guard import Guarded, Parked
 from .inflight import InFlight
+from .observed import Observed
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ class ObjectActor(Guarded, Actor):
 
     __slots__ = ("ctx", "namespace", "name", "obj", "parked")
     kind: Kind
+    honours_ignore = False
+    """Whether the ignore label on the object makes this actor leave it alone (claims, handles, pools)."""
 
     def __init__(self, address: str, ctx: Context) -> None:
         self.ctx = ctx
@@ -88,6 +95,34 @@ class ObjectActor(Guarded, Actor):
         if "conditions" in status:
             _condition_events(before, status["conditions"])
         return Written(written)
+
+    async def still_parked(self, message: Any) -> bool:
+        """The crash guard's parking (`guard.Guarded`), and before it the ignore label's: True when `message`
+        is dealt with."""
+        if self.honours_ignore and self._left_alone(message):
+            return True
+        return await super().still_parked(message)
+
+    def _left_alone(self, message: Any) -> bool:
+        own = isinstance(message, Observed) and (message.kind, message.namespace, message.name) == (
+            self.kind.kind, self.namespace, self.name)
+        if own and message.object is not None and ignored(message.object):
+            if not ignored(self.obj):
+                log.info("%s %s/%s: labelled ignored: left alone until the label goes", self.kind.kind,
+                         self.namespace, self.name)
+                self.release()  # askers waiting on it look elsewhere
+            self.obj = message.object
+            return True
+        if not ignored(self.obj):
+            return False
+        if own:  # the label went (a fresh incarnation decides from the object as it is), or the object did
+            if message.object is None:
+                self.stop()  # deleted while ignored: what it made is left as it is, too
+            else:
+                self.restart()
+            return True
+        self.while_parked(message)
+        return True
 
     def unexpected(self, message: Any) -> None:
         """A message no case of `receive` knows: a bug in the sender, said loudly but harmlessly."""

@@ -59,6 +59,15 @@ class PoolHandles:
 
 
 @dataclass(frozen=True, slots=True)
+class FreeHandles:
+    """→ tuple of the ResourceHandles with neither `spec.resourceClaim` nor `spec.resourcePool` whose resources
+    use this provider: the free-standing handles a claim may bind."""
+
+    namespace: str
+    provider: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimHandles:
     """→ tuple of the ResourceHandles whose `spec.resourceClaim` names this claim (one, unless a crash made two)."""
 

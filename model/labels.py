@@ -21,6 +21,10 @@ PROVIDER_NAME = "lessor.dev/resource-provider-name"
 POOL_NAME = "lessor.dev/resource-pool-name"
 """Labels of each resource a handle creates: whose it is (the topology routes its changes by them)."""
 
+IGNORE = "lessor.dev/ignore"
+"""A claim, handle or pool carrying this label (any value, Poolboy's `.../ignore` too once converted) is left
+alone by the operator: no status, no binding, no resource written or deleted, until the label goes."""
+
 POOL_SCALING = "lessor.dev/resource-pool-scaling"
 """Label of a handle a ResourcePoolScaling asked for."""
 

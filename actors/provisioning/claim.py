@@ -5,8 +5,10 @@ It resolves the claim against the providers of the operator's namespace
 shows the verdict in `Valid` and `status.resources[].validationError`. A
 valid claim asks the pools whose resources use the same providers, one at a
 time, for a matching unbound handle (the pool decides: see `pool` and
-`protocol`); when none has one, the claim creates its own handle from
-its templates, bound from birth. Once bound it keeps the handle in step:
+`protocol`); when none has one, it binds a matching free-standing handle
+(no pool, no claim) itself, under the handle's resourceVersion
+(`binding`); failing that, the claim creates its own handle from its
+templates, bound from birth. Once bound it keeps the handle in step:
 the allowed part of a template change (`plan_update`: updateFilters,
 identity, schema) is patched into the handle's spec and the refused part is
 reported with its paths; a changed `spec.lifespan.end` is clamped to the
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, generation, mapping_at, name_of, newer, timestamp
+from lessor.model.fields import created_at, deleting, generation, ignored, mapping_at, name_of, newer, timestamp
 from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.handles import claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
@@ -45,11 +47,13 @@ from lessor.model.times import format_time
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
+from .binding import binding_patch, ending, free_standing, preference, seconds
 from .claim_approval import ApprovalWait, approval_state, approval_wait
 from .protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
 from .claim_spec import (
     ClaimSpec,
     ResourceError,
+    matches_handle,
     ready_condition,
     resolve_claim,
     status_resources,
@@ -62,10 +66,10 @@ from ..events import NORMAL, WARNING, record_transitions
 from lessor.model.labels import POOL_NAME
 from .handle_render import status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
-from ..object_actor import ObjectActor
+from ..object_actor import ObjectActor, Written, commit
 from ..observed import Observed
 from .provider import Provider, Readiness, load_providers
-from ..queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
+from ..queries import TOPOLOGY, ClaimHandles, FreeHandles, GetObject, ListObjects
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +106,7 @@ class ClaimActor(ObjectActor):
                  "update_errors", "decided_generation", "holding")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     wake_kinds = (PROVIDER.kind,)
+    honours_ignore = True
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)
@@ -124,7 +129,14 @@ class ClaimActor(ObjectActor):
         if self.obj is None:
             await self._deleted()
             return
+        if ignored(self.obj):
+            return  # left alone until the label goes (`ObjectActor.still_parked`)
         named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]
+        # A free-standing handle our last incarnation was binding when it died: settled now, and perhaps ours.
+        written = await self.ctx.inflight.settled(self._binding_key())
+        if written is not None and claim_of(written) == (self.namespace, self.name) and not deleting(written) \
+                and name_of(written) not in {name_of(h) for h in named}:
+            named.append(written)
         if self._detached():  # its handle is gone for good: it waits for its end, and binds nothing
             for extra in named:
                 await self._delete_extra(extra)
@@ -265,11 +277,10 @@ class ClaimActor(ObjectActor):
             log.warning("claim %s/%s: setting the providers' labels failed: %s", self.namespace, self.name, error)
 
     async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
-        """The pools whose resources use this claim's providers, in the same order: they may hold a match."""
-        wanted = [r.provider.name for r in spec.resources if r.provider is not None]
+        """The pools that may hold a match: in the claim's mode, with the same providers (`pool_uses`)."""
+        wanted = _uses(self.obj or {}, spec)
         pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
-        matching = [pool for pool in pools if not deleting(pool) and wanted == [
-            (entry.get("provider") or {}).get("name") for entry in (pool.get("spec") or {}).get("resources") or ()]]
+        matching = [pool for pool in pools if not deleting(pool) and not ignored(pool) and pool_uses(pool) == wanted]
         pinned = (((self.obj or {}).get("metadata") or {}).get("annotations") or {}).get(POOL_NAME)
         if pinned:  # the claim asks for one pool (Poolboy's resource-pool-name annotation): only that one is asked
             matching = [pool for pool in matching if name_of(pool) == pinned]
@@ -281,11 +292,55 @@ class ClaimActor(ObjectActor):
             pool = self.pools.pop(0)
             self.asking = (pool, self.spec)
             self._want(pool, self.spec)
+        elif await self._bind_free_standing(self.spec):
+            pass
         elif self._creation_disabled():
             await self._write_status()  # Bound=False, WaitingForPool
             self.schedule("evaluate", _Evaluate(), delay=_RETRY)  # the pools are asked again
         else:
             await self._create_handle(self.spec)
+
+    async def _bind_free_standing(self, spec: ClaimSpec) -> bool:
+        """Bind a matching free-standing handle (no pool, no claim: an admin's, say), as Poolboy does; True once
+        one is ours. Nobody arbitrates those, so the commit's resourceVersion precondition does: of two claims
+        writing the same handle, the second's write fails with Conflict and it reads the handle bound
+        (`binding`). The write outlives a kill of this actor (`inflight`): the next incarnation starts from it."""
+        assert self.obj is not None
+        first = spec.resources[0].provider if spec.resources else None
+        if not spec.valid or first is None:
+            return False
+        start = seconds(self.ctx.now())
+        found = await self.ask(TOPOLOGY, FreeHandles(self.ctx.operator_namespace, first.name))
+        candidates = sorted((h for h in found if free_standing(h) and not ending(h, start)
+                             and matches_handle(spec, h)), key=preference)
+        claim, key = self.obj, (self.namespace, self.name)
+
+        def still(fresh: Mapping[str, Any]) -> bool:
+            return free_standing(fresh) and not ending(fresh, start) and matches_handle(spec, fresh)
+
+        for handle in candidates:
+            name = name_of(handle)
+
+            async def write(current: Mapping[str, Any], name: str = name) -> Mapping[str, Any]:
+                patch = binding_patch(current, spec, claim, key, start=start, lifespan=spec.lifespan)
+                return await self.ctx.inflight.run(self._binding_key(), lambda: self.ctx.api.merge_patch(
+                    HANDLE, self.ctx.operator_namespace, name, patch))
+
+            try:
+                outcome = await commit(self.ctx.api, HANDLE, self.ctx.operator_namespace, name, handle, write, still)
+            except ApiFailure as error:
+                log.warning("claim %s/%s: binding free-standing handle %s failed: %s", self.namespace, self.name,
+                            name, error)
+                continue
+            if isinstance(outcome, Written) and claim_of(outcome.result) == key:
+                log.info("claim %s/%s: bound free-standing handle %s", self.namespace, self.name, name)
+                await self._adopt(outcome.result, base=list(spec.templates), start=start)
+                return True
+        return False
+
+    def _binding_key(self) -> tuple[str, ...]:
+        """This claim's binding of a free-standing handle in `ctx.inflight` (the handle is not known at restart)."""
+        return ("bind", CLAIM.kind, self.namespace, self.name)
 
     def _awaiting_approval(self) -> ApprovalWait | None:
         assert self.obj is not None and self.spec is not None
@@ -652,7 +707,8 @@ class ClaimActor(ObjectActor):
             bound = new_condition(BOUND, False, wait.reason, wait.message, now=now, observed_generation=gen)
         elif why := self._creation_disabled():
             bound = new_condition(BOUND, False, "WaitingForPool", f"{why}: waiting until a ResourcePool has a "
-                                  "matching handle", now=now, observed_generation=gen)
+                                  "matching handle, or a matching free-standing ResourceHandle appears",
+                                  now=now, observed_generation=gen)
         else:
             bound = new_condition(BOUND, False, "Binding", "its handle was deleted; looking for another",
                                   now=now, observed_generation=gen)
@@ -746,6 +802,25 @@ def _project(theirs: Any, ours: Any) -> Any:
     if isinstance(theirs, Mapping) and isinstance(ours, Mapping):
         return {key: _project(value, ours[key]) for key, value in theirs.items() if key in ours}
     return copy.deepcopy(theirs)
+
+
+def _uses(claim: Mapping[str, Any], spec: ClaimSpec) -> tuple[str, Any]:
+    """What a pool must use to hold a match for the claim, in `pool_uses` terms."""
+    if spec.parameters is not None:
+        return "provider", mapping_at(mapping_at(claim, "spec"), "provider").get("name")
+    return "resources", tuple(r.provider.name for r in spec.resources if r.provider is not None)
+
+
+def pool_uses(pool: Mapping[str, Any]) -> tuple[str, Any]:
+    """A pool's mode and providers: ("provider", name) in provider mode, else ("resources", the provider of each
+    resource in order). A claim asks only the pools in its own mode with its providers: a claim that lists
+    resources never gets a handle made from parameters (and its `spec.provider`), nor the other way round."""
+    spec = mapping_at(pool, "spec")
+    if isinstance(spec.get("provider"), Mapping):
+        return "provider", spec["provider"].get("name")
+    entries = spec.get("resources")
+    return "resources", tuple((entry.get("provider") or {}).get("name") for entry in
+                              (entries if isinstance(entries, list) else []) if isinstance(entry, Mapping))
 
 
 def _handle_address(handle: Mapping[str, Any]) -> str:

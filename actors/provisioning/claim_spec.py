@@ -127,7 +127,7 @@ def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, 
     A pool's handles take these defaulted templates, so claims are compared with what they would have asked.
     """
     spec = _resolve(pool, providers, claim=None, now=now)
-    return PoolSpec(spec.resources, spec.errors)
+    return PoolSpec(spec.resources, spec.errors, spec.parameters)
 
 
 def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
@@ -141,12 +141,13 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
         whole.insert(0, ResourceError("spec.resources", "must be a list of resources (each a provider and a "
                                       "template)", "InvalidTemplate"))
         return ClaimSpec((), tuple(whole))
-    if claim is not None and (claim.get("spec") or {}).get("provider") is not None:  # (pools list resources)
+    if isinstance(spec, Mapping) and spec.get("provider") is not None:  # provider mode: claims and pools alike
         if entries:
-            whole.insert(0, ResourceError("spec.provider", "a claim gives either spec.provider (a provider and its "
+            what = "a claim" if claim is not None else "a pool"
+            whole.insert(0, ResourceError("spec.provider", f"{what} gives either spec.provider (a provider and its "
                                           "parameter values) or spec.resources, not both", "Forbidden"))
             return ClaimSpec((), tuple(whole))
-        return _provider_mode(claim, providers, tuple(whole), now)
+        return _provider_mode(obj, providers, tuple(whole), now, checks=claim is not None)
     if not entries:
         whole.insert(0, ResourceError("spec.resources", "at least one resource is needed", "NoResources"))
         return ClaimSpec((), tuple(whole))
@@ -154,10 +155,11 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
 
 
 def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], whole: tuple[ResourceError, ...],
-                   now: datetime) -> ClaimSpec:
+                   now: datetime, *, checks: bool = True) -> ClaimSpec:
     """`spec.provider: {name, parameterValues}`: the resources `provider_mode.expand` makes from the provider (its
     linked providers' first, then its own template.definition rendered with the values). The templates are the
-    providers' (no claim-only restrictions); their schemas and checks apply."""
+    providers' (no claim-only restrictions); their schemas apply, and their checks to a claim (`checks`): a
+    pool in provider mode (`claim` is then the pool) is judged by the schema only, as a pool's templates are."""
     name = ((claim.get("spec") or {}).get("provider") or {}).get("name")
     provider = providers.get(name) if isinstance(name, str) else None
     if provider is None:
@@ -182,7 +184,7 @@ def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], 
     names, owners = [e.name for e in expanded], [e.provider.name for e in expanded]
     resources = tuple(
         ClaimResource(i, e.name, e.provider, e.template, tuple(in_provider_terms(
-            validate_template(e.provider, e.template, index=i, claim=claim, now=now), owners, names)))
+            validate_template(e.provider, e.template, index=i, claim=claim, now=now, checks=checks), owners, names)))
         for i, e in enumerate(expanded))
     return ClaimSpec(resources, whole, values)
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import deleting, generation, newer, timestamp
+from lessor.model.fields import deleting, generation, ignored, newer, timestamp
 from lessor.model.handles import claim_of, reference_of
 from lessor.model.jsonpatch import json_equal
 from lessor.model.keys import reference_key
@@ -55,8 +55,9 @@ from .claim_spec import resource_state
 from ..conditions import READY, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import WARNING
+from .binding import ending, free
 from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of
-from ..object_actor import ObjectActor
+from ..object_actor import GaveUp, Lost, ObjectActor, commit
 from ..observed import Observed
 from .ownership import owned_by, owner_text
 from .provider import Provider, Readiness, load_providers
@@ -87,6 +88,7 @@ class HandleActor(ObjectActor):
     __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending")
     kind = HANDLE  # given up on a version (`guard`): its resources stay as they are
     wake_kinds = (PROVIDER.kind,)
+    honours_ignore = True
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)
@@ -111,6 +113,8 @@ class HandleActor(ObjectActor):
                 await self._delete_resources()
             self.stop()
             return
+        if ignored(self.obj):
+            return  # left alone until the label goes (`ObjectActor.still_parked`)
         self.providers = await load_providers(self, self.namespace)
         if (bound := claim_of(self.obj)) is not None:
             self.claim = await self.ask(TOPOLOGY, GetObject(CLAIM.kind, *bound))
@@ -148,6 +152,8 @@ class HandleActor(ObjectActor):
                 await self._claim_deleted()
             case _Reconcile():
                 await self._reconcile()
+            case _End() if claim_of(self.obj) is None:
+                await self._reconcile()  # unbound: ends only as `_reconcile` decides (`_end_unbound`)
             case _End():
                 await self._end()
             case ClaimDeleted():
@@ -181,6 +187,11 @@ class HandleActor(ObjectActor):
             return
         now = self.ctx.now()
         end = timestamp(((self.obj.get("spec") or {}).get("lifespan") or {}).get("end"))
+        if claim_of(self.obj) is None and (self.obj.get("spec") or {}).get("resourcePool"):
+            end = None  # a pool's unbound handle: its pool replaces it at that end, under a precondition
+        if end is not None and end <= now and claim_of(self.obj) is None:
+            await self._end_unbound()
+            return
         if end is not None and end <= now:
             await self._end()
             return
@@ -353,6 +364,27 @@ class HandleActor(ObjectActor):
         await self.write_status(status)  # a deleted handle: the deletion event ends us
 
     # --- the end --------------------------------------------------------------------------
+
+    async def _end_unbound(self) -> None:
+        """A free-standing handle's end with no claim: the handle goes first, under the resourceVersion it was
+        seen unbound at, so a claim that binds it meanwhile keeps it (`binding`); its deletion then takes its
+        resources (`receive`, the handle's deletion)."""
+        assert self.obj is not None
+        name = self.name
+
+        async def write(current: Mapping[str, Any]) -> None:
+            await self.ctx.api.delete(HANDLE, self.namespace, name,
+                                      resource_version=(current.get("metadata") or {}).get("resourceVersion"))
+
+        try:
+            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, self.obj, write,
+                                   lambda fresh: free(fresh) and ending(fresh, self.ctx.now()))
+        except ApiFailure as error:
+            log.warning("handle %s/%s: deleting the unclaimed handle failed: %s", self.namespace, self.name, error)
+            self.schedule("end", _End(), delay=_RETRY)
+            return
+        if isinstance(outcome, Lost | GaveUp):  # bound (or given a new end) meanwhile: it lives on
+            await self._observed_self(outcome.fresh)
 
     async def _end(self) -> None:
         """Delete the resources; once they are gone, the handle. Then wait to see the handle go."""

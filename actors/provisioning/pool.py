@@ -29,18 +29,16 @@ and the pool's status (handle counts, unbound handles, `Valid`).
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, name_of, newer
-from lessor.model.handles import claim_of, templates_record
-from lessor.model.labels import CLAIM_TEMPLATES
+from lessor.model.fields import created_at, deleting, ignored, name_of, newer, timestamp
+from lessor.model.handles import claim_of
 from lessor.model.keys import actor_address
-from lessor.templates import format_timestamp, offload
+from lessor.templates import offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, SCALING, ApiFailure
 from .protocol import HandleBound, NoHandle, WantHandle
@@ -48,16 +46,16 @@ from .claim_spec import (
     ClaimSpec,
     PoolSpec,
     ResourceError,
-    bound_templates,
     resolve_pool,
     valid_condition,
 )
 from ..conditions import merge_condition, same_conditions
 from ..context import Context
 from ..events import NORMAL
+from .binding import binding_patch, free, healthy, preference, ready, seconds
 from .handle_index import IndexedHandles
 from .handle_render import carried_to_handles
-from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
+from .lifespan import LifespanConfig, handle_lifespan_spec, unclaimed_end
 from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .pool_scaling import Scaling, next_at, scaling_of, scalings_for, status_of
@@ -108,6 +106,7 @@ class PoolActor(ObjectActor):
                  "pausing")
     kind = POOL
     wake_kinds = (PROVIDER.kind,)
+    honours_ignore = True
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)
@@ -115,7 +114,7 @@ class PoolActor(ObjectActor):
         self.spec: PoolSpec | None = None
         self.lifespan = LifespanConfig()
         self.errors: list[ResourceError] = []
-        self.handles = IndexedHandles(_free, _preference)  # by name; also the unbound ones by match key
+        self.handles = IndexedHandles(free, preference)  # by name; also the unbound ones by match key
         self.wanting: list[WantHandle] = []
         self.deciding = False
         self.status_due = False
@@ -133,6 +132,8 @@ class PoolActor(ObjectActor):
                 await self._delete_all_unbound()
             self.stop()
             return
+        if ignored(self.obj):
+            return  # left alone until the label goes (`ObjectActor.still_parked`)
         self.providers = await load_providers(self, self.namespace)
         await self._load_scalings()
         await self._resolve()
@@ -198,8 +199,8 @@ class PoolActor(ObjectActor):
     async def _decide(self) -> None:
         if self.obj is None:
             return
+        await self._replace_unclaimed()  # first: a handle whose wait is over is not given away
         await self._bind()
-        await self._replace_unclaimed()
         await self._delete_unhealthy()
         await self._replenish()
         await self._scale()
@@ -219,7 +220,7 @@ class PoolActor(ObjectActor):
         for want in wanting.values():
             mine = self._bound_to(want.namespace, want.claim)
             if mine is not None:  # asked again (a restart, a lost answer): the same handle
-                self._answer(want, HandleBound(self.name, mine, _seconds(self.ctx.now())))
+                self._answer(want, HandleBound(self.name, mine, seconds(self.ctx.now())))
                 continue
             handle = self._best_match(want.spec, taken)
             if handle is None:
@@ -227,7 +228,7 @@ class PoolActor(ObjectActor):
                 continue
             taken.add(name_of(handle))
             plans.append((want, handle))
-        start = _seconds(self.ctx.now())
+        start = seconds(self.ctx.now())
         written = await _gather(self._commit(want, handle, start) for want, handle in plans)
         for (want, _handle), latest in zip(plans, written):
             holder = claim_of(latest)
@@ -244,7 +245,7 @@ class PoolActor(ObjectActor):
         return self.handles.bound_to((namespace, claim))
 
     def _best_match(self, spec: ClaimSpec, taken: set[str]) -> Mapping[str, Any] | None:
-        unhealthy = {name for name, h in self.handles.unbound.free.items() if not _healthy(h)}  # never given away
+        unhealthy = {name for name, h in self.handles.unbound.free.items() if not healthy(h)}  # never given away
         return self.handles.unbound.best(spec, taken | unhealthy)  # an index, not a scan (`handle_index`)
 
     async def _commit(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> Mapping[str, Any] | None:
@@ -257,10 +258,11 @@ class PoolActor(ObjectActor):
         name = name_of(handle)
 
         async def write(current: Mapping[str, Any]) -> Mapping[str, Any]:
-            return await self.ctx.api.merge_patch(HANDLE, self.namespace, name, self._binding(want, current, start))
+            return await self.ctx.api.merge_patch(HANDLE, self.namespace, name, binding_patch(
+                current, want.spec, want.claim_object, (want.namespace, want.claim), start=start))
 
         try:  # a conflict is usually the handle's own status write: bind only if it is still unbound
-            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, _free)
+            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, free)
         except ApiFailure as error:
             log.warning("pool %s/%s: binding %s failed: %s", self.namespace, self.name, name, error)
             return handle
@@ -273,31 +275,6 @@ class PoolActor(ObjectActor):
                 return fresh
         self.handles.pop(name, None)  # gone
         return None
-
-    def _binding(self, want: WantHandle, handle: Mapping[str, Any], start: datetime) -> dict[str, Any]:
-        """The commit: the claim, its values at the ignored paths, the end of the lifespan starting now, and
-        the references of the resources the handle's actor made and reported in its status (it leaves them
-        out of the spec of an unbound handle: written here, they cost no write of their own)."""
-        spec = handle.get("spec") or {}
-        config, _ = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
-        lifespan, _ = claim_lifespan_of(config, want.claim_object, start=start, now=start)
-        resources = copy.deepcopy(list(spec.get("resources") or []))
-        reported = (handle.get("status") or {}).get("resources") or []
-        for index, (entry, template) in enumerate(zip(resources, bound_templates(want.spec, handle))):
-            entry["template"] = template
-            found = reported[index] if index < len(reported) else None
-            reference = found.get("reference") if isinstance(found, Mapping) else None
-            if not entry.get("reference") and isinstance(reference, Mapping):
-                entry["reference"] = copy.deepcopy(reference)
-        return {
-            "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"],
-                         "annotations": {CLAIM_TEMPLATES: templates_record(want.spec.templates)}},
-            "spec": {
-                "resourceClaim": {"name": want.claim, "namespace": want.namespace},
-                "resources": resources,
-                "lifespan": handle_lifespan_spec(config, lifespan.end if lifespan else None),
-            },
-        }
 
     def release(self) -> None:
         self._refuse_all()
@@ -330,7 +307,7 @@ class PoolActor(ObjectActor):
         if missing > 0:
             max_unready = spec.get("maxUnready")
             if isinstance(max_unready, int):
-                unready = sum(1 for h in unbound if not _ready(h))
+                unready = sum(1 for h in unbound if not ready(h))
                 missing = min(missing, max(0, max_unready - unready))
             step = 0 if self.pausing else min(missing, CREATE_STEP)
             made = sum(await _gather(self._create() for _ in range(step)))
@@ -341,7 +318,7 @@ class PoolActor(ObjectActor):
             # handles are extra by design, never a surplus.
             regular = [h for h in unbound if scaling_of(h) is None]
             excess = len(regular) - int(spec.get("minAvailable") or 0)
-            surplus = sorted(regular, key=_preference, reverse=True)[:max(0, excess)]
+            surplus = sorted(regular, key=preference, reverse=True)[:max(0, excess)]
             await _gather(self._delete_unbound(h) for h in surplus)
 
     def _pause(self) -> None:
@@ -353,18 +330,22 @@ class PoolActor(ObjectActor):
         """A new unbound handle (labelled with the scaling it is created for); False if the API refused it."""
         assert self.spec is not None
         metadata: dict[str, Any] = {"generateName": "guid-", "namespace": self.namespace}
+        unclaimed = self.lifespan.unclaimed
+        wait_end = seconds(self.ctx.now()) + unclaimed if unclaimed is not None else None
         if scaling is not None:
             metadata["labels"] = {POOL_SCALING: scaling}
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
             "metadata": metadata,
             "spec": {
                 "resourcePool": {"name": self.name, "namespace": self.namespace},
                 "resources": self.spec.handle_resources(),
-                "lifespan": handle_lifespan_spec(self.lifespan),
+                "lifespan": handle_lifespan_spec(self.lifespan, wait_end),  # its wait for a claim ends then
                 **carried_to_handles(self.obj),
             },
         }
+        if (provider := self.spec.provider_reference()) is not None:  # provider mode: as a claim's handle says it
+            body["spec"]["provider"] = provider
         try:
             created = await self.ctx.api.create(HANDLE, self.namespace, body)
         except ApiFailure as error:
@@ -420,7 +401,7 @@ class PoolActor(ObjectActor):
         max_unready = (self.obj.get("spec") or {}).get("maxUnready")
         if not isinstance(max_unready, int):
             return 1 << 30
-        return max(0, max_unready - sum(1 for h in self._unbound() if not _ready(h)))
+        return max(0, max_unready - sum(1 for h in self._unbound() if not ready(h)))
 
     async def _write_scaling_status(self, name: str, status: Mapping[str, Any]) -> None:
         try:
@@ -432,13 +413,17 @@ class PoolActor(ObjectActor):
         self.scalings = [written if name_of(obj) == name else obj for obj in self.scalings]
 
     async def _replace_unclaimed(self) -> None:
-        """Delete the handles that waited longer than `lifespan.unclaimed`; replenishing replaces them."""
-        if self.lifespan.unclaimed is None:
-            return
+        """Delete the handles whose wait for a claim is over; replenishing replaces them.
+
+        The wait ends at the handle's `spec.lifespan.end`, written at its creation (`lifespan.unclaimed` later,
+        as Poolboy does), so it survives a restart and shows on the handle; a handle made before lessor wrote
+        it waits `unclaimed` from its creation. Its binding replaces that end with the claim's."""
         now = self.ctx.now()
         for handle in self._unbound():
+            end = timestamp(((handle.get("spec") or {}).get("lifespan") or {}).get("end"))
             created = created_at(handle)
-            end = unclaimed_end(self.lifespan, created=created) if created else None
+            if end is None and created is not None:
+                end = unclaimed_end(self.lifespan, created=created)
             if end is None:
                 continue
             if end <= now:
@@ -452,7 +437,7 @@ class PoolActor(ObjectActor):
         assert self.obj is not None
         if (self.obj.get("spec") or {}).get("deleteUnhealthyResourceHandles") is not True:
             return
-        unhealthy = [h for h in self._unbound() if not _healthy(h)]
+        unhealthy = [h for h in self._unbound() if not healthy(h)]
         for handle in unhealthy:
             self.ctx.events.record(HANDLE, handle, NORMAL, "Unhealthy", f"ResourcePool {self.name} deletes it "
                                    "(deleteUnhealthyResourceHandles): a resource failed its healthCheck", "Delete")
@@ -473,7 +458,7 @@ class PoolActor(ObjectActor):
                                       resource_version=(current.get("metadata") or {}).get("resourceVersion"))
 
         try:  # a conflict is usually the handle's own status write: delete it if it is still unbound
-            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, _free)
+            outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, free)
         except ApiFailure as error:
             log.warning("pool %s/%s: deleting handle %s failed: %s", self.namespace, self.name, name, error)
             return
@@ -497,41 +482,14 @@ class PoolActor(ObjectActor):
         conditions = merge_condition(current.get("conditions"), valid_condition(
             self.errors, now=now, generation=(self.obj.get("metadata") or {}).get("generation")))
         status = {
-            "resourceHandleCount": {"available": len(unbound), "ready": sum(1 for h in unbound if _ready(h))},
-            "resourceHandles": [{"name": name_of(h), "ready": _ready(h), "healthy": _healthy(h)} for h in unbound],
+            "resourceHandleCount": {"available": len(unbound), "ready": sum(1 for h in unbound if ready(h))},
+            "resourceHandles": [{"name": name_of(h), "ready": ready(h), "healthy": healthy(h)} for h in unbound],
             "conditions": conditions,
         }
         if all(current.get(key) == status[key] for key in ("resourceHandleCount", "resourceHandles")) \
                 and same_conditions(current.get("conditions"), conditions):
             return
         await self.write_status(status)
-
-
-def _free(handle: Mapping[str, Any]) -> bool:
-    """Neither bound to a claim nor being deleted: a handle the pool may still give away."""
-    return claim_of(handle) is None and not deleting(handle)
-
-
-def _ready(handle: Mapping[str, Any]) -> bool:
-    return (handle.get("status") or {}).get("ready") is True
-
-
-def _healthy(handle: Mapping[str, Any]) -> bool:
-    return (handle.get("status") or {}).get("healthy") is not False
-
-
-def _seconds(moment: datetime) -> datetime:
-    """Lifespans are written to the second; start and end are computed from the same truncated moment."""
-    return moment.replace(microsecond=0)
-
-
-def _preference(handle: Mapping[str, Any]) -> tuple[bool, float, str, str]:
-    """Ready handles first, then the highest `spec.preferenceScore`, then the oldest: the order in which the pool
-    hands them out."""
-    created = created_at(handle)
-    score = (handle.get("spec") or {}).get("preferenceScore")
-    score = float(score) if isinstance(score, int | float) and not isinstance(score, bool) else 0.0
-    return not _ready(handle), -score, format_timestamp(created) if created else "", name_of(handle)
 
 
 async def _gather(coroutines: Iterable[Awaitable[Any]]) -> list[Any]:

@@ -22,6 +22,7 @@ from lessor.actors.leasing.world import LeaseWorld, LeaseWorldView
 from lessor.actors.observed import Observed
 from lessor.actors.queries import (
     ClaimHandles,
+    FreeHandles,
     GetObject,
     HandleResources,
     ListObjects,
@@ -31,7 +32,7 @@ from lessor.actors.queries import (
 )
 from lessor.mailbox import Actor
 from lessor.model.selectors import SelectorError, parse_selector
-from lessor.topology.fields import HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
+from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
 from lessor.topology.policies import PolicySets
@@ -123,6 +124,9 @@ class TopologyActor(Actor):
                 return self._ready_holders(namespace, exporter)
             case PoolHandles(namespace=namespace, pool=pool):
                 return self._existing(self.topology.handles_of_pool(ObjectKey(POOL, namespace, pool)))
+            case FreeHandles(namespace=namespace, provider=provider):
+                return self._existing(self.topology.referrers(ObjectKey(PROVIDER, namespace, provider),
+                                                              FREE_HANDLE_PROVIDER))
             case ClaimHandles(namespace=namespace, claim=claim):
                 return self._existing(self.topology.referrers(ObjectKey(CLAIM, namespace, claim), HANDLE_CLAIM))
             case HandleResources(namespace=namespace, handle=handle):

@@ -38,6 +38,8 @@ CLAIM_HANDLE = "status.resourceHandle"
 HANDLE_CLAIM = "spec.resourceClaim"
 HANDLE_POOL = "spec.resourcePool"
 PROVIDER_REF = "spec.resources[].provider"
+FREE_HANDLE_PROVIDER = "spec.resources[].provider (free-standing)"
+"""Of a handle with neither claim nor pool: the providers a claim may find it by (and bind it itself)."""
 SPEC_REFERENCE = "spec.resources[].reference"
 STATUS_REFERENCE = "status.resources[].reference"
 LEASE_SELECTOR = "spec.selector"
@@ -88,14 +90,18 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
     elif key.kind == HANDLE:
         yield from _named(key, HANDLE_CLAIM, CLAIM, spec.get("resourceClaim"), namespace)
         yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
+        free_standing = not spec.get("resourceClaim") and not spec.get("resourcePool")
         for resource in _dicts(spec.get("resources")):
             yield from _named(key, PROVIDER_REF, PROVIDER, resource.get("provider"), namespace)
+            if free_standing:
+                yield from _named(key, FREE_HANDLE_PROVIDER, PROVIDER, resource.get("provider"), namespace)
             yield from _reference(key, SPEC_REFERENCE, resource.get("reference"))
         for resource in _dicts(status.get("resources")):
             yield from _reference(key, STATUS_REFERENCE, resource.get("reference"))
     elif key.kind == POOL:
         for resource in _dicts(spec.get("resources")):
             yield from _named(key, PROVIDER_REF, PROVIDER, resource.get("provider"), namespace)
+        yield from _named(key, PROVIDER_REF, PROVIDER, spec.get("provider"), namespace)  # provider mode
     elif key.kind == SCALING:
         yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
     handle = handle_of_resource(obj, operator_namespace)

@@ -408,6 +408,38 @@ async def test_a_pool_needs_an_existing_provider_and_templates_it_accepts(
     await kube.delete(POOL, operator_namespace, "envs")
 
 
+async def test_a_pool_in_provider_mode_is_judged_by_the_rule_the_operator_uses(
+    kube: Gateway, operator_namespace: str
+) -> None:
+    """`resolve_pool` (the pool actor's own): the provider's parameters' schemas, at the fields the pool has;
+    spec.provider and spec.resources together refused; the provider's checks, written about claims, not run."""
+    sized = {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": operator_namespace}},
+        "parameters": [{"name": "size", "required": True, "validation": {"openAPIV3Schema": {
+            "type": "string", "enum": ["small", "large"]}}}],
+        "template": {"definition": {"data": {"size": "{{ size }}"}}},
+        "validation": {"checks": [{"name": "claims only", "check": "resource_claim.metadata.name != ''"}]},
+    }
+    name = f"sized-{uuid.uuid4().hex[:6]}"
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", name, sized))
+    try:
+        wrong = await denial(kube, POOL, operator_namespace, manifest("ResourcePool", "sized-pool", {
+            "provider": {"name": name, "parameterValues": {"size": "huge"}}}))
+        both = await denial(kube, POOL, operator_namespace, manifest("ResourcePool", "sized-pool", {
+            "provider": {"name": name, "parameterValues": {"size": "small"}},
+            "resources": [{"provider": {"name": name}, "template": {"data": {"size": "small"}}}]}))
+        await kube.create(POOL, operator_namespace, manifest("ResourcePool", "sized-pool", {
+            "provider": {"name": name, "parameterValues": {"size": "small"}}}))
+        await kube.delete(POOL, operator_namespace, "sized-pool")
+    finally:
+        await kube.delete(PROVIDER, operator_namespace, name)
+
+    assert causes(wrong) == {("pool-templates", "spec.provider.parameterValues.size")}
+    assert "'huge' is not one of ['small', 'large']" in wrong.message
+    assert causes(both) == {("pool-templates", "spec.provider")}
+    assert "either spec.provider" in both.message
+
+
 async def test_a_pool_lifespan_beyond_100_years_is_denied_at_its_setting(
     kube: Gateway, operator_namespace: str, env_provider: str
 ) -> None:

@@ -1,5 +1,8 @@
 """Chaos: claim, pool and handle actors killed every 50 ms, and the whole operator SIGKILLed, during a claim storm.
 
+Free-standing handles (no pool, no claim) wait too, and claims bind them
+themselves, racing each other under the handles' resourceVersions.
+
 During the storm no handle is held by two claims (sampled every half
 second). Afterwards the invariants hold: no handle bound to two claims, no claim
 with two handles, no resource without its handle and no handle without its
@@ -26,16 +29,19 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
 from lessor.install import install
 from lessor.mailbox import ChaosMonkey
+from tests.polling import discard, get
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
 CLAIMS = 40
 MIN_AVAILABLE = 5
+FREE_STANDING = 4
 
 
 class Storm:
-    """One provider, one pool, and claims of four sorts: the pool's template, their own, invalid, short-lived;
-    each either listing its resource or in provider mode (parameter values rendered into the same template)."""
+    """One provider, one pool, free-standing handles of the "large" template, and claims of four sorts: the pool's
+    template, their own ("large", which the free-standing handles match), invalid, short-lived; each either
+    listing its resource or in provider mode (parameter values rendered into the same template)."""
 
     def __init__(self, kube: Gateway, ns: str, rng: random.Random) -> None:
         self.kube, self.ns, self.rng = kube, ns, rng
@@ -43,6 +49,7 @@ class Storm:
         self.provider, self.pool = f"chaos-{suffix}", f"chaos-{suffix}"
         self.deleted: set[str] = set()
         self.short: set[str] = set()
+        self.free_standing: set[str] = set()
 
     async def lab(self) -> None:
         await self.kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider",
@@ -58,8 +65,15 @@ class Storm:
                                            "spec": {"minAvailable": MIN_AVAILABLE, "resources": [{
                                                "provider": {"name": self.provider},
                                                "template": {"data": {"size": "small"}}}]}})
+        for _ in range(FREE_STANDING):  # an admin's: claims race for them with no pool to arbitrate
+            handle = await self.kube.create(HANDLE, OPS, {
+                "apiVersion": API, "kind": "ResourceHandle", "metadata": {"generateName": "guid-"},
+                "spec": {"resources": [{"provider": {"name": self.provider}, "template": {"data": {"size": "large"}}}]}})
+            self.free_standing.add(handle["metadata"]["name"])
 
     async def clean(self) -> None:
+        for name in self.free_standing:
+            await discard(self.kube, HANDLE, OPS, name)
         await self.kube.delete(POOL, OPS, self.pool)
         await self.kube.delete(PROVIDER, OPS, self.provider)
 
@@ -131,7 +145,7 @@ async def violations(kube: Gateway, storm: Storm) -> list[str]:
             named.setdefault(ref["name"], []).append(name)
             if ref["name"] not in claims:
                 found.append(f"handle {name} is bound to claim {ref['name']}, which is gone")
-        elif (handle["spec"].get("resourcePool") or {}).get("name") != storm.pool:
+        elif (handle["spec"].get("resourcePool") or {}).get("name") != storm.pool and name not in storm.free_standing:
             found.append(f"handle {name} has neither claim nor pool")
     for claim, holders in named.items():
         if len(holders) > 1:
@@ -161,13 +175,23 @@ async def violations(kube: Gateway, storm: Storm) -> list[str]:
         owner = cm["metadata"]["labels"]["lessor.dev/resource-handle-name"]
         if owner not in handles:
             found.append(f"ConfigMap {cm['metadata']['name']} outlived its handle {owner}")
-    free = [n for n, h in handles.items() if not h["spec"].get("resourceClaim")]
+    free = [n for n, h in handles.items() if not h["spec"].get("resourceClaim") and n not in storm.free_standing]
     if len(free) != MIN_AVAILABLE:
         found.append(f"pool has {len(free)} unbound handles, not {MIN_AVAILABLE}: {free}")
     pool = await kube.get(POOL, OPS, storm.pool)
     if ((pool.get("status") or {}).get("resourceHandleCount") or {}).get("available") != MIN_AVAILABLE:
         found.append(f"pool status says {(pool.get('status') or {}).get('resourceHandleCount')}")
     return found
+
+
+async def free_standing_taken(kube: Gateway, storm: Storm) -> list[str]:
+    """The free-standing handles claims bound: bound now, or gone (lessor deletes one only with its claim)."""
+    taken = []
+    for name in sorted(storm.free_standing):
+        handle = await get(kube, HANDLE, OPS, name)
+        if handle is None or handle["spec"].get("resourceClaim"):
+            taken.append(name)
+    return taken
 
 
 async def test_actor_chaos_during_a_claim_storm(kube: Gateway, namespace: str, operator: Any, settles: Any,
@@ -180,6 +204,7 @@ async def test_actor_chaos_during_a_claim_storm(kube: Gateway, namespace: str, o
             await storm.run(10)
         assert len(monkey.kills) > 50, "the monkey should have killed plenty of actors"
         await settles(lambda: violations(kube, storm), 60)
+        assert await free_standing_taken(kube, storm), "claims should have bound free-standing handles"
     finally:
         await storm.clean()
 

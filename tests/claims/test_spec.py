@@ -302,3 +302,29 @@ def test_ready_only_when_every_resource_is_ready() -> None:
     unknown = ready_condition([("spec.resources[0] (a)", Readiness(None, "readinessCheck could not be evaluated"))],
                               now=NOW)
     assert (unknown["status"], unknown["reason"]) == ("Unknown", "ReadinessCheckFailed")
+
+
+def test_a_pool_in_provider_mode_resolves_as_a_claim_with_those_values_would_by_the_schema_only() -> None:
+    sized = named("sized", override={"apiVersion": "v1", "kind": "ConfigMap"},
+                  parameters=[{"name": "size", "required": True, "validation": {"openAPIV3Schema": {
+                      "type": "string", "enum": ["small", "large"]}}}, {"name": "count", "validation": {
+                          "openAPIV3Schema": {"type": "integer", "default": 1}}}],
+                  template={"definition": {"data": {"size": "{{ size }}"}}},
+                  validation={"checks": [{"name": "claims only", "check": "resource_claim.spec.x == 1"}]})
+    pool = {"metadata": {"name": "p", "namespace": "lessor-system"},
+            "spec": {"provider": {"name": "sized", "parameterValues": {"size": "large"}}}}
+    spec = resolve_pool(pool, providers(sized), now=NOW)
+    assert spec.valid and spec.templates == [{"data": {"size": "large"}}]
+    assert spec.provider_reference() == {"name": "sized", "parameterValues": {"size": "large", "count": 1}}
+    as_claim = resolve_claim({**claim(), "spec": {"provider": {"name": "sized", "parameterValues": {"size": "large"}}}},
+                             providers(sized), now=NOW)
+    assert not as_claim.valid  # the provider's checks judge claims
+    assert as_claim.templates == spec.templates  # the same rendering: a claim with these values matches its handles
+
+    huge = {**pool, "spec": {"provider": {"name": "sized", "parameterValues": {"size": "huge"}}}}
+    assert [e.field for e in resolve_pool(huge, providers(sized), now=NOW).all_errors] == [
+        "spec.provider.parameterValues.size"]
+    both = {**pool, "spec": {**pool["spec"], "resources": [{"provider": {"name": "sized"}}]}}
+    assert errors(resolve_pool(both, providers(sized), now=NOW)) == [
+        "spec.provider: a pool gives either spec.provider (a provider and its parameter values) or spec.resources, "
+        "not both"]

@@ -627,7 +627,8 @@ REQUIRED = [
     ("Lease", "spec.exporterRef", "name", True),
     ("Lease", "spec", "selector", False),  # empty/missing selector is the operator's InvalidSelector
     ("Lease", "spec", "exporterRef", False),
-    ("ResourcePool", "spec", "resources", True),
+    ("ResourcePool", "spec", "resources", False),  # or spec.provider (provider mode): the operator's rule
+    ("ResourcePool", "spec.provider", "name", True),
     ("ResourcePool", "spec.resources[]", "provider", True),
     ("ResourcePool", "spec.resources[].provider", "name", True),
     ("ResourceHandle", "spec.resources[]", "provider", True),
@@ -936,7 +937,7 @@ MALFORMED = [
     ("ResourceProvider", {"updateFilters": [{"allowedOps": ["add"]}]}, "filter without pathMatch"),
     ("ResourceProvider", {"lifespan": {"default": "1 day"}}, "bad lifespan"),
     ("ResourceProvider", {"default": "small"}, "default not an object"),
-    ("ResourcePool", {"minAvailable": 2}, "no resources"),
+    ("ResourcePool", {"provider": {"parameterValues": {}}}, "provider mode without a provider name"),
     ("ResourcePool", {"resources": [{"name": "x"}]}, "resource without provider"),
     ("ResourcePool", {"resources": [{"provider": {"name": "p"}}], "minAvailable": -1}, "negative minAvailable"),
     ("ResourceClaim", {"resources": [{"provider": {}}]}, "provider without name"),

@@ -97,21 +97,32 @@ def test_provider_mode_carries_over_for_claims_typed_as_poolboy_renders_it() -> 
     assert [n.field for n in result.notes] == ["metadata.namespace"]  # the provider moves to lessor's namespace
 
 
-def test_pools_in_provider_mode_are_not_converted_and_pool_scalings_are() -> None:
+def test_pools_in_provider_mode_and_pool_scalings_are_converted() -> None:
     pool = {"apiVersion": POOLBOY, "kind": "ResourcePool", "metadata": {"name": "c", "namespace": "poolboy"},
-            "spec": {"provider": {"name": "p", "parameterValues": {"size": 2}}, "minAvailable": 1}}
+            "spec": {"provider": {"apiVersion": POOLBOY, "kind": "ResourceProvider", "name": "p",
+                                  "namespace": "poolboy", "parameterValues": {"size": 2}}, "minAvailable": 1}}
     scaling = {"apiVersion": POOLBOY, "kind": "ResourcePoolScaling", "metadata": {"name": "s", "namespace": "poolboy"},
                "spec": {"resourcePool": {"name": "x"}, "count": 5, "at": "2026-05-01T08:00:00+00:00"}}
     result = convert([pool, scaling])
-    [converted] = result.objects
-    assert converted == {"apiVersion": "lessor.dev/v1alpha1", "kind": "ResourcePoolScaling",
-                         "metadata": {"name": "s", "namespace": "lessor-system"},
-                         "spec": {"resourcePool": {"name": "x", "namespace": "lessor-system"}, "count": 5,
-                                  "at": "2026-05-01T08:00:00+00:00"}}
-    assert "not for pools" in notes_of(result)["spec.provider"]
+    converted, scaled = result.objects
+    assert converted["spec"] == {"provider": {"name": "p", "parameterValues": {"size": 2}}, "minAvailable": 1}
+    assert scaled == {"apiVersion": "lessor.dev/v1alpha1", "kind": "ResourcePoolScaling",
+                      "metadata": {"name": "s", "namespace": "lessor-system"},
+                      "spec": {"resourcePool": {"name": "x", "namespace": "lessor-system"}, "count": 5,
+                               "at": "2026-05-01T08:00:00+00:00"}}
     assert [(str(n).split(":")[0], n.field) for n in result.notes] == [
-        ("ResourcePool poolboy/c", "metadata.namespace"), ("ResourcePool poolboy/c", "spec.provider"),
-        ("ResourcePoolScaling poolboy/s", "metadata.namespace")]
+        ("ResourcePool poolboy/c", "metadata.namespace"), ("ResourcePoolScaling poolboy/s", "metadata.namespace")]
+
+
+def test_poolboys_ignore_label_becomes_lessors() -> None:
+    claim = {"apiVersion": POOLBOY, "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "u", "labels": {"poolboy.gpte.redhat.com/ignore": "",
+                                                                     "team": "qa"}},
+             "spec": {"resources": [{"provider": {"name": "p"}}]}}
+    result = convert([claim])
+    assert result.objects[0]["metadata"]["labels"] == {"team": "qa", "lessor.dev/ignore": ""}
+    assert [str(n) for n in result.notes] == [
+        "ResourceClaim u/c: metadata.labels.poolboy.gpte.redhat.com/ignore: changed: -> lessor.dev/ignore"]
 
 
 def test_a_claim_template_that_names_or_places_its_resource_loses_that_with_a_note() -> None:

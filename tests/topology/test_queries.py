@@ -6,7 +6,7 @@ import pytest
 
 from lessor.model.selectors import parse_selector
 from lessor.topology import ADDED, MODIFIED, Edge, ObjectKey, Topology
-from lessor.topology.fields import CLIENT_REF
+from lessor.topology.fields import CLIENT_REF, FREE_HANDLE_PROVIDER
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -183,6 +183,24 @@ def test_pool_handles_claims_and_created_resources() -> None:
     assert topology.referrers(key("ResourceProvider", "base", OPS), "spec.resources[].provider") == {pool, handle}
     assert topology.referrers(handle, "status.resourceHandle") == {key("ResourceClaim", "c1", "user")}
     assert topology.referrers(key("ResourceClaim", "c1", "user"), "spec.resourceClaim") == {handle}
+
+
+def test_free_standing_handles_are_found_by_provider_until_bound() -> None:
+    topology = Topology(OPS)
+    base = key("ResourceProvider", "base", OPS)
+    free = obj("ResourceHandle", "guid-f", OPS, spec={"resources": [{"provider": {"name": "base"}}]})
+    pooled = obj("ResourceHandle", "guid-p", OPS, spec={"resourcePool": {"name": "p1", "namespace": OPS},
+                                                        "resources": [{"provider": {"name": "base"}}]})
+    for item in (obj("ResourceProvider", "base", OPS), free, pooled):
+        topology.apply(ADDED, item)
+    assert topology.referrers(base, FREE_HANDLE_PROVIDER) == {key("ResourceHandle", "guid-f", OPS)}
+
+    bound = {**free, "metadata": {**free["metadata"], "resourceVersion": "2"},
+             "spec": {**free["spec"], "resourceClaim": {"name": "c1", "namespace": "user"}}}
+    topology.apply(MODIFIED, bound)
+    assert topology.referrers(base, FREE_HANDLE_PROVIDER) == set()
+    assert topology.referrers(base, "spec.resources[].provider") == {key("ResourceHandle", "guid-f", OPS),
+                                                                      key("ResourceHandle", "guid-p", OPS)}
 
 
 def test_dot_draws_objects_edges_and_missing_targets(lab: Topology) -> None:

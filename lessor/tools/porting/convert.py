@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lessor.model.fields import mapping_at
+from lessor.model.labels import IGNORE
 from lessor.templates import parse_duration, strings_in
 from lessor.model.labels import POOL_NAME, POOL_SCALING
 
@@ -32,7 +33,7 @@ _CARRIED: dict[str, frozenset[str]] = {
                                    "template", "vars", "disableCreation", "approval", "statusSummaryTemplate",
                                    "healthCheck", "parameters", "resourceClaimLabels", "resourceClaimAnnotations",
                                    "linkedResourceProviders"}),
-    "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "lifespan", "preferenceScore",
+    "ResourcePool": frozenset({"minAvailable", "maxUnready", "resources", "provider", "lifespan", "preferenceScore",
                                "resourceLabels", "resourceAnnotations", "vars", "deleteUnhealthyResourceHandles"}),
     "ResourceHandle": frozenset({"resourceClaim", "resourcePool", "resources", "lifespan", "vars",
                                  "resourceLabels", "resourceAnnotations", "preferenceScore", "provider"}),
@@ -46,10 +47,7 @@ _CARRIED: dict[str, frozenset[str]] = {
 }
 
 #: Why a Poolboy field is left out, where there is more to say than "lessor does not implement it".
-_WHY: dict[str, str] = {
-    "provider": "provider mode (a provider with parameters instead of resources) is implemented for claims, not "
-                "for pools in lessor",
-}
+_WHY: dict[str, str] = {}
 
 #: Names Poolboy's templates have that lessor's sandbox does not.
 _POOLBOY_ONLY = {
@@ -118,8 +116,6 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     obj: dict[str, Any] = {"apiVersion": API, "kind": kind,
                            "metadata": _metadata(metadata, group, kind, operator_namespace, subject, notes)}
     spec = mapping_at(doc, "spec")
-    if kind == "ResourcePool" and "provider" in spec and not spec.get("resources"):
-        return None, notes + [Note(subject, "spec.provider", _WHY["provider"] + f"; the {kind} is not converted")]
     kept: dict[str, Any] = {}
     for key, value in spec.items():
         if key in _CARRIED[kind]:
@@ -174,6 +170,12 @@ def _metadata(metadata: Mapping[str, Any], group: str, kind: str, operator_names
             del out[section][old_key]
             values = out[section]
             notes.append(Note(subject, f"metadata.{section}.{old_key}", f"-> {new_key}", False))
+        if section == "labels" and kind in POOLBOY and f"{group}/ignore" in theirs:  # left alone in both tools
+            theirs.remove(f"{group}/ignore")
+            out[section] = {**{k: v for k, v in values.items() if k != f"{group}/ignore"},
+                            IGNORE: values[f"{group}/ignore"]}
+            values = out[section]
+            notes.append(Note(subject, f"metadata.labels.{group}/ignore", f"-> {IGNORE}", False))
         for key in theirs:
             notes.append(Note(subject, f"metadata.{section}.{key}", "the old operator's bookkeeping; lessor writes "
                                                                      "its own lessor.dev/ ones"))

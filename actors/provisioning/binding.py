@@ -1,0 +1,103 @@
+"""The binding of a handle to a claim: what the commit writes, and which handles may be given away.
+
+Two writers bind, each with the same compare-and-set write (a merge patch
+carrying the handle's resourceVersion, `commit` in `object_actor`): a pool
+binds its own unbound handles (`pool.py`, the single arbiter of those), and a
+claim binds a free-standing handle (no pool, no claim: made by an admin, or
+left by `lessor migrate`) as Poolboy does (`claim.py`, `_bind_free_standing`).
+A free-standing handle has no arbiter; the precondition is what keeps two
+claims from both binding it: the second write fails with Conflict, the fresh
+read shows the handle bound, and that claim looks elsewhere.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from lessor.model.fields import created_at, deleting, ignored, name_of, timestamp
+from lessor.model.labels import CLAIM_TEMPLATES
+from lessor.model.handles import claim_of, templates_record
+from lessor.templates import format_timestamp
+
+from .claim_spec import ClaimSpec, bound_templates
+from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
+
+
+def free(handle: Mapping[str, Any]) -> bool:
+    """Neither bound to a claim nor being deleted nor labelled ignored: a handle that may still be given away."""
+    return claim_of(handle) is None and not deleting(handle) and not ignored(handle)
+
+
+def free_standing(handle: Mapping[str, Any]) -> bool:
+    """Free and in no pool: a handle a claim may bind by itself."""
+    return free(handle) and not (handle.get("spec") or {}).get("resourcePool")
+
+
+def ending(handle: Mapping[str, Any], now: datetime) -> bool:
+    """Its `spec.lifespan.end` has come: it is about to go, and is bound by nobody."""
+    end = timestamp(((handle.get("spec") or {}).get("lifespan") or {}).get("end"))
+    return end is not None and end <= now
+
+
+def ready(handle: Mapping[str, Any]) -> bool:
+    return (handle.get("status") or {}).get("ready") is True
+
+
+def healthy(handle: Mapping[str, Any]) -> bool:
+    return (handle.get("status") or {}).get("healthy") is not False
+
+
+def seconds(moment: datetime) -> datetime:
+    """Lifespans are written to the second; start and end are computed from the same truncated moment."""
+    return moment.replace(microsecond=0)
+
+
+def preference(handle: Mapping[str, Any]) -> tuple[bool, float, str, str]:
+    """Ready handles first, then the highest `spec.preferenceScore`, then the oldest: the order in which
+    handles are handed out."""
+    created = created_at(handle)
+    score = (handle.get("spec") or {}).get("preferenceScore")
+    score = float(score) if isinstance(score, int | float) and not isinstance(score, bool) else 0.0
+    return not ready(handle), -score, format_timestamp(created) if created else "", name_of(handle)
+
+
+def binding_patch(handle: Mapping[str, Any], spec: ClaimSpec, claim: Mapping[str, Any], claim_key: tuple[str, str],
+                  *, start: datetime, lifespan: LifespanConfig | None = None) -> dict[str, Any]:
+    """The commit: the claim, its values at the ignored paths, the end of the lifespan starting at `start`, and
+    the references of the resources the handle's actor made and reported in its status (it leaves them out of
+    the spec of a pool's unbound handle: written here, they cost no write of their own); under the handle's
+    resourceVersion.
+
+    The lifespan settings are the handle's own; `lifespan` stands in for a handle that has none (a
+    free-standing one binds with the claim's providers' settings, as a handle the claim made would have)."""
+    handle_spec = handle.get("spec") or {}
+    config, _ = LifespanConfig.parse(handle_spec.get("lifespan"), "spec.lifespan")
+    if lifespan is not None and config == LifespanConfig():
+        config = lifespan
+    claim_lifespan, _ = claim_lifespan_of(config, claim, start=start, now=start)
+    resources = copy.deepcopy(list(handle_spec.get("resources") or []))
+    reported = (handle.get("status") or {}).get("resources") or []
+    for index, (entry, template) in enumerate(zip(resources, bound_templates(spec, handle))):
+        entry["template"] = template
+        found = reported[index] if index < len(reported) else None
+        reference = found.get("reference") if isinstance(found, Mapping) else None
+        if not entry.get("reference") and isinstance(reference, Mapping):
+            entry["reference"] = copy.deepcopy(reference)
+    namespace, name = claim_key
+    lifespan_spec: dict[str, Any] = handle_lifespan_spec(config, claim_lifespan.end if claim_lifespan else None)
+    lifespan_spec.setdefault("end", None)  # an unbound pool handle's end (its wait for a claim) ends with the wait
+    patch: dict[str, Any] = {
+        "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"],
+                     "annotations": {CLAIM_TEMPLATES: templates_record(spec.templates)}},
+        "spec": {
+            "resourceClaim": {"name": name, "namespace": namespace},
+            "resources": resources,
+            "lifespan": lifespan_spec,
+        },
+    }
+    if (provider := spec.provider_reference()) is not None:
+        patch["spec"]["provider"] = provider
+    return patch

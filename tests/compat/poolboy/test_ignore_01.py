@@ -1,0 +1,102 @@
+"""Poolboy's test/roles/poolboy_test_simple/tasks/test-ignore-01.yaml, in lessor's terms.
+
+The ignore label (Poolboy's `poolboy.gpte.redhat.com/ignore`, which `lessor convert` maps onto
+`lessor.dev/ignore`) makes the operator leave a claim and its handle alone: a change to the claim does not
+reach its resource, a deleted resource is not made again, a new claim is not even given a status. Taking the
+label off hands them back, and the operator catches up with what changed meanwhile.
+
+Written without Poolboy's `now()` timestamp in the resource (lessor's sandbox has no `now()`): instead of
+watching a time stop moving, the test changes the claim and deletes the resource while it is ignored, and
+uses a second claim made afterwards as the witness that the operator was at work meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, HANDLE
+from tests.compat.poolboy.binding_lab import OPS, TEST_KIND, Scenario, bound_to, install_test_kind, state
+from tests.polling import get, gone, until
+
+pytestmark = pytest.mark.usefixtures("operator")
+IGNORE = "lessor.dev/ignore"
+
+
+@pytest.fixture
+async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
+    await install_test_kind(kube)
+    made = Scenario(kube, namespace)
+    yield made
+    await made.clean()
+
+
+def claim(scenario: Scenario, name: str, provider: str, value: str, **metadata: Any) -> dict[str, Any]:
+    return scenario.poolboy("ResourceClaim", name, {"provider": {"name": provider,
+                                                                 "parameterValues": {"stringvar": value}}},
+                            namespace=scenario.namespace, **metadata)
+
+
+async def witness(scenario: Scenario, provider: str, name: str) -> None:
+    """A claim made now, followed until its resource exists: the operator was at work meanwhile."""
+    await scenario.put(claim(scenario, name, provider, "three"))
+    await until(scenario.kube, CLAIM, scenario.namespace, name, lambda c: state(c) is not None)
+
+
+async def test_the_ignore_label_leaves_a_claim_and_its_handle_alone_until_it_goes(scenario: Scenario) -> None:
+    kube, ns = scenario.kube, scenario.namespace
+    provider = scenario.name("test-ignore-01")
+    await scenario.put(scenario.poolboy("ResourceProvider", provider, {
+        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
+                     "metadata": {"name": f"{provider}-{{{{ guid }}}}", "namespace": ns}},
+        "parameters": [{"name": "stringvar", "allowUpdate": True, "required": True, "validation": {
+            "openAPIV3Schema": {"type": "string", "default": "one", "enum": ["one", "two", "three"]}}}],
+        "template": {"enable": True, "definition": {"spec": {"stringvalue": "{{ stringvar }}"}}},
+        "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["replace"]}],
+    }))
+
+    # a: a bound claim and its handle, labelled ignored, then changed behind the operator's back
+    await scenario.put(claim(scenario, "test-ignore-01-a", provider, "one"))
+    claim_a = await until(kube, CLAIM, ns, "test-ignore-01-a", lambda c: state(c) is not None)
+    handle = bound_to(claim_a) or ""
+    resource = f"{provider}-{handle.removeprefix('guid-')}"
+    assert (state(claim_a) or {})["metadata"]["name"] == resource
+    assert (state(claim_a) or {})["spec"] == {"stringvalue": "one"}
+
+    await kube.merge_patch(HANDLE, OPS, handle, {"metadata": {"labels": {IGNORE: ""}}})
+    await kube.merge_patch(CLAIM, ns, "test-ignore-01-a", {"metadata": {"labels": {IGNORE: ""}}})
+    await kube.merge_patch(CLAIM, ns, "test-ignore-01-a",
+                           {"spec": {"provider": {"parameterValues": {"stringvar": "two"}}}})
+    await kube.delete(TEST_KIND, ns, resource)
+    await gone(kube, TEST_KIND, ns, resource)
+    await witness(scenario, provider, "test-ignore-01-witness-a")
+    assert await get(kube, TEST_KIND, ns, resource) is None  # not made again
+    left = await get(kube, HANDLE, OPS, handle)
+    assert left is not None and left["spec"]["resources"][0]["template"]["spec"]["stringvalue"] == "one"
+
+    await kube.merge_patch(HANDLE, OPS, handle, {"metadata": {"labels": {IGNORE: None}}})
+    await kube.merge_patch(CLAIM, ns, "test-ignore-01-a", {"metadata": {"labels": {IGNORE: None}}})
+    back = await until(kube, TEST_KIND, ns, resource, lambda r: r["spec"].get("stringvalue") == "two")
+    assert back["spec"] == {"stringvalue": "two"}  # made again, with the change made while ignored
+
+    await kube.delete(CLAIM, ns, "test-ignore-01-a")
+    await gone(kube, HANDLE, OPS, handle)
+    await gone(kube, TEST_KIND, ns, resource)
+
+    # b: a claim created ignored, in Poolboy's words: not even given a status until the label goes
+    await scenario.put(claim(scenario, "test-ignore-01-b", provider, "one",
+                             labels={"poolboy.gpte.redhat.com/ignore": ""}))
+    created = await get(kube, CLAIM, ns, "test-ignore-01-b")
+    assert created is not None and created["metadata"]["labels"] == {IGNORE: ""}
+    await witness(scenario, provider, "test-ignore-01-witness-b")
+    claim_b = await get(kube, CLAIM, ns, "test-ignore-01-b")
+    assert claim_b is not None and "status" not in claim_b
+    handles, _ = await kube.list(HANDLE, OPS)
+    assert not [h for h in handles if (h["spec"].get("resourceClaim") or {}).get("name") == "test-ignore-01-b"]
+
+    await kube.merge_patch(CLAIM, ns, "test-ignore-01-b", {"metadata": {"labels": {IGNORE: None}}})
+    claim_b = await until(kube, CLAIM, ns, "test-ignore-01-b", lambda c: state(c) is not None)
+    assert (state(claim_b) or {})["spec"] == {"stringvalue": "one"}

@@ -117,42 +117,63 @@ def judged(objects: Sequence[Mapping[str, Any]], *, api: str,
     """What lessor refuses in each converted object (by index in `objects`), by lessor's own rules."""
     found: dict[int, list[Found]] = {}
     ours = [(i, obj) for i, obj in enumerate(objects) if obj.get("apiVersion") == api]
-    definitions = {str(_mapping(obj.get("metadata")).get("name")): obj for _, obj in ours
-                   if obj.get("kind") == "ResourceProvider"}
-    if not definitions:
+    if not any(obj.get("kind") == "ResourceProvider" for _, obj in ours):
         return found
-    from lessor.actors.provisioning.claim_spec import resolve_claim, resolve_pool
     from lessor.actors.provisioning.provider import provider_from
-    from lessor.actors.provisioning.validity import KIND_NOT_FIXED, provider_errors
 
     now = now or dt.datetime.now(dt.UTC).replace(microsecond=0)
-    providers = {name: provider_from(obj) for name, obj in definitions.items()}
+    providers: dict[str, Any] = {}
+    for i, obj in ours:
+        if obj.get("kind") == "ResourceProvider":
+            try:
+                providers[str(_mapping(obj.get("metadata")).get("name"))] = provider_from(obj)
+            except Exception as error:  # a shape lessor's CRD would refuse
+                found.setdefault(i, []).append(_unreadable(error))
     used: set[str] = set()
     for i, obj in ours:
-        kind, spec = obj.get("kind"), _mapping(obj.get("spec"))
-        if kind == "ResourceProvider":
-            link_only = bool(spec.get("linkedResourceProviders")) and "definition" not in _mapping(spec.get("template"))
-            for refused in provider_errors(obj):
-                what = "a provider that only links others and creates nothing itself: " \
-                    if link_only and refused.reason == KIND_NOT_FIXED else ""
-                found.setdefault(i, []).append(
-                    (refused.field, f"{what}lessor refuses this provider ({refused.reason}): {refused.message}"))
-        elif kind in ("ResourceClaim", "ResourcePool"):
-            needed = _providers_needed(spec, providers)
-            used |= needed or set()
-            if needed is None or not needed <= set(providers):
-                continue  # a provider that is not in the input, or one chosen by match: nothing to judge against
-            claim = _as_created(obj, now)
-            resolved = resolve_claim(claim, providers, now=now) if kind == "ResourceClaim" else \
-                resolve_pool(claim, providers, now=now)
-            for error in resolved.all_errors:
-                if error.reason not in _NOT_JUDGED:
-                    found.setdefault(i, []).append(
-                        (error.field, f"lessor refuses this {kind} ({error.reason}): {error.message}"))
+        try:
+            found[i] = found.get(i, []) + _judged_one(obj, providers, used, now)
+        except Exception as error:  # a shape lessor's CRD would refuse
+            found.setdefault(i, []).append(_unreadable(error))
     for i, obj in ours:
         name = str(_mapping(obj.get("metadata")).get("name"))
-        if obj.get("kind") == "ResourceProvider" and name not in used and providers[name].links:
-            found.setdefault(i, []).extend(_links_with_defaults(providers[name], providers, now))
+        if obj.get("kind") == "ResourceProvider" and name not in used and name in providers and providers[name].links:
+            try:
+                found.setdefault(i, []).extend(_links_with_defaults(providers[name], providers, now))
+            except Exception as error:
+                found.setdefault(i, []).append(_unreadable(error))
+    return {i: problems for i, problems in found.items() if problems}
+
+
+def _unreadable(error: Exception) -> Found:
+    return "(object)", f"lessor's rules cannot read it ({type(error).__name__}: {error}): check it against lessor's CRD"
+
+
+def _judged_one(obj: Mapping[str, Any], providers: Mapping[str, Any], used: set[str], now: dt.datetime) -> list[Found]:
+    """What lessor's rules refuse in one object; adds the providers a claim or pool uses to `used`."""
+    from lessor.actors.provisioning.claim_spec import resolve_claim, resolve_pool
+    from lessor.actors.provisioning.validity import KIND_NOT_FIXED, provider_errors
+
+    found: list[Found] = []
+    kind, spec = obj.get("kind"), _mapping(obj.get("spec"))
+    if kind == "ResourceProvider":
+        link_only = bool(spec.get("linkedResourceProviders")) and "definition" not in _mapping(spec.get("template"))
+        for refused in provider_errors(obj):
+            what = "a provider that only links others and creates nothing itself: " \
+                if link_only and refused.reason == KIND_NOT_FIXED else ""
+            found.append((refused.field, f"{what}lessor refuses this provider ({refused.reason}): "
+                                         f"{refused.message}"))
+    elif kind in ("ResourceClaim", "ResourcePool"):
+        needed = _providers_needed(spec, providers)
+        used |= needed or set()
+        if not needed or not needed <= set(providers):
+            return found  # a provider that is not in the input, or one chosen by match: nothing to judge against
+        claim = _as_created(obj, now)
+        resolved = resolve_claim(claim, providers, now=now) if kind == "ResourceClaim" else \
+            resolve_pool(claim, providers, now=now)
+        for error in resolved.all_errors:
+            if error.reason not in _NOT_JUDGED:
+                found.append((error.field, f"lessor refuses this {kind} ({error.reason}): {error.message}"))
     return found
 
 

@@ -132,6 +132,9 @@ def convert(docs: Iterable[Mapping[str, Any]], *, operator_namespace: str = "les
         noted = {note.field for note in result.notes if note.subject == subjects[index] and note.loss}
         result.notes += [Note(subjects[index], where, why, False, WILL_NOT_WORK) for where, why in problems
                          if where not in noted]
+    broken = {(note.subject, note.field) for note in result.notes if note.verb == WILL_NOT_WORK}
+    result.notes = [note for note in result.notes  # what does not work was not "changed" into lessor's
+                    if note.verb != CHANGED or (note.subject, note.field) not in broken]
     return result
 
 

@@ -137,6 +137,12 @@ def test_what_cannot_work_is_never_reported_as_changed() -> None:
     assert [n.field for n in result.notes] == ["metadata.namespace"]
 
 
+def test_what_the_template_section_loses_is_reported() -> None:
+    result = convert([provider(template={"enable": True, "style": "jinja2", "futureKnob": 1})])
+    assert lines(result, "left out") == ["spec.template.futureKnob: lessor does not implement it"]
+    assert result.objects[0]["spec"]["template"] == {"enable": True}
+
+
 # --------------------------------------------------------------------------- providers and linked values
 
 

@@ -272,6 +272,11 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
         if style not in (None, "jinja2"):
             notes.append(Note(subject, "spec.template.style", f"{style!r}: lessor's templates are Jinja2"))
         spec["template"] = {"enable": template.get("enable") is True}
+        for key in [k for k in template if k not in ("enable", "definition", "style")]:
+            notes.append(Note(subject, f"spec.template.{key}", "lessor does not implement it"))
+        if "enable" in template and template["enable"] is not spec["template"]["enable"]:
+            notes.append(Note(subject, "spec.template.enable", f"{template['enable']!r} -> false: lessor's templates "
+                                                               "are enabled by true only", False))
         if isinstance(template.get("definition"), dict):  # rendered whatever enable says, in both tools
             spec["template"]["definition"] = _typed(template["definition"], "spec.template.definition", subject, notes)
         for index, link in enumerate(spec.get("linkedResourceProviders") or ()):

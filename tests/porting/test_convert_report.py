@@ -107,6 +107,17 @@ def test_templates_are_looked_at_wherever_poolboy_renders_them() -> None:
     assert named["spec.autoDelete.when"].startswith("line 1: lessor's templates have no function 'merge_list_of_dicts'")
 
 
+
+def test_vars_are_judged_by_the_provider_rule_without_template_enable_too() -> None:
+    """lessor renders a provider's vars wherever they are read, with or without template.enable (as Poolboy does):
+    so the rule behind `Valid` and the webhook judges them always."""
+    from lessor.actors.provisioning.validity import provider_errors
+
+    [converted] = convert([provider(vars={"stamp": "{{ now() }}"})]).objects
+    assert [(e.field, e.reason, e.message) for e in provider_errors(converted)] == [
+        ("spec.vars.stamp", "InvalidTemplate", "line 1: lessor's templates have no function 'now'")]
+
+
 def test_what_lessor_offers_is_read_from_its_templates_not_from_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """When a function lands in lessor's sandbox, convert stops naming it, with no change to convert."""
     from lessor.templates.sandbox import ENVIRONMENT

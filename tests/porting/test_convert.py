@@ -148,7 +148,12 @@ def test_lone_expressions_render_to_text_as_in_poolboy() -> None:
 def test_template_names_lessor_lacks_are_reported() -> None:
     override = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"when": "{{ now(true) }}", "x": "omit me"}}
     result = convert([provider(template={"enable": True}, override=override)])
-    assert "timestamp.utcnow" in notes_of(result)["spec.override.data.when"]
+    from lessor.templates.sandbox import ENVIRONMENT
+
+    if "now" not in ENVIRONMENT.globals:  # Poolboy's functions are being added to lessor's sandbox
+        assert "timestamp.utcnow" in notes_of(result)["spec.override.data.when"]
+    else:
+        assert not [n for n in result.notes if n.field == "spec.override.data.when" and n.verb == "will not work"]
     assert "spec.override.data.x" not in notes_of(result)  # not a template
 
 

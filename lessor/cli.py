@@ -143,7 +143,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Read Poolboy (ResourceProvider, ResourcePool, ResourceHandle, ResourceClaim) or "
         "Jumpstarter controller (Client, Exporter, ExporterAccessPolicy, Lease) manifests and write lessor's "
         "on standard output: apiVersion lessor.dev/v1alpha1, providers, pools and handles in the operator's "
-        "namespace. Every field that does not carry over is reported on standard error with the reason. "
+        "namespace. Every field that does not carry over unchanged is reported on standard error with the "
+        "reason, as left out, will not work (kept, but lessor refuses it or cannot render it: a template "
+        "function lessor lacks, named with its line; a value a linked provider refuses), changed, replaced (the "
+        "old operator's status and bookkeeping) or copied unchanged, and counted in a last line. Exit status 1 "
+        "when anything was left out or will not work (--allow-loss: 0, still reported), 2 for unreadable input. "
         "Nothing is sent to a cluster: `lessor convert old.yaml > new.yaml`, or `kubectl get "
         "resourceproviders.poolboy.gpte.redhat.com -A -o yaml | lessor convert | kubectl apply -f -`. "
         "See docs/migrating.md.",
@@ -152,6 +156,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                       help="YAML files (several documents each, or a List); - or none: standard input")
     conv.add_argument("--operator-namespace", default="lessor-system",
                       help="where providers, pools and handles go (default: %(default)s)")
+    conv.add_argument("--allow-loss", action="store_true",
+                      help="exit 0 even when something was left out or will not work in lessor (it is still reported)")
 
     mig = sub.add_parser(
         "migrate", help="take over a cluster's Poolboy or Jumpstarter objects, re-creating nothing",
@@ -348,7 +354,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
     if args.command == "convert":
         from lessor.tools.porting.commands import run_convert
 
-        return run_convert(args.files, operator_namespace=args.operator_namespace)
+        return run_convert(args.files, operator_namespace=args.operator_namespace, allow_loss=args.allow_loss)
     if args.command == "migrate":
         from lessor.tools.porting.migrate import run_migrate
 

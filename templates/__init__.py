@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .render import render_object, render_string, template_errors, template_variables
     from .schema import InvalidSchemaError, SchemaViolation, schema_errors, validate_schema
     from .timestamps import TimeDelta, Timestamp, format_timestamp, parse_timestamp
+    from .vocabulary import Missing, missing_names
 
 # Each name is imported from its module when first used, not with the package: a duration or a
 # timestamp (what `lessor convert` needs) should not cost Jinja2 and jsonschema (issue #24: start-up).
@@ -28,6 +29,7 @@ _MODULES = {
     **dict.fromkeys(("render_object", "render_string", "template_errors", "template_variables"), "render"),
     **dict.fromkeys(("InvalidSchemaError", "SchemaViolation", "schema_errors", "validate_schema"), "schema"),
     **dict.fromkeys(("TimeDelta", "Timestamp", "format_timestamp", "parse_timestamp"), "timestamps"),
+    **dict.fromkeys(("Missing", "missing_names"), "vocabulary"),
 }
 
 
@@ -47,6 +49,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CheckFailure",
     "InvalidSchemaError",
+    "Missing",
     "SchemaViolation",
     "TemplateError",
     "TimeDelta",
@@ -58,6 +61,7 @@ __all__ = [
     "strings_in",
     "format_duration",
     "format_timestamp",
+    "missing_names",
     "offload",
     "parse_duration",
     "parse_timestamp",

@@ -22,8 +22,15 @@ class TemplateError(Exception):
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+class NotOffered(TemplateSyntaxError):
+    """A template uses a function, filter or test lessor's templates lack: found before it runs, so that a
+    provider using one is refused rather than failing on each claim (vocabulary.py)."""
+
+
 def describe(error: Exception) -> str:
     """A one-line message for anything raised inside the sandbox."""
+    if isinstance(error, NotOffered):
+        return f"line {error.lineno}: {error.message}"
     if isinstance(error, TemplateSyntaxError):
         return f"syntax error on line {error.lineno}: {error.message}"
     if isinstance(error, SecurityError):

@@ -29,16 +29,19 @@ from typing import Any, NoReturn
 from jinja2 import StrictUndefined, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.environment import TemplateExpression
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import SecurityError, TemplateSyntaxError
 from jinja2.filters import make_attrgetter
+from jinja2.parser import Parser
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter, safe_range
 from jinja2.utils import Namespace, pass_environment, pass_eval_context
 
 from . import budget
 from .budget import MAX_SIZE, deep_size, too_big
+from .errors import NotOffered
 from .jsonvalues import json_scalar
 from .timestamps import TimestampFactory, make_timedelta
+from .vocabulary import missing_in
 
 #: Longest string or list that `*` may build (the template size limit).
 MAX_REPEAT = MAX_SIZE
@@ -409,6 +412,7 @@ def compile_template(source: str) -> Evaluate:
     expression, whose value keeps its type; anything else renders to text.
     """
     tree = ENVIRONMENT.parse(source)
+    _refuse_missing(tree)
     match tree.body:
         case [nodes.Output(nodes=[expression])] if not isinstance(expression, nodes.TemplateData):
             assign = nodes.Assign(nodes.Name("result", "store"), expression, lineno=1)
@@ -420,4 +424,21 @@ def compile_template(source: str) -> Evaluate:
 @lru_cache(maxsize=1024)
 def compile_expression(source: str) -> Evaluate:
     """Compile a bare expression (a validation check) once per distinct source."""
+    _refuse_missing(parse_expression(source))
     return ENVIRONMENT.compile_expression(source, undefined_to_none=False)
+
+
+def parse_expression(source: str) -> nodes.Expr:
+    """The tree of a bare expression, parsed as `compile_expression` parses it."""
+    parser = Parser(ENVIRONMENT, source, state="variable")
+    expression = parser.parse_expression()
+    if not parser.stream.eos:
+        raise TemplateSyntaxError("chunk after expression", parser.stream.current.lineno, None, None)
+    return expression
+
+
+def _refuse_missing(tree: nodes.Node) -> None:
+    """A function, filter or test the sandbox lacks fails here, before anything renders (vocabulary.py)."""
+    missing = missing_in(ENVIRONMENT, tree)
+    if missing:
+        raise NotOffered(missing[0].message, missing[0].line)

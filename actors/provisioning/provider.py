@@ -285,7 +285,7 @@ def _compile(canonical: str) -> Provider:
     if template_enable:
         errors += template_errors("spec.default", default)
         errors += template_errors("spec.override", override)
-        errors += template_errors("spec.vars", section("vars"))
+    errors += template_errors("spec.vars", section("vars"))  # rendered with or without template.enable
     errors += template_errors("spec.statusSummaryTemplate", section("statusSummaryTemplate"))
     match = spec.get("match")
     if match is not None and not isinstance(match, Mapping):

@@ -7,7 +7,8 @@ providers): one rule, one place.
 
 Reasons (besides the shared `InvalidDuration` and `InvalidField` of
 `validity`): `InvalidTemplate` (a Jinja2 template or expression that does
-not compile), `InvalidSchema`, `InvalidRegex`, `KindNotFixed` (a provider
+not compile, or uses a function, filter or test lessor's templates lack:
+`lessor.templates.vocabulary`), `InvalidSchema`, `InvalidRegex`, `KindNotFixed` (a provider
 that does not fix the kind it creates).
 """
 
@@ -52,7 +53,8 @@ def _provider_reason(field: str, message: str) -> str:
         return INVALID_REGEX
     if field.startswith("spec.lifespan"):
         return INVALID_DURATION
-    if field.startswith(("spec.validation.checks", "spec.readinessCheck")):
+    if field.startswith(("spec.validation.checks", "spec.readinessCheck", "spec.healthCheck")) or \
+            field.endswith((".check", ".waitFor", ".when")):  # parameters' checks, links' expressions
         return INVALID_TEMPLATE
     if field == "spec.override" and "apiVersion" in message:
         return KIND_NOT_FIXED

@@ -373,6 +373,22 @@ async def test_a_provider_that_would_fail_later_is_denied_now_with_every_cause(
     assert "syntax error on line 1" in err.message
 
 
+async def test_a_provider_using_functions_lessor_lacks_is_denied_naming_each_field_and_line(
+    kube: Gateway, operator_namespace: str, preflight: None
+) -> None:
+    """The rule behind the operator's `Valid=False` (InvalidTemplate), denied here: a call to a function the
+    sandbox lacks, or such a filter inside a branch, compiles in Jinja2 but could never render (issue #21)."""
+    spec = {**ENVIRONMENT_PROVIDER,
+            "override": {"data": {"when": "{{ frobnicate() }}",
+                                  "id": "{% if resource_claim %}{{ x | shout }}{% endif %}"}},
+            "healthCheck": "frobnicate(status.at) < timestamp.utcnow"}
+    err = await denial(kube, PROVIDER, operator_namespace, manifest("ResourceProvider", "poolboyish", spec))
+    assert causes(err) == {("provider-templates", "spec.override.data.when"),
+                           ("provider-templates", "spec.override.data.id"), ("provider-checks", "spec.healthCheck")}
+    assert "line 1: lessor's templates have no function 'frobnicate'" in err.message
+    assert "line 1: lessor's templates have no filter 'shout'" in err.message
+
+
 async def test_a_provider_must_fix_its_kind_somewhere_and_a_schema_alone_may(
     kube: Gateway, operator_namespace: str, preflight: None
 ) -> None:

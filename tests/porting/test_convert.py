@@ -94,7 +94,13 @@ def test_provider_mode_carries_over_for_claims_typed_as_poolboy_renders_it() -> 
     assert converted["spec"]["linkedResourceProviders"] == [
         {"name": "base", "parameterValues": {"size": "{{ (size) | string }}"}}]
     assert claimed["spec"] == {"provider": {"name": "p", "parameterValues": {"size": 2}}}
-    assert [n.field for n in result.notes] == ["metadata.namespace"]  # the provider moves to lessor's namespace
+    # Each string typed, the provider's move and the claim's trimmed reference are changes, and only changes.
+    assert [(n.field, n.verb) for n in result.notes] == [
+        ("metadata.namespace", "changed"), ("spec.template.definition.data.size", "changed"),
+        ("spec.linkedResourceProviders[0].parameterValues.size", "changed"),
+        ("spec.parameters[0].default.template", "changed"), ("spec.provider", "changed")]
+    assert notes_of(result)["spec.provider"] == "without apiVersion, kind, namespace: lessor reads only name and " \
+                                                "parameterValues"
 
 
 def test_pools_in_provider_mode_and_pool_scalings_are_converted() -> None:
@@ -111,7 +117,8 @@ def test_pools_in_provider_mode_and_pool_scalings_are_converted() -> None:
                       "spec": {"resourcePool": {"name": "x", "namespace": "lessor-system"}, "count": 5,
                                "at": "2026-05-01T08:00:00+00:00"}}
     assert [(str(n).split(":")[0], n.field) for n in result.notes] == [
-        ("ResourcePool poolboy/c", "metadata.namespace"), ("ResourcePoolScaling poolboy/s", "metadata.namespace")]
+        ("ResourcePool poolboy/c", "metadata.namespace"), ("ResourcePool poolboy/c", "spec.provider"),
+        ("ResourcePoolScaling poolboy/s", "metadata.namespace"), ("ResourcePoolScaling poolboy/s", "spec.resourcePool")]
 
 
 def test_poolboys_ignore_label_becomes_lessors() -> None:
@@ -153,8 +160,13 @@ def test_lone_expressions_render_to_text_as_in_poolboy() -> None:
 def test_template_names_lessor_lacks_are_reported() -> None:
     override = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"when": "{{ now(true) }}", "x": "omit me"}}
     result = convert([provider(template={"enable": True}, override=override)])
-    assert "timestamp.utcnow" in notes_of(result)["spec.override/data/when"]
-    assert "spec.override/data/x" not in notes_of(result)  # not a template
+    from lessor.templates.sandbox import ENVIRONMENT
+
+    if "now" not in ENVIRONMENT.globals:  # Poolboy's functions are being added to lessor's sandbox
+        assert "timestamp.utcnow" in notes_of(result)["spec.override.data.when"]
+    else:
+        assert not [n for n in result.notes if n.field == "spec.override.data.when" and n.verb == "will not work"]
+    assert "spec.override.data.x" not in notes_of(result)  # not a template
 
 
 def test_metadata_keeps_what_users_wrote_and_drops_the_old_operators_bookkeeping() -> None:
@@ -175,7 +187,11 @@ def test_metadata_keeps_what_users_wrote_and_drops_the_old_operators_bookkeeping
     assert "lifespan" in obj["spec"] and "maximum" not in obj["spec"]["lifespan"]
     assert "status" not in obj
     assert set(notes_of(result)) >= {"metadata.labels.poolboy.gpte.redhat.com/resource-pool-name",
-                                     "metadata.finalizers", "spec.lifespan.maximum", "status"}
+                                     "metadata.finalizers", "spec.lifespan.maximum", "status", "spec.resourcePool",
+                                     "spec.resources[0].provider"}
+    verbs = {n.field: n.verb for n in result.notes}
+    assert verbs["status"] == verbs["metadata.labels.poolboy.gpte.redhat.com/resource-pool-name"] == "replaced"
+    assert verbs["spec.lifespan.maximum"] == verbs["metadata.finalizers"] == "left out"
 
 
 def test_a_claim_pinned_to_a_pool_keeps_its_pin_under_lessors_annotation() -> None:
@@ -208,7 +224,7 @@ def test_jumpstarter_samples_carry_over_whole_but_the_agents_status() -> None:
     assert [o["kind"] for o in result.objects] == ["Client", "Exporter", "ExporterAccessPolicy", "Lease"]
     for old, new in zip(docs, result.objects):
         assert new["spec"] == old["spec"] and new["metadata"] == old["metadata"]
-    assert [n.field for n in result.notes] == ["status"]
+    assert [(n.field, n.verb) for n in result.notes] == [("status", "replaced")]
 
 
 def test_their_other_kinds_are_reported_and_left_out() -> None:
@@ -225,6 +241,8 @@ def test_other_kinds_and_lists_pass_through() -> None:
     result = convert([{"apiVersion": "v1", "kind": "List", "items": [configmap, provider()]}])
     assert [o["kind"] for o in result.objects] == ["ConfigMap", "ResourceProvider"]
     assert result.objects[0] == configmap
+    assert [str(n) for n in result.notes if n.subject.startswith("ConfigMap")] == [
+        "ConfigMap /c: (object): copied unchanged: not a Poolboy or Jumpstarter kind"]  # not "changed"
 
 
 # --------------------------------------------------------------------------- the command
@@ -234,11 +252,14 @@ def test_the_command_writes_yaml_and_reports_on_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
     code = run_convert([], operator_namespace="ops", stdin=io.StringIO(yaml.safe_dump(provider(
         futureField=[]))), stdout=out, stderr=err)
-    assert code == 0
+    assert code == 1  # something was left out
     [obj] = list(yaml.safe_load_all(out.getvalue()))
     assert obj["metadata"]["namespace"] == "ops"
     assert "ResourceProvider poolboy/p: spec.futureField: left out: lessor does not implement it" in err.getvalue()
-    assert "1 objects written, 1 fields or objects left out" in err.getvalue()
+    assert "1 objects written; fields or objects: 1 left out, 0 will not work, 1 changed, 0 replaced, " \
+           "0 copied unchanged" in err.getvalue()
+    assert err.getvalue().endswith("lessor convert: error: 1 left out (listed above): exit status 1; --allow-loss "
+                                   "accepts this\n")
 
 
 @pytest.mark.parametrize(("stdin", "args", "message"), [

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from .convert import Note, convert
+from .convert import LOSSES, Note, convert
 
 
 class InputError(Exception):
@@ -46,9 +46,12 @@ def report(notes: Sequence[Note], out: TextIO) -> None:
         print(f"lessor convert: {note}", file=out)
 
 
-def run_convert(paths: Sequence[str], *, operator_namespace: str, stdin: TextIO = sys.stdin,
-                stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
-    """Convert the manifests; lessor's YAML on stdout, a line per field that did not carry over on stderr."""
+def run_convert(paths: Sequence[str], *, operator_namespace: str, allow_loss: bool = False,
+                stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
+    """Convert the manifests; lessor's YAML on stdout, a line per field that did not carry over unchanged on stderr.
+
+    Exit status 1 when anything was left out or will not work in lessor (0 with `allow_loss`), 2 for input
+    that cannot be read: a conversion that loses something never passes for a success."""
     try:
         docs = read_manifests(paths, stdin)
     except InputError as error:
@@ -61,7 +64,14 @@ def run_convert(paths: Sequence[str], *, operator_namespace: str, stdin: TextIO 
     if result.objects:
         stdout.write(dump_manifests(result.objects))
     report(result.notes, stderr)
-    left_out = sum(1 for note in result.notes if note.dropped)
-    print(f"lessor convert: {len(result.objects)} objects written, {left_out} fields or objects left out",
-          file=stderr)
-    return 0
+    counts = result.counts()
+    print(f"lessor convert: {len(result.objects)} objects written; fields or objects: "
+          + ", ".join(f"{count} {verb}" for verb, count in counts.items()), file=stderr)
+    if not result.lossy:
+        return 0
+    lost = " and ".join(f"{counts[verb]} {verb}" for verb in LOSSES if counts[verb])
+    if allow_loss:
+        print(f"lessor convert: {lost}, accepted (--allow-loss)", file=stderr)
+        return 0
+    print(f"lessor convert: error: {lost} (listed above): exit status 1; --allow-loss accepts this", file=stderr)
+    return 1

@@ -4,6 +4,11 @@ Pure: objects in, objects and notes out; reading files and writing YAML is `less
 What carries over is listed per kind (`_CARRIED`); anything else in a spec is left out and named
 in a note saying why, so nothing is dropped silently. Poolboy's kinds are told apart from the
 Jumpstarter controller's by kind (their groups differ between installations).
+
+Each note says what happened to its field (`Note.verb`): left out, changed, will not work (kept, but
+lessor refuses it or cannot render it: `judging.py` asks lessor's own code), replaced (the old
+operator's status and bookkeeping, which lessor writes anew) or copied unchanged. Left out and will
+not work are losses (`Note.loss`): `lessor convert` exits 1 on them unless `--allow-loss`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from lessor.model.fields import mapping_at
 from lessor.model.labels import IGNORE
 from lessor.templates import parse_duration, strings_in
 from lessor.model.labels import POOL_NAME, POOL_SCALING
+
+from .judging import judged, template_problems
 
 API = "lessor.dev/v1alpha1"
 POOLBOY = ("ResourceProvider", "ResourcePool", "ResourceHandle", "ResourceClaim", "ResourcePoolScaling")
@@ -49,35 +56,48 @@ _CARRIED: dict[str, frozenset[str]] = {
 #: Why a Poolboy field is left out, where there is more to say than "lessor does not implement it".
 _WHY: dict[str, str] = {}
 
-#: Names Poolboy's templates have that lessor's sandbox does not.
-_POOLBOY_ONLY = {
-    "now(": "use timestamp.utcnow",
-    "datetime.": "use timestamp(...) and timedelta(...)",
-    "timezone.": "timestamps are always UTC",
-    "json_query": "no JMESPath filter; use selectattr/map",
-    "strgen": "no random string generator; use guid",
-    "to_datetime": "use timestamp(\"...\")",
-    "parse_time_interval": "use timedelta(\"...\")",
-    "merge_list_of_dicts": "merge with a namespace() loop",
-}
 _TYPED = re.compile(r"^\{\{(?!.*\{\{).*\|\s*(bool|float|int|list|object)\s*\}\}$", re.DOTALL)
+_TEXT = re.compile(r"^\{\{(?!.*\{\{).*\|\s*string\s*-?\}\}$", re.DOTALL)  # text already, in both tools
 _LONE = re.compile(r"^\{\{(?!.*\{\{)(?!.*\{%)(.*)\}\}$", re.DOTALL)
 _SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
                "deletionTimestamp", "deletionGracePeriodSeconds")
 
 
+LEFT_OUT = "left out"
+CHANGED = "changed"
+WILL_NOT_WORK = "will not work"
+"""Kept as it was, but lessor refuses it or cannot render it."""
+REPLACED = "replaced"
+"""The old operator's own status or bookkeeping: lessor writes its own."""
+COPIED = "copied unchanged"
+VERBS = (LEFT_OUT, WILL_NOT_WORK, CHANGED, REPLACED, COPIED)
+LOSSES = (LEFT_OUT, WILL_NOT_WORK)
+
+
 @dataclass(frozen=True)
 class Note:
-    """One thing that did not carry over unchanged: `subject` (kind namespace/name), the field, and why."""
+    """One thing that did not carry over unchanged: `subject` (kind namespace/name), the field, and why.
+
+    `dropped`: the field is not in the output. `outcome` (one of `VERBS`) says more; without it a note is
+    left out, or changed when not `dropped`."""
 
     subject: str
     field: str
     message: str
     dropped: bool = True
+    outcome: str = ""
+
+    @property
+    def verb(self) -> str:
+        return self.outcome or (LEFT_OUT if self.dropped else CHANGED)
+
+    @property
+    def loss(self) -> bool:
+        """Something of the input that is not in lessor's objects, or will not work there."""
+        return self.verb in LOSSES
 
     def __str__(self) -> str:
-        verb = "left out" if self.dropped else "changed"
-        return f"{self.subject}: {self.field}: {verb}: {self.message}"
+        return f"{self.subject}: {self.field}: {self.verb}: {self.message}"
 
 
 @dataclass
@@ -85,16 +105,41 @@ class Conversion:
     objects: list[dict[str, Any]] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
 
+    def counts(self) -> dict[str, int]:
+        """Notes by verb, every verb present."""
+        return {verb: sum(1 for note in self.notes if note.verb == verb) for verb in VERBS}
+
+    @property
+    def lossy(self) -> bool:
+        return any(note.loss for note in self.notes)
+
 
 def convert(docs: Iterable[Mapping[str, Any]], *, operator_namespace: str = "lessor-system") -> Conversion:
-    """lessor's objects for Poolboy's and Jumpstarter's; other kinds are copied unchanged, with a note."""
+    """lessor's objects for Poolboy's and Jumpstarter's; other kinds are copied unchanged, with a note.
+
+    Then what lessor would refuse in them is noted as `will not work` (`judging.judged`)."""
     result = Conversion()
+    subjects: list[str] = []
     for doc in _flattened(docs):
         obj, notes = convert_object(doc, operator_namespace=operator_namespace)
         if obj is not None:
             result.objects.append(obj)
+            subjects.append(_subject(doc))
         result.notes += notes
+    for index, problems in judged(result.objects, api=API).items():
+        noted = {note.field for note in result.notes if note.subject == subjects[index] and note.loss}
+        result.notes += [Note(subjects[index], where, why, False, WILL_NOT_WORK) for where, why in problems
+                         if where not in noted]
+    broken = {(note.subject, note.field) for note in result.notes if note.verb == WILL_NOT_WORK}
+    result.notes = [note for note in result.notes  # what does not work was not "changed" into lessor's
+                    if note.verb != CHANGED or (note.subject, note.field) not in broken]
     return result
+
+
+def _subject(doc: Mapping[str, Any]) -> str:
+    metadata = mapping_at(doc, "metadata")
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    return f"{doc.get('kind') or '(no kind)'} {metadata.get('namespace') or ''}/{name}"
 
 
 def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-system",
@@ -102,8 +147,7 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     """One object converted, or None when it cannot be; `keep_status` keeps `status` (for `migrate`)."""
     kind = str(doc.get("kind") or "")
     metadata = mapping_at(doc, "metadata")
-    name = metadata.get("name") or metadata.get("generateName") or ""
-    subject = f"{kind or '(no kind)'} {metadata.get('namespace') or ''}/{name}"
+    subject = _subject(doc)
     notes: list[Note] = []
     if kind in NOT_PORTED_KINDS:
         return None, [Note(subject, "(object)", NOT_PORTED_KINDS[kind])]
@@ -112,11 +156,13 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
     if kind not in _CARRIED and theirs:
         return None, [Note(subject, "(object)", f"lessor has no {kind}: not converted")]
     if kind not in _CARRIED or group == "lessor.dev":
-        return dict(doc), [Note(subject, "(object)", "not a Poolboy or Jumpstarter kind: copied unchanged", False)]
+        return dict(doc), [Note(subject, "(object)", "not a Poolboy or Jumpstarter kind", False, COPIED)]
     obj: dict[str, Any] = {"apiVersion": API, "kind": kind,
                            "metadata": _metadata(metadata, group, kind, operator_namespace, subject, notes)}
     spec = mapping_at(doc, "spec")
     kept: dict[str, Any] = {}
+    if kind in POOLBOY:  # every template and check as written, before the typing below changes it
+        notes += [Note(subject, where, why, False, WILL_NOT_WORK) for where, why in template_problems(kind, spec)]
     for key, value in spec.items():
         if key in _CARRIED[kind]:
             kept[key] = copy.deepcopy(value)
@@ -130,7 +176,8 @@ def convert_object(doc: Mapping[str, Any], *, operator_namespace: str = "lessor-
             obj["status"] = copy.deepcopy(doc["status"])
         else:
             notes.append(Note(subject, "status", "written by the operator (or the exporter's agent); lessor "
-                                                 "writes its own. `lessor migrate` keeps live bindings"))
+                                                 "writes its own. `lessor migrate` keeps live bindings",
+                              outcome=REPLACED))
     return obj, notes
 
 
@@ -178,7 +225,7 @@ def _metadata(metadata: Mapping[str, Any], group: str, kind: str, operator_names
             notes.append(Note(subject, f"metadata.labels.{group}/ignore", f"-> {IGNORE}", False))
         for key in theirs:
             notes.append(Note(subject, f"metadata.{section}.{key}", "the old operator's bookkeeping; lessor writes "
-                                                                     "its own lessor.dev/ ones"))
+                                                                     "its own lessor.dev/ ones", outcome=REPLACED))
         out[section] = {key: value for key, value in values.items() if key not in theirs}
         if not out[section]:
             del out[section]
@@ -193,7 +240,7 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
                   notes: list[Note]) -> None:
     for index, entry in enumerate(spec.get("resources") or ()):
         if isinstance(entry, dict) and isinstance(entry.get("provider"), Mapping):
-            entry["provider"] = {"name": entry["provider"].get("name")}
+            _reference(entry, "provider", ("name",), f"spec.resources[{index}].provider", subject, notes)
         template = entry.get("template") if isinstance(entry, dict) else None
         metadata = template.get("metadata") if isinstance(template, dict) else None
         if kind == "ResourceClaim" and isinstance(metadata, dict):
@@ -205,12 +252,11 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
             if not metadata and isinstance(template, dict):
                 del template["metadata"]
     if isinstance(spec.get("resourcePool"), dict):
-        spec["resourcePool"] = {"name": spec["resourcePool"].get("name"), "namespace": operator_namespace}
+        _reference(spec, "resourcePool", ("name",), "spec.resourcePool", subject, notes, operator_namespace)
     if isinstance(spec.get("provider"), dict):  # provider mode: lessor names providers by name only
-        spec["provider"] = {k: spec["provider"][k] for k in ("name", "parameterValues") if k in spec["provider"]}
+        _reference(spec, "provider", ("name", "parameterValues"), "spec.provider", subject, notes)
     if isinstance(spec.get("resourceClaim"), dict):
-        spec["resourceClaim"] = {k: spec["resourceClaim"][k] for k in ("name", "namespace")
-                                 if k in spec["resourceClaim"]}
+        _reference(spec, "resourceClaim", ("name", "namespace"), "spec.resourceClaim", subject, notes)
     lifespan = spec.get("lifespan")
     if isinstance(lifespan, dict):
         for key in [k for k in lifespan if k not in ("start", "end")]:
@@ -228,36 +274,61 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
         if style not in (None, "jinja2"):
             notes.append(Note(subject, "spec.template.style", f"{style!r}: lessor's templates are Jinja2"))
         spec["template"] = {"enable": template.get("enable") is True}
+        for key in [k for k in template if k not in ("enable", "definition", "style")]:
+            notes.append(Note(subject, f"spec.template.{key}", "lessor does not implement it"))
+        if "enable" in template and template["enable"] is not spec["template"]["enable"]:
+            notes.append(Note(subject, "spec.template.enable", f"{template['enable']!r} -> false: lessor's templates "
+                                                               "are enabled by true only", False))
         if isinstance(template.get("definition"), dict):  # rendered whatever enable says, in both tools
-            _sandbox_notes(template["definition"], "spec.template.definition", subject, notes)
-            spec["template"]["definition"] = _typed_as_poolboy(template["definition"])
+            spec["template"]["definition"] = _typed(template["definition"], "spec.template.definition", subject, notes)
         for index, link in enumerate(spec.get("linkedResourceProviders") or ()):
             if isinstance(link, dict) and isinstance(link.get("parameterValues"), dict):
-                _sandbox_notes(link["parameterValues"], f"spec.linkedResourceProviders[{index}].parameterValues",
-                               subject, notes)
-                link["parameterValues"] = _typed_as_poolboy(link["parameterValues"])
+                link["parameterValues"] = _typed(link["parameterValues"],
+                                                 f"spec.linkedResourceProviders[{index}].parameterValues", subject,
+                                                 notes)
         for index, parameter in enumerate(spec.get("parameters") or ()):
             default = parameter.get("default") if isinstance(parameter, dict) else None
             if isinstance(default, dict) and isinstance(default.get("template"), str):
-                _sandbox_notes(default["template"], f"spec.parameters[{index}].default.template", subject, notes)
-                default["template"] = _typed_as_poolboy(default["template"])
+                default["template"] = _typed(default["template"], f"spec.parameters[{index}].default.template",
+                                             subject, notes)
         if template.get("enable") is not True:
             return
         for section in ("default", "override", "vars"):
             if isinstance(spec.get(section), dict):
-                _sandbox_notes(spec[section], f"spec.{section}", subject, notes)
-                spec[section] = _typed_as_poolboy(spec[section])
+                spec[section] = _typed(spec[section], f"spec.{section}", subject, notes)
 
 
-def _sandbox_notes(value: Any, path: str, subject: str, notes: list[Note]) -> None:
-    """A note for each template that uses something Poolboy's templates have and lessor's sandbox lacks."""
-    for pointer, source in strings_in(value):
-        if "{{" not in source and "{%" not in source:
-            continue
-        for name, hint in _POOLBOY_ONLY.items():
-            if re.search(r"(?<![\w.])" + re.escape(name), source):
-                notes.append(Note(subject, path + pointer, f"uses {name.rstrip('(.')}, which lessor's sandbox "
-                                                           f"does not have: {hint}", False))
+def _reference(spec: dict[str, Any], key: str, kept: tuple[str, ...], path: str, subject: str, notes: list[Note],
+               namespace: str | None = None) -> None:
+    """A reference cut to the keys lessor reads (`namespace`: placed there), with a note when that changed it:
+    lessor's kinds are its own, and its providers, pools and handles all in its namespace."""
+    old = spec[key]
+    new = {k: old[k] for k in kept if k in old}
+    if namespace is not None:
+        new["namespace"] = namespace
+    spec[key] = new
+    changes = [f"{k} {old[k]!r} -> {new[k]!r}" if k in old else f"{k} set to {new[k]!r}"
+               for k in new if old.get(k) != new[k]]
+    gone = [k for k in old if k not in new]
+    if gone:
+        changes.append(f"without {', '.join(gone)}")
+    if changes:
+        notes.append(Note(subject, path, f"{'; '.join(changes)}: lessor reads only {' and '.join(kept)}"
+                          + (" in its namespace" if namespace else ""), False))
+
+
+def _typed(value: Any, path: str, subject: str, notes: list[Note]) -> Any:
+    """`_typed_as_poolboy(value)`, with a note for each string it changed."""
+    from lessor.model.jsonpatch import field_path
+
+    typed = _typed_as_poolboy(value)
+    broken = {note.field for note in notes if note.verb == WILL_NOT_WORK}  # not "changed": it does not work at all
+    for (pointer, old), (_, new) in zip(strings_in(value), strings_in(typed)):
+        if old != new and field_path(path, pointer) not in broken:
+            notes.append(Note(subject, field_path(path, pointer), f"{old!r} -> {new!r}: lessor keeps a lone "
+                                                                  "expression's type, Poolboy renders it to text",
+                              False))
+    return typed
 
 
 def _typed_as_poolboy(value: Any) -> Any:
@@ -265,7 +336,7 @@ def _typed_as_poolboy(value: Any) -> Any:
     type. So a lone expression without such a filter gets `| string`: the same text as before."""
     if isinstance(value, str):
         match = _LONE.match(value)
-        if match and not _TYPED.match(value):
+        if match and not _TYPED.match(value) and not _TEXT.match(value):
             expression = match.group(1).strip().strip("-+").strip()
             return f"{{{{ ({expression}) | string }}}}"
         return value

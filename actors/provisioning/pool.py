@@ -56,7 +56,7 @@ from ..context import Context
 from ..events import NORMAL
 from .handle_index import IndexedHandles
 from .handle_render import carried_to_handles
-from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, unclaimed_end
+from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, rendered_lifespan, unclaimed_end
 from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .pool_scaling import SCALING_LABEL, Scaling, next_at, scaling_of, scalings_for, status_of
@@ -262,7 +262,8 @@ class PoolActor(ObjectActor):
         the references of the resources the handle's actor made and reported in its status (it leaves them
         out of the spec of an unbound handle: written here, they cost no write of their own)."""
         spec = handle.get("spec") or {}
-        config, _ = LifespanConfig.parse(spec.get("lifespan"), "spec.lifespan")
+        # a setting written as a template (the pool's, as in Poolboy) is rendered for the claim it binds
+        config, _ = rendered_lifespan(spec.get("lifespan"), claim=want.claim_object, handle=handle, now=start)
         lifespan, _ = claim_lifespan_of(config, want.claim_object, start=start, now=start)
         resources = copy.deepcopy(list(spec.get("resources") or []))
         reported = (handle.get("status") or {}).get("resources") or []

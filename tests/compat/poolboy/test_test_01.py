@@ -13,6 +13,7 @@ from .support_templates import (  # noqa: F401 (the fixtures' functions)
     TEST_KIND,
     Scenario,
     claim_test_kind_fixture,
+    condition,
     has_state,
     named_like,
     override_for,
@@ -42,3 +43,23 @@ async def test_a_claim_names_its_resource(kube: Gateway, namespace: str, scenari
     await gone(kube, CLAIM, namespace, "test-01")
     await gone(kube, HANDLE, OPS, handle)
     await gone(kube, TEST_KIND, namespace, "test-01-a")
+
+
+async def test_a_named_resource_that_lessor_did_not_create_is_a_conflict_never_taken_over(
+        kube: Gateway, namespace: str, scenario: Scenario) -> None:
+    """lessor's ownership rule holds for names a claim chooses: someone else's object is left as it is."""
+    provider = scenario.name("test-01-own")
+    theirs = {"apiVersion": TEST_KIND.api_version, "kind": "ResourceClaimTest",
+              "metadata": {"name": "test-01-b"}, "spec": {"foo": "theirs"}}
+    await kube.create(TEST_KIND, namespace, theirs)
+    await scenario.create(
+        poolboy_provider(provider, {"override": override_for(namespace, spec={"foo": "bar"}),
+                                    "validation": named_like("test-01")}),
+        poolboy_claim("test-01-b", namespace, {"resources": [{"provider": {"name": provider},
+                                                              "template": {"metadata": {"name": "test-01-b"}}}]}))
+    claim = await until(kube, CLAIM, namespace, "test-01-b", lambda c: condition(c, "Ready").get("reason")
+                        == "ResourceConflict")
+    assert "test-01-b" in condition(claim, "Ready")["message"]
+    untouched = await kube.get(TEST_KIND, namespace, "test-01-b")
+    assert untouched["spec"] == {"foo": "theirs"}
+    assert not any(key.startswith("lessor.dev/") for key in untouched["metadata"].get("labels") or {})

@@ -24,7 +24,8 @@ from .errors import TemplateError, describe
 from .jsonvalues import OMIT, plain
 from .pointers import escape_pointer_token, strings_in
 from .sandbox import compile_template
-from .timestamps import TimestampFactory, make_timedelta
+from .poolboy import Now, poolboy_object, poolboy_timedelta
+from .timestamps import TimestampFactory
 
 _MARKUP = ("{{", "{%", "{#")
 
@@ -44,18 +45,21 @@ def template_variables(
 
     Those that do not apply (no claim bound yet, no requester annotation)
     are none rather than missing, so a template can test
-    `resource_claim is none` instead of failing as undefined.
+    `resource_claim is none` instead of failing as undefined. The claim,
+    handle and provider also answer Poolboy's attribute names
+    (`resource_claim.annotations`, `.labels`, `.name`...: `poolboy.py`).
     """
     return {
-        "resource_claim": resource_claim,
-        "resource_handle": resource_handle,
+        "resource_claim": poolboy_object(resource_claim),
+        "resource_handle": poolboy_object(resource_handle),
         "resource_index": resource_index,
-        "resource_provider": resource_provider,
+        "resource_provider": poolboy_object(resource_provider),
         "resource_template": resource_template,
         "requester_identity": requester_identity,
         "requester_user": requester_user,
         "timestamp": TimestampFactory(clock),
-        "timedelta": make_timedelta,
+        "timedelta": poolboy_timedelta,
+        "now": Now(clock),
         "omit": OMIT,
     }
 

@@ -23,6 +23,7 @@ import json
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
 from functools import lru_cache, wraps
 from typing import Any, NoReturn
 
@@ -34,13 +35,16 @@ from jinja2.filters import make_attrgetter
 from jinja2.parser import Parser
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter, safe_range
-from jinja2.utils import Namespace, pass_environment, pass_eval_context
+from jinja2.utils import Namespace, pass_context, pass_environment, pass_eval_context
 
 from . import budget
 from .budget import MAX_SIZE, deep_size, too_big
 from .errors import NotOffered
 from .jsonvalues import json_scalar
-from .timestamps import TimestampFactory, make_timedelta
+from .poolboy import FILTERS as POOLBOY_FILTERS
+from .poolboy import Now, json_query, poolboy_timedelta
+from .strgen import strgen
+from .timestamps import TimestampFactory
 from .vocabulary import missing_in
 
 #: Longest string or list that `*` may build (the template size limit).
@@ -239,7 +243,8 @@ _PRECHECKS: dict[str, Callable[..., None]] = {
 _NOT_WRITING = frozenset({"attr", "batch", "default", "d", "dictsort", "first", "groupby", "items", "last", "length",
                           "count", "list", "map", "max", "min", "reject", "rejectattr", "reverse", "select",
                           "selectattr", "slice", "sort", "unique", "sum", "join", "random", "abs", "round", "int",
-                          "float", "bool", "object", "safe"})
+                          "float", "bool", "object", "safe", "json_query", "merge_list_of_dicts",
+                          "to_datetime", "parse_time_interval"})
 
 
 def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -358,13 +363,23 @@ def _new_environment() -> _Sandbox:
         dict=dict,
         namespace=Namespace,
         timestamp=TimestampFactory(),
-        timedelta=make_timedelta,
+        timedelta=poolboy_timedelta,
+        # Poolboy's: the current time, and Python's datetime types (immutable values, nothing to reach from them)
+        now=Now(),
+        datetime=datetime,
+        timezone=timezone,
     )
     env.policies["json.dumps_function"] = _dumps
     # The pool/claim tool's typing filters: `x | bool` parses yes/no strings; `x | object` keeps x's value
     # (a lone `{{ expression }}` keeps its type here anyway).
     env.filters["bool"] = _bool_filter
     env.filters["object"] = _object_filter
+    # The rest of Poolboy's filters (`poolboy.py`); `strgen` draws from the operating system's randomness and
+    # refuses a pattern whose longest string is beyond the size limit before drawing.
+    env.filters.update(POOLBOY_FILTERS)
+    env.filters["json_query"] = _json_query_filter
+    env.filters["strgen"] = _strgen_filter
+    env.filters["to_json"] = _to_json
     env.filters.update({name: _bounded_filter(name, f) for name, f in env.filters.items()})
     env.filters["join"] = _bounded_filter("join", pass_eval_context(_join_filter))
     env.filters["sum"] = _bounded_filter("sum", pass_environment(_sum_filter))
@@ -387,6 +402,22 @@ def _bool_filter(value: Any) -> bool:
 
 def _object_filter(value: Any) -> Any:
     return value
+
+
+def _json_query_filter(value: Any, query: Any) -> Any:
+    """JMESPath selects, but a multiselect can repeat its input: the result is held to the size limit as written."""
+    return _deep_checked(json_query(value, query), "the json_query filter's result")
+
+
+@pass_context
+def _strgen_filter(context: Context, pattern: Any) -> str:
+    """`strgen`; taking the context keeps Jinja from folding `'[a-z]{8}' | strgen` into one string at compile time."""
+    return strgen(pattern)
+
+
+def _to_json(value: Any) -> str:
+    """Poolboy's `to_json`: JSON text, without tojson's indent (nothing to widen)."""
+    return _dumps(value)
 
 
 def _finalize(value: Any) -> Any:

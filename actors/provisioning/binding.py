@@ -23,7 +23,7 @@ from lessor.model.handles import claim_of, templates_record
 from lessor.templates import format_timestamp
 
 from .claim_spec import ClaimSpec, bound_templates
-from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
+from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, rendered_lifespan
 
 
 def free(handle: Mapping[str, Any]) -> bool:
@@ -74,7 +74,8 @@ def binding_patch(handle: Mapping[str, Any], spec: ClaimSpec, claim: Mapping[str
     The lifespan settings are the handle's own; `lifespan` stands in for a handle that has none (a
     free-standing one binds with the claim's providers' settings, as a handle the claim made would have)."""
     handle_spec = handle.get("spec") or {}
-    config, _ = LifespanConfig.parse(handle_spec.get("lifespan"), "spec.lifespan")
+    # a setting written as a template (the pool's, as in Poolboy) is rendered for the claim it binds
+    config, _ = rendered_lifespan(handle_spec.get("lifespan"), claim=claim, handle=handle, now=start)
     if lifespan is not None and config == LifespanConfig():
         config = lifespan
     claim_lifespan, _ = claim_lifespan_of(config, claim, start=start, now=start)

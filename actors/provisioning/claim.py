@@ -65,7 +65,7 @@ from ..context import Context
 from ..events import NORMAL, WARNING, record_transitions
 from lessor.model.labels import POOL_NAME
 from .handle_render import status_summary
-from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
+from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, rendered_lifespan
 from ..object_actor import ObjectActor, Written, commit
 from ..observed import Observed
 from .provider import Provider, Readiness, load_providers
@@ -165,7 +165,8 @@ class ClaimActor(ObjectActor):
             case Observed(kind=CLAIM.kind, object=None):
                 await self._deleted()
             case Observed(kind=CLAIM.kind, object=Mapping() as obj) if newer(obj, self.obj):
-                changed = generation(obj) != generation(self.obj) or approval_state(obj) != approval_state(self.obj)
+                changed = generation(obj) != generation(self.obj) or approval_state(obj) != approval_state(self.obj) \
+                    or _seen_by_templates(obj) != _seen_by_templates(self.obj)
                 self.obj = obj
                 if changed:
                     await self._evaluate()
@@ -212,7 +213,11 @@ class ClaimActor(ObjectActor):
                     if self.handle is None:
                         await self._write_status()  # Bound no more until another handle is found
             elif newer(obj, self.handle):
+                vars_changed = (obj.get("spec") or {}).get("vars") != (self.handle.get("spec") or {}).get("vars")
                 self.handle = obj
+                if vars_changed and self.obj is not None:  # the claim's checks see the handle's vars
+                    await self._evaluate()
+                    return
                 self.providers = await load_providers(self, self.ctx.operator_namespace)
                 await self._write_status()
             return
@@ -233,7 +238,7 @@ class ClaimActor(ObjectActor):
             return
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
-        self.spec = await offload(resolve_claim, self.obj, self.providers, now=now)
+        self.spec = await offload(resolve_claim, self.obj, self.providers, now=now, handle=self.handle)
         await self._label_claim()
         if self.handle is not None:
             await self._keep_in_step(now)
@@ -380,7 +385,8 @@ class ClaimActor(ObjectActor):
         """No pool has a match: a handle of our own, from our templates, bound from birth."""
         assert self.obj is not None
         now = self.ctx.now().replace(microsecond=0)  # lifespans are written to the second
-        lifespan, _ = claim_lifespan_of(spec.lifespan, self.obj, start=now, now=now)
+        config, _ = await self._lifespan_config(spec.lifespan.to_spec(), None)
+        lifespan, _ = claim_lifespan_of(config, self.obj, start=now, now=now)
         body: dict[str, Any] = {
             "apiVersion": HANDLE.api_version, "kind": HANDLE.kind,
             "metadata": {"generateName": "guid-", "namespace": self.ctx.operator_namespace,
@@ -411,7 +417,8 @@ class ClaimActor(ObjectActor):
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
-            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, now=self.ctx.now())
+            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, now=self.ctx.now(),
+                                      handle=self.handle)
         await self._keep_in_step(self.ctx.now())
 
     async def _delete_extra(self, handle: Mapping[str, Any]) -> None:
@@ -474,7 +481,7 @@ class ClaimActor(ObjectActor):
         if requested is None:
             return
         handle_spec = self.handle.get("spec") or {}
-        config, _ = LifespanConfig.parse(handle_spec.get("lifespan"), "spec.lifespan")
+        config, _ = await self._lifespan_config(handle_spec.get("lifespan"), self.handle)
         start = timestamp(((self.obj.get("status") or {}).get("lifespan") or {}).get("start")) or now
         lifespan, _ = claim_lifespan_of(config, self.obj, start=start, now=now)
         current = timestamp((handle_spec.get("lifespan") or {}).get("end"))
@@ -505,7 +512,7 @@ class ClaimActor(ObjectActor):
         if ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end") is not None:
             return None
         handle_lifespan = (self.handle.get("spec") or {}).get("lifespan") or {}
-        config, _ = LifespanConfig.parse(handle_lifespan, "spec.lifespan")
+        config, _ = await self._lifespan_config(handle_lifespan, self.handle)
         if config.default is None:
             return None
         now = now.replace(microsecond=0)
@@ -541,10 +548,14 @@ class ClaimActor(ObjectActor):
         now = self.ctx.now()
         status = self.obj.get("status") or {}
         gen = generation(self.obj)
+        handle = self.handle
+        config, lifespan_errors = await self._lifespan_config(
+            ((handle or {}).get("spec") or {}).get("lifespan"), handle)
+        lifespan_problems = [ResourceError("spec.lifespan", f"ResourceHandle {name_of(handle or {})}'s {error}",
+                                           "ProviderTemplateError") for error in lifespan_errors]
         resources = status_resources(self.spec, status.get("resources"), self.update_errors)
         conditions = merge_condition(status.get("conditions"), valid_condition(
-            [*self.spec.all_errors, *self.update_errors], now=now, generation=gen))
-        handle = self.handle
+            [*self.spec.all_errors, *self.update_errors, *lifespan_problems], now=now, generation=gen))
         lifespan = dict(status.get("lifespan") or {})
         if handle is None:
             for entry in resources:
@@ -553,10 +564,10 @@ class ClaimActor(ObjectActor):
             bound, ready = self._unbound_conditions(now, gen)
         else:
             _copy_states(resources, handle)
-            bound = new_condition(BOUND, True, "Bound", self._bound_message(handle, now),
+            bound = new_condition(BOUND, True, "Bound", self._bound_message(handle, config, now),
                                   now=now, observed_generation=gen)
             ready = await offload(self._ready_condition, handle, resources, now, gen)  # readinessCheck templates
-            lifespan = self._lifespan_status(handle, lifespan, now)
+            lifespan = self._lifespan_status(handle, config, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_time(now)
                 if (end := await self._default_end_from_first_ready(now)) is not None:
@@ -716,7 +727,7 @@ class ClaimActor(ObjectActor):
                               observed_generation=gen)
         return bound, ready
 
-    def _bound_message(self, handle: Mapping[str, Any], now: datetime) -> str:
+    def _bound_message(self, handle: Mapping[str, Any], config: LifespanConfig, now: datetime) -> str:
         assert self.obj is not None
         pool = ((handle.get("spec") or {}).get("resourcePool") or {}).get("name")
         message = f"ResourceHandle {name_of(handle)}" + (f" from ResourcePool {pool}" if pool else "")
@@ -725,7 +736,6 @@ class ClaimActor(ObjectActor):
         handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
         end = timestamp(handle_lifespan.get("end"))
         if requested is not None and end is not None and requested > end:
-            config, _ = LifespanConfig.parse(handle_lifespan, "spec.lifespan")
             created = created_at(self.obj) or now
             _, limited_by = config.limit(created=created, now=now)
             message += (f"; spec.lifespan.end {requested_text} is later than allowed by the "
@@ -752,16 +762,36 @@ class ClaimActor(ObjectActor):
             readiness.append((label, provider.readiness(entry.get("state"), handle=handle, claim=self.obj, now=now)))
         return ready_condition(readiness, now=now, generation=gen)
 
-    def _lifespan_status(self, handle: Mapping[str, Any], lifespan: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _lifespan_config(self, lifespan: Any, handle: Mapping[str, Any] | None
+                               ) -> tuple[LifespanConfig, tuple[str, ...]]:
+        """A handle's (or a new one's) lifespan settings, templates rendered for this claim in a render thread."""
+        config, errors = LifespanConfig.parse(lifespan, "spec.lifespan")
+        if not config.templates:
+            return config, errors
+        return await offload(rendered_lifespan, lifespan, claim=self.obj, handle=handle, now=self.ctx.now())
+
+    def _lifespan_status(self, handle: Mapping[str, Any], config: LifespanConfig, lifespan: dict[str, Any],
+                         now: datetime) -> dict[str, Any]:
         handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
+        rendered = config.to_spec()  # a setting written as a template shows as what it gave for this claim
         start = format_time(self.bound_at) if self.bound_at else lifespan.get("start") or format_time(now)
         result = {"start": start}
         for key in ("end", "maximum", "relativeMaximum"):
-            if handle_lifespan.get(key):
-                result[key] = handle_lifespan[key]
+            value = handle_lifespan.get(key)
+            if isinstance(value, str) and "{" in value:
+                value = rendered.get(key)
+            if value:
+                result[key] = value
         if lifespan.get("firstReady"):
             result["firstReady"] = lifespan["firstReady"]
         return result
+
+
+def _seen_by_templates(claim: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """The claim's labels and annotations: templates (lifespan settings, checks) may read them, so a change
+    re-evaluates the claim although its generation stays."""
+    metadata = (claim or {}).get("metadata") or {}
+    return metadata.get("labels"), metadata.get("annotations")
 
 
 def _lifespan_end(spec_or_status: Mapping[str, Any] | None) -> datetime | None:

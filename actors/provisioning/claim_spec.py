@@ -9,8 +9,10 @@ look at the claim shows everything to fix, not the first problem only.
 
 Besides the provider's schema and checks, a claim's own template may not
 choose where or what the operator creates: no `metadata.namespace`, no
-`metadata.name`, no `lessor.dev/` labels or annotations, and no
-`apiVersion`/`kind` other than the provider's. Claim values are data:
+`metadata.name` unless the provider's schema declares it (then the schema
+judges the name, and an object of that name that lessor did not create for
+the handle is a `ResourceConflict`, never taken over), no `lessor.dev/`
+labels or annotations, and no `apiVersion`/`kind` other than the provider's. Claim values are data:
 they are never rendered as templates.
 """
 
@@ -35,7 +37,7 @@ from lessor.templates import (
 )
 
 from ..conditions import UNKNOWN, new_condition
-from .lifespan import LifespanConfig, combine
+from .lifespan import LifespanConfig, combine, lifespan_variables
 from .parameters import parameter_values
 from .provider_mode import Expanded, expand, in_provider_terms
 from .provider import Object, Provider, Readiness, clock
@@ -106,12 +108,14 @@ class ClaimSpec:
 # ---------------------------------------------------------------- resolving
 
 
-def resolve_claim(claim: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime) -> ClaimSpec:
+def resolve_claim(claim: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime,
+                  handle: Mapping[str, Any] | None = None) -> ClaimSpec:
     """Match, default and validate every resource of a ResourceClaim.
 
-    `providers` are those of the operator's namespace, by name.
+    `providers` are those of the operator's namespace, by name; `handle` is the claim's handle once bound
+    (its `spec.vars` win over the providers' in checks, and its lifespan templates are rendered for the claim).
     """
-    return _resolve(claim, providers, claim=claim, now=now)
+    return _resolve(claim, providers, claim=claim, now=now, handle=handle)
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,7 +135,7 @@ def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, 
 
 
 def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
-             claim: Mapping[str, Any] | None, now: datetime) -> ClaimSpec:
+             claim: Mapping[str, Any] | None, now: datetime, handle: Mapping[str, Any] | None = None) -> ClaimSpec:
     spec = obj.get("spec")
     if spec is not None and not isinstance(spec, Mapping):
         return ClaimSpec((), (ResourceError("spec", "must be an object", "InvalidTemplate"),))
@@ -147,15 +151,32 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
             whole.insert(0, ResourceError("spec.provider", f"{what} gives either spec.provider (a provider and its "
                                           "parameter values) or spec.resources, not both", "Forbidden"))
             return ClaimSpec((), tuple(whole))
-        return _provider_mode(obj, providers, tuple(whole), now, checks=claim is not None)
+        mode = _provider_mode(obj, providers, tuple(whole), now, checks=claim is not None, handle=handle)
+        return _with_lifespans(mode, claim, handle, now) if claim is not None else mode
     if not entries:
         whole.insert(0, ResourceError("spec.resources", "at least one resource is needed", "NoResources"))
         return ClaimSpec((), tuple(whole))
-    return ClaimSpec(tuple(_resource(i, entry, providers, claim, now) for i, entry in enumerate(entries)), tuple(whole))
+    spec = ClaimSpec(tuple(_resource(i, entry, providers, claim, now, handle) for i, entry in enumerate(entries)),
+                     tuple(whole))
+    return _with_lifespans(spec, claim, handle, now) if claim is not None else spec
+
+
+def _with_lifespans(spec: ClaimSpec, claim: Mapping[str, Any], handle: Mapping[str, Any] | None,
+                    now: datetime) -> ClaimSpec:
+    """The spec, with an error for each provider lifespan template that cannot be rendered for this claim."""
+    errors = []
+    for provider in dict.fromkeys(r.provider for r in spec.resources if r.provider is not None and r.provider.valid):
+        if provider.lifespan.templates:
+            _, problems = provider.lifespan.render(lifespan_variables(claim, handle, now))
+            errors += [ResourceError("spec.resources", f"ResourceProvider {provider.name}'s {problem}",
+                                     "ProviderTemplateError") for problem in problems]
+    if not errors:
+        return spec
+    return ClaimSpec(spec.resources, spec.errors + tuple(errors), spec.parameters)
 
 
 def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], whole: tuple[ResourceError, ...],
-                   now: datetime, *, checks: bool = True) -> ClaimSpec:
+                   now: datetime, *, checks: bool = True, handle: Mapping[str, Any] | None = None) -> ClaimSpec:
     """`spec.provider: {name, parameterValues}`: the resources `provider_mode.expand` makes from the provider (its
     linked providers' first, then its own template.definition rendered with the values). The templates are the
     providers' (no claim-only restrictions); their schemas apply, and their checks to a claim (`checks`): a
@@ -179,12 +200,17 @@ def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], 
     expanded: list[Expanded] = []
     if not errors:
         expanded, errors = expand(provider, values, claim, providers, now=now)
+    if not errors and not expanded:  # a link-only provider whose every link's `when` is false
+        errors = [ResourceError("spec.provider.parameterValues", f"ResourceProvider {provider.name} creates nothing "
+                                "itself and no linkedResourceProviders[].when holds for these values: the claim would "
+                                "have no resource", "NoResources", 0)]
     if errors or not expanded:
         return ClaimSpec((ClaimResource(0, provider.resource_name, provider, None, tuple(errors)),), whole, values)
     names, owners = [e.name for e in expanded], [e.provider.name for e in expanded]
     resources = tuple(
         ClaimResource(i, e.name, e.provider, e.template, tuple(in_provider_terms(
-            validate_template(e.provider, e.template, index=i, claim=claim, now=now, checks=checks), owners, names)))
+            validate_template(e.provider, e.template, index=i, claim=claim, now=now, checks=checks, handle=handle),
+            owners, names)))
         for i, e in enumerate(expanded))
     return ClaimSpec(resources, whole, values)
 
@@ -207,7 +233,7 @@ def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:
 
 
 def _resource(index: int, entry: Any, providers: Mapping[str, Provider],
-              claim: Mapping[str, Any] | None, now: datetime) -> ClaimResource:
+              claim: Mapping[str, Any] | None, now: datetime, handle: Mapping[str, Any] | None = None) -> ClaimResource:
     field = f"spec.resources[{index}]"
     if not isinstance(entry, Mapping):
         return ClaimResource(index, "", None, None, (
@@ -229,7 +255,8 @@ def _resource(index: int, entry: Any, providers: Mapping[str, Provider],
         errors.append(ResourceError(f"{field}.provider.name", message, "ProviderTemplateError", index))
         return ClaimResource(index, name, provider, None, tuple(errors))
     # A pool has no claim: checks are written about claims (`resource_claim.metadata...`), so only the schema applies.
-    errors += validate_template(provider, defaulted, index=index, claim=claim, now=now, checks=claim is not None)
+    errors += validate_template(provider, defaulted, index=index, claim=claim, now=now, checks=claim is not None,
+                                handle=handle)
     return ClaimResource(index, name, provider, defaulted, tuple(errors))
 
 
@@ -257,6 +284,10 @@ def _provider_for(index: int, entry: Mapping[str, Any], template: Any, providers
     if not provider.valid:
         message = f"ResourceProvider {provider.name} is invalid: " + "; ".join(provider.errors)
         return provider, ResourceError(f"{field}.provider.name", message, "ProviderInvalid", index)
+    if provider.link_only:
+        return provider, ResourceError(f"{field}.provider.name", f"ResourceProvider {provider.name} creates nothing "
+                                       "itself (it only has linkedResourceProviders): name it in spec.provider",
+                                       "ProviderInvalid", index)
     return provider, None
 
 
@@ -269,9 +300,11 @@ def forbidden(template: Mapping[str, Any], provider: Provider, index: int) -> li
     if "namespace" in metadata:
         errors.append(ResourceError(f"{field}/metadata/namespace", "a claim cannot choose the namespace of its "
                                     f"resource: ResourceProvider {provider.name} places it", "Forbidden", index))
-    if "name" in metadata:
-        errors.append(ResourceError(f"{field}/metadata/name", "a claim cannot name its resource: the name is made "
-                                    "from the handle's guid (metadata.generateName sets a prefix)", "Forbidden", index))
+    if "name" in metadata and not provider.claims_name_resources:
+        errors.append(ResourceError(f"{field}/metadata/name", f"ResourceProvider {provider.name} does not let a claim "
+                                    "name its resource: the name is made from the handle's guid (metadata.generateName "
+                                    "sets a prefix); a provider whose validation.openAPIV3Schema declares metadata.name "
+                                    "lets claims name theirs", "Forbidden", index))
     for key in ("ownerReferences", "finalizers"):
         if key in metadata:
             errors.append(ResourceError(f"{field}/metadata/{key}", f"a claim cannot set the {key} of its resource: "
@@ -297,8 +330,12 @@ def forbidden(template: Mapping[str, Any], provider: Provider, index: int) -> li
 
 
 def validate_template(provider: Provider, template: Mapping[str, Any], *, index: int,
-                      claim: Mapping[str, Any] | None, now: datetime, checks: bool = True) -> list[ResourceError]:
-    """Every schema violation and (with `checks`) failed check of a defaulted template; never raises."""
+                      claim: Mapping[str, Any] | None, now: datetime, checks: bool = True,
+                      handle: Mapping[str, Any] | None = None) -> list[ResourceError]:
+    """Every schema violation and (with `checks`) failed check of a defaulted template; never raises.
+
+    Checks see the provider's `spec.vars` (and, once bound, the handle's, which win), as docs/templates.md says:
+    `spec.count <= count_maximum` with `vars: {count_maximum: 10}`."""
     field = f"spec.resources[{index}].template"
     errors = []
     if provider.schema is not None:
@@ -311,6 +348,12 @@ def validate_template(provider: Provider, template: Mapping[str, Any], *, index:
     if checks and provider.checks:
         variables = check_variables(template, resource_claim=claim, resource_index=index,
                                     resource_provider=provider.definition, clock=clock(now))
+        try:
+            variables = provider.with_vars(variables, handle)
+        except TemplateError as failure:
+            return errors + [ResourceError(f"spec.resources[{index}].provider.name", f"ResourceProvider "
+                                           f"{provider.name} could not render {failure}", "ProviderTemplateError",
+                                           index)]
         entries = [{"name": check.name, "check": check.check} for check in provider.checks]
         errors += [ResourceError(field, str(failure), "CheckFailed", index)
                    for failure in run_checks(entries, variables)]

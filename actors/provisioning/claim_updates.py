@@ -114,8 +114,8 @@ class ClaimUpdate:
 def plan_claim_update(old_claim: Mapping[str, Any], new_claim: Mapping[str, Any], handle: Mapping[str, Any],
                       providers: Mapping[str, Provider], *, now: datetime) -> ClaimUpdate:
     """`plan_update` from two versions of a claim, both resolved with the same `now`."""
-    old = resolve_claim(old_claim, providers, now=now)
-    new = resolve_claim(new_claim, providers, now=now)
+    old = resolve_claim(old_claim, providers, now=now, handle=handle)
+    new = resolve_claim(new_claim, providers, now=now, handle=handle)
     return plan_update(old.templates, new, handle, claim=new_claim, now=now)
 
 
@@ -146,14 +146,15 @@ def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpe
             continue
         old = old_templates[resource.index] if resource.index < len(old_templates) else None
         updates.append(_plan_resource(resource.index, resource.provider, old if old is not None else current,
-                                      resource.template, current, claim, now))
+                                      resource.template, current, claim, now, handle))
     mode = tuple((r.name, r.provider.name if r.provider else "") for r in new.resources) \
         if new.parameters is not None else None
     return ClaimUpdate(tuple(updates), tuple(structural), mode)
 
 
 def _plan_resource(index: int, provider: Provider, old: Mapping[str, Any], new: Mapping[str, Any],
-                   current: Mapping[str, Any], claim: Mapping[str, Any], now: datetime) -> ResourceUpdate:
+                   current: Mapping[str, Any], claim: Mapping[str, Any], now: datetime,
+                   handle: Mapping[str, Any] | None = None) -> ResourceUpdate:
     allowed, not_allowed = filter_operations(diff(old, new), provider.update_filters)
     refused = [RefusedChange(index, op["op"], op["path"], "NotAllowed",
                              f"{op['op']} is not allowed by ResourceProvider {provider.name}'s updateFilters")
@@ -176,7 +177,7 @@ def _plan_resource(index: int, provider: Provider, old: Mapping[str, Any], new: 
         template = candidate
         applied.append(op)
     if applied:
-        problems = validate_template(provider, template, index=index, claim=claim, now=now)
+        problems = validate_template(provider, template, index=index, claim=claim, now=now, handle=handle)
         if problems:
             why = "; ".join(str(problem) for problem in problems)
             refused += [RefusedChange(index, op["op"], op["path"], "Invalid",

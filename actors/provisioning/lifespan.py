@@ -9,6 +9,12 @@
 - `unclaimed` limits how long a pool's handle waits for a claim.
 - A handle made for several providers takes the minimum of each setting,
   so no provider's limit is exceeded because another provider is laxer.
+- `default`, `maximum` and `relativeMaximum` may be templates, as in
+  Poolboy (`{% if 'vip' in resource_claim.annotations %}2d{% else %}2h{% endif %}`):
+  kept as written in the handle and rendered, in the sandbox and its budget,
+  wherever the claim reads them (they see `resource_claim`, `resource_handle`
+  and the handle's vars), so they follow the claim. `unclaimed` applies
+  before there is a claim and stays a plain duration.
 
 No clock is read here: the caller passes `now`, so the rules are testable
 and an actor can decide with the time its message was handled.
@@ -22,10 +28,27 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from lessor.model.times import format_time
-from lessor.templates import format_duration, format_timestamp, parse_duration, parse_timestamp
+from lessor.templates import (
+    TemplateError,
+    escape_pointer_token,
+    format_duration,
+    format_timestamp,
+    parse_duration,
+    parse_timestamp,
+    render_object,
+    render_string,
+    template_errors,
+    template_variables,
+)
 
 _SETTINGS = (("default", "default"), ("maximum", "maximum"),
              ("relative_maximum", "relativeMaximum"), ("unclaimed", "unclaimed"))
+_KEYS = dict(_SETTINGS)
+_MARKUP = ("{{", "{%", "{#")
+
+
+def _is_template(value: Any) -> bool:
+    return isinstance(value, str) and any(mark in value for mark in _MARKUP)
 
 
 @dataclass(frozen=True)
@@ -36,6 +59,9 @@ class LifespanConfig:
     maximum: timedelta | None = None
     relative_maximum: timedelta | None = None
     unclaimed: timedelta | None = None
+    templates: tuple[tuple[str, str], ...] = ()
+    """(attribute, template) for settings written as templates, rendered by `render`; an attribute may appear
+    more than once (a handle made for several providers), and with a duration too: the least value wins."""
 
     @classmethod
     def parse(cls, spec: Any, field: str) -> tuple[LifespanConfig, tuple[str, ...]]:
@@ -49,10 +75,21 @@ class LifespanConfig:
         if not isinstance(spec, Mapping):
             return cls(), (f"{field}: must be an object",)
         values: dict[str, timedelta | None] = {}
+        templates: list[tuple[str, str]] = []
         errors = []
         for attribute, key in _SETTINGS:
             text = spec.get(key)
             if text is None:
+                continue
+            if _is_template(text):
+                if key == "unclaimed":
+                    errors.append(f"{field}.{key}: cannot be a template: it applies before there is a claim "
+                                  "(write a duration such as 6h)")
+                    continue
+                problems = template_errors(f"{field}.{key}", text)
+                errors += problems
+                if not problems:
+                    templates.append((attribute, text))
                 continue
             try:
                 value = parse_duration(text)
@@ -63,14 +100,44 @@ class LifespanConfig:
                 errors.append(f"{field}.{key}: a lifespan cannot be negative ({text!r})")
                 continue
             values[attribute] = value
-        return cls(**values), tuple(errors)
+        return cls(**values, templates=tuple(templates)), tuple(errors)
+
+    def render(self, variables: Mapping[str, Any], field: str = "spec.lifespan") -> tuple[LifespanConfig,
+                                                                                            tuple[str, ...]]:
+        """The settings with every template rendered (the least value where several set one); a template that
+        cannot be rendered, or that does not give a duration, leaves its setting unset and is an error naming it
+        (`spec.lifespan.maximum: ...`)."""
+        if not self.templates:
+            return self, ()
+        values = {attribute: getattr(self, attribute) for attribute, _ in _SETTINGS}
+        errors = []
+        for attribute, source in self.templates:
+            key = _KEYS[attribute]
+            try:
+                text = render_string(source, variables, f"/spec/lifespan/{key}")
+                value = parse_duration(str(text).strip())
+                if value < timedelta(0):
+                    raise ValueError(f"a lifespan cannot be negative ({text!r})")
+            except TemplateError as error:
+                errors.append(f"{field}.{key}: could not render: {error.message}")
+                continue
+            except (TypeError, ValueError) as error:
+                errors.append(f"{field}.{key}: the template gave {str(text)[:64]!r}, not a duration: {error}")
+                continue
+            current = values[attribute]
+            values[attribute] = value if current is None else min(current, value)
+        return LifespanConfig(**values), tuple(errors)
 
     def to_spec(self, *, unclaimed: bool = False) -> dict[str, str]:
-        """The settings as a `lifespan` object (durations written as `1d`, `12h`); unset ones left out."""
+        """The settings as a `lifespan` object (durations written as `1d`, `12h`, templates as written); unset
+        ones left out."""
         spec = {}
         for attribute, key in _SETTINGS:
             value = getattr(self, attribute)
-            if value is not None and (key != "unclaimed" or unclaimed):
+            sources = [source for name, source in self.templates if name == attribute]
+            if sources:
+                spec[key] = _least_of(sources, value)
+            elif value is not None and (key != "unclaimed" or unclaimed):
                 spec[key] = format_duration(value)
         return spec
 
@@ -88,15 +155,53 @@ class LifespanConfig:
         return min(candidates, key=lambda candidate: candidate[0])
 
 
+def _least_of(sources: list[str], value: timedelta | None) -> str:
+    """One template for a setting several templates (and perhaps a duration) set: the least of their values."""
+    if len(sources) == 1 and value is None:
+        return sources[0]
+    parts = "".join(f"{{% set lifespan_{i} %}}{source}{{% endset %}}" for i, source in enumerate(sources))
+    values = [f"timedelta(lifespan_{i} | trim)" for i in range(len(sources))]
+    if value is not None:
+        values.append(f"timedelta({format_duration(value)!r})")
+    return f"{parts}{{{{ [{', '.join(values)}] | min }}}}"
+
+
 def combine(configs: Iterable[LifespanConfig]) -> LifespanConfig:
-    """The minimum of each setting over `configs` (unset where none sets it)."""
+    """The minimum of each setting over `configs` (unset where none sets it); templates are kept, to be
+    rendered (the least value wins then)."""
     configs = list(configs)
 
     def least(attribute: str) -> timedelta | None:
         values = [getattr(config, attribute) for config in configs if getattr(config, attribute) is not None]
         return min(values) if values else None
 
-    return LifespanConfig(**{attribute: least(attribute) for attribute, _ in _SETTINGS})
+    templates = tuple(dict.fromkeys(entry for config in configs for entry in config.templates))
+    return LifespanConfig(**{attribute: least(attribute) for attribute, _ in _SETTINGS}, templates=templates)
+
+
+def lifespan_variables(claim: Mapping[str, Any] | None, handle: Mapping[str, Any] | None,
+                       now: datetime) -> dict[str, Any]:
+    """What a lifespan template sees: `resource_claim`, `resource_handle` and the handle's vars (as in Poolboy)."""
+    variables = template_variables(resource_claim=claim, resource_handle=handle, clock=lambda: now)
+    rendered: dict[str, Any] = {}
+    values = ((handle or {}).get("spec") or {}).get("vars")
+    for name, value in (values.items() if isinstance(values, Mapping) else ()):
+        try:
+            rendered[name] = render_object(value, {**rendered, **variables},
+                                           f"/spec/vars/{escape_pointer_token(str(name))}")
+        except TemplateError:
+            continue  # a var that cannot render is undefined here; the handle reports it
+    return {**rendered, **variables}
+
+
+def rendered_lifespan(spec: Any, *, claim: Mapping[str, Any] | None, handle: Mapping[str, Any] | None,
+                      now: datetime, field: str = "spec.lifespan") -> tuple[LifespanConfig, tuple[str, ...]]:
+    """A `lifespan` object read and its templates rendered for `claim` and `handle`: (config, errors)."""
+    config, errors = LifespanConfig.parse(spec, field)
+    if not config.templates:
+        return config, errors
+    config, problems = config.render(lifespan_variables(claim, handle, now), field)
+    return config, errors + problems
 
 
 @dataclass(frozen=True)

@@ -110,17 +110,19 @@ def parameter_values(provider: Provider, claim: Mapping[str, Any], *, now: datet
     """Every parameter's value (given, else applied, else its default) and every problem with them.
 
     `linked`: the values a link gives a linked provider (none applied: only the claim's own are judged against
-    what was applied)."""
+    what was applied). They are judged by the provider's parameters like a claim's, unless the provider sets
+    `trustLinkedParameterValues` (Poolboy's behaviour): then they are used as given, defaults filling the rest."""
     given = linked if linked is not None else \
         ((claim.get("spec") or {}).get("provider") or {}).get("parameterValues") or {}
     if not isinstance(given, Mapping):
         return {}, [ResourceError(FIELD, "must be an object", "SchemaViolation", 0)]
     applied = applied_values(claim, provider.name) if linked is None else None
+    trusted = linked is not None and provider.trust_linked_values
     bound = isinstance((claim.get("status") or {}).get("resourceHandle"), Mapping)
     declared = {parameter.name for parameter in provider.parameters}
     errors = [ResourceError(f"{FIELD}.{name}", f"ResourceProvider {provider.name} has no parameter {name} "
                             f"(it has {', '.join(sorted(declared)) or 'none'})", "SchemaViolation", 0)
-              for name in given if name not in declared]
+              for name in given if name not in declared and not trusted]
     variables = provider.with_vars(template_variables(resource_claim=claim, resource_provider=provider.definition,
                                                       clock=lambda: now))
     values: dict[str, Any] = {}
@@ -138,9 +140,12 @@ def parameter_values(provider: Provider, claim: Mapping[str, Any], *, now: datet
                                             f"could not render its default: {failure}", "ProviderTemplateError", 0))
         elif parameter.default_value is not None:
             values[parameter.name] = copy.deepcopy(parameter.default_value)
-        elif parameter.required:
+        elif parameter.required and not trusted:
             errors.append(ResourceError(f"{FIELD}.{parameter.name}",
                                         f"is required by ResourceProvider {provider.name}", "SchemaViolation", 0))
+    if trusted:  # as given, undeclared names too (Poolboy passes every value to the template)
+        values.update({name: copy.deepcopy(value) for name, value in given.items() if name not in declared})
+        return values, errors
     for parameter in provider.parameters:
         if parameter.name in values:
             errors += _judge(provider, parameter, values, applied, bound, variables)

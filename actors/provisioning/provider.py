@@ -10,7 +10,9 @@ which field, and the provider's author can fix it.
 
 The provider also decides what kind of resource it makes: its `override`
 (else `match`, else `default`) must set `apiVersion` and `kind`, so a
-claim can never choose the kind of object the operator creates.
+claim can never choose the kind of object the operator creates. A
+provider with only `linkedResourceProviders` creates nothing itself and
+has no kind to fix.
 """
 
 from __future__ import annotations
@@ -99,6 +101,15 @@ class Provider:
     api_version: str | None
     """The apiVersion the provider fixes, when known before rendering (None: a template in override sets it)."""
     kind: str | None
+    claims_name_resources: bool
+    link_only: bool
+    trust_linked_values: bool
+    """`spec.trustLinkedParameterValues`: values other providers' links give this one's parameters are used as
+    given (Poolboy's behaviour), not judged by its parameters' schemas and checks (lessor's default)."""
+    """Only `linkedResourceProviders`: no override, default, match or template.definition, so it creates nothing
+    itself; a claim naming it in `spec.provider` gets its linked providers' resources (Poolboy's linked-02)."""
+    """Whether a claim's template may set `metadata.name` (the name of the resource it gets): when the validation
+    schema declares `metadata.name` (`properties.metadata.properties.name`), as Poolboy's providers allow it."""
     errors: tuple[str, ...]
     """Problems in the provider, each `spec.<field>: message`; a provider with errors is not used."""
 
@@ -270,6 +281,8 @@ def _compile(canonical: str) -> Provider:
     parameters, parameter_errors = parse_parameters(spec)
     links, link_errors = parse_links(spec)
     errors += parameter_errors + link_errors
+    if not isinstance(spec.get("trustLinkedParameterValues", False), bool):
+        errors.append("spec.trustLinkedParameterValues: must be true or false")
     claim_metadata = {}
     for key in ("resourceClaimLabels", "resourceClaimAnnotations"):
         values = spec.get(key) or {}
@@ -319,7 +332,9 @@ def _compile(canonical: str) -> Provider:
     errors += lifespan_errors
 
     api_version, kind, fixed = _fixed_kind(override, match, default, _pinned_kind(schema))
-    if not fixed:
+    link_only = bool(links or link_errors) and not override and not default and match is None \
+        and definition is None
+    if not fixed and not link_only:
         errors.append("spec.override: sets no apiVersion and kind (nor do match, default or a schema that "
                       "allows one value of each), so a claim's template would choose what the operator creates; "
                       "set them in override")
@@ -348,6 +363,9 @@ def _compile(canonical: str) -> Provider:
         claim_annotations=claim_metadata["resourceClaimAnnotations"],
         api_version=api_version,
         kind=kind,
+        claims_name_resources=_declares_name(schema),
+        link_only=link_only,
+        trust_linked_values=spec.get("trustLinkedParameterValues") is True,
         errors=tuple(errors),
     )
 
@@ -382,6 +400,12 @@ def _pinned_kind(schema: Mapping[str, Any] | None) -> dict[str, str]:
         if len(values) == 1 and isinstance(values[0], str):
             pinned[key] = values[0]
     return pinned
+
+
+def _declares_name(schema: Mapping[str, Any] | None) -> bool:
+    """Whether the validation schema declares `metadata.name`: the provider lets claims name their resources."""
+    metadata = mapping_at(mapping_at(schema or {}, "properties"), "metadata")
+    return isinstance(mapping_at(metadata, "properties").get("name"), Mapping)
 
 
 def _static(value: Any) -> str | None:

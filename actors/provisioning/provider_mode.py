@@ -7,7 +7,8 @@ gives it (templates over the claim's values), recursively. The provider's
 own resource comes last, rendered from its definition (or empty, when it
 only links others and its `override` makes the resource). Errors are told at
 the fields the claim has (`spec.provider.*`), since the templates are the
-providers'.
+providers'. A link-only provider (`Provider.link_only`) adds no resource
+of its own: the claim gets its linked providers' resources only.
 """
 
 from __future__ import annotations
@@ -71,13 +72,15 @@ def _expand(provider: Provider, values: Mapping[str, Any], claim: Mapping[str, A
                                                    else {})
         if problems:
             errors += [ResourceError(FIELD, f"{where} gives linked resource {link.resource_name} values that "
-                                     f"ResourceProvider {link.name} refuses: {problem}", problem.reason, 0)
+                                     f"ResourceProvider {link.name} refuses: {problem} (its "
+                                     "spec.trustLinkedParameterValues: true would use them as given, as Poolboy "
+                                     "does)", problem.reason, 0)
                        for problem in problems]
             continue
         more, problems = _expand(linked, linked_values, claim, providers, link.resource_name, (*chain, link.name), now)
         found += more
         errors += problems
-    if provider.template_definition is not None or provider.links:
+    if not provider.link_only and (provider.template_definition is not None or provider.links):
         try:
             template = render_definition(provider, claim, values, now=now) \
                 if provider.template_definition is not None else {}

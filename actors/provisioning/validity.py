@@ -52,7 +52,7 @@ def _provider_reason(field: str, message: str) -> str:
     if (field.startswith("spec.matchIgnore") or field.endswith(".pathMatch")) and "regular expression" in message:
         return INVALID_REGEX
     if field.startswith("spec.lifespan"):
-        return INVALID_DURATION
+        return INVALID_TEMPLATE if message.startswith(("syntax error", "refused by the sandbox")) else INVALID_DURATION
     if field.startswith(("spec.validation.checks", "spec.readinessCheck", "spec.healthCheck")) or \
             field.endswith((".check", ".waitFor", ".when")):  # parameters' checks, links' expressions
         return INVALID_TEMPLATE
@@ -63,6 +63,8 @@ def _provider_reason(field: str, message: str) -> str:
 
 def _provider_summary(obj: Mapping[str, Any]) -> str:
     provider = provider_from(obj)
+    if provider.link_only:
+        return "creates nothing itself: a claim of it gets its linkedResourceProviders' resources"
     if provider.kind and provider.api_version:
         return f"creates {provider.kind} ({provider.api_version}) for each claim's resource"
     return "creates the kind its override's templates render, for each claim's resource"

@@ -511,6 +511,36 @@ async def test_a_claim_is_judged_with_the_providers_default_and_checks(
     assert "check 'a large environment needs a reason' failed" in err.message
 
 
+async def test_a_claim_names_its_resource_only_where_the_providers_schema_declares_the_name_and_checks_see_vars(
+    kube: Gateway, lab: str, operator_namespace: str, preflight: None
+) -> None:
+    """The operator's rules (claim_spec.resolve_claim), denied at the webhook: Poolboy's test-01 and vars-02."""
+    named = {"override": {"apiVersion": "v1", "kind": "ConfigMap"}, "vars": {"most": 3},
+             "validation": {"openAPIV3Schema": {"type": "object", "properties": {
+                 "metadata": {"type": "object", "properties": {"name": {"type": "string", "pattern": "^app-"}}},
+                 "data": {"type": "object"}}},
+                 "checks": [{"name": "at most most", "check": "data.n | int <= most"}]}}
+    plain = {"override": {"apiVersion": "v1", "kind": "ConfigMap"}}
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "named", named))
+    await kube.create(PROVIDER, operator_namespace, manifest("ResourceProvider", "plain", plain))
+
+    def asking(provider: str, name: str, n: str = "1") -> dict[str, Any]:
+        return manifest("ResourceClaim", f"{provider}-{n}-{name}", {"resources": [{"provider": {"name": provider},
+                        "template": {"metadata": {"name": name}, "data": {"n": n}}}]})
+    try:
+        await kube.create(CLAIM, lab, asking("named", "app-a"))
+        err = await denial(kube, CLAIM, lab, asking("plain", "app-a"))
+        assert causes(err) == {("claim-templates", "spec.resources[0].template.metadata.name")}
+        assert "declares metadata.name" in err.message
+        err = await denial(kube, CLAIM, lab, asking("named", "other"))
+        assert causes(err) == {("claim-templates", "spec.resources[0].template.metadata.name")}
+        err = await denial(kube, CLAIM, lab, asking("named", "app-a", n="4"))
+        assert "check 'at most most' failed" in err.message
+    finally:
+        await kube.delete(PROVIDER, operator_namespace, "named")
+        await kube.delete(PROVIDER, operator_namespace, "plain")
+
+
 @pytest.mark.parametrize("name", ["{%", "{{ resource_claim.metadata.name }}", "Env", "env/../x", "e" * 254])
 async def test_a_provider_name_no_object_can_have_is_denied_at_its_field_not_an_internal_error(
     kube: Gateway, lab: str, env_provider: str, name: str

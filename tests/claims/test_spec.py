@@ -185,8 +185,9 @@ def test_a_claim_cannot_choose_the_namespace_name_or_kind_or_forge_operator_labe
     assert errors(spec)[:4] == [
         "spec.resources[0].template/metadata/namespace: a claim cannot choose the namespace of its resource: "
         "ResourceProvider env-configmap places it",
-        "spec.resources[0].template/metadata/name: a claim cannot name its resource: the name is made from the "
-        "handle's guid (metadata.generateName sets a prefix)",
+        "spec.resources[0].template/metadata/name: ResourceProvider env-configmap does not let a claim name its "
+        "resource: the name is made from the handle's guid (metadata.generateName sets a prefix); a provider whose "
+        "validation.openAPIV3Schema declares metadata.name lets claims name theirs",
         "spec.resources[0].template/metadata/labels/lessor.dev~1resource-claim-name: lessor.dev/ labels are set "
         "by the operator only",
         "spec.resources[0].template/kind: ResourceProvider env-configmap makes kind 'ConfigMap'; a claim cannot "

@@ -244,11 +244,12 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
         template = entry.get("template") if isinstance(entry, dict) else None
         metadata = template.get("metadata") if isinstance(template, dict) else None
         if kind == "ResourceClaim" and isinstance(metadata, dict):
-            for key in ("name", "namespace"):
-                if key in metadata:
-                    notes.append(Note(subject, f"spec.resources[{index}].template.metadata.{key}",
-                                      f"{metadata.pop(key)!r}: a claim cannot choose the {key} of its resource in "
-                                      "lessor (Forbidden); the provider's override or the handle's guid decides"))
+            # metadata.name carries over: lessor lets a claim name its resource where the provider's schema
+            # declares metadata.name, as Poolboy's providers allow it (and refuses it, naming the field, elsewhere)
+            if "namespace" in metadata:
+                notes.append(Note(subject, f"spec.resources[{index}].template.metadata.namespace",
+                                  f"{metadata.pop('namespace')!r}: a claim cannot choose the namespace of its resource "
+                                  "in lessor (Forbidden); the provider's override decides"))
             if not metadata and isinstance(template, dict):
                 del template["metadata"]
     if isinstance(spec.get("resourcePool"), dict):
@@ -260,6 +261,8 @@ def _poolboy_spec(kind: str, spec: dict[str, Any], operator_namespace: str, subj
     lifespan = spec.get("lifespan")
     if isinstance(lifespan, dict):
         for key in [k for k in lifespan if k not in ("start", "end")]:
+            if key != "unclaimed" and isinstance(lifespan[key], str) and ("{{" in lifespan[key] or "{%" in lifespan[key]):
+                continue  # a template, rendered for each claim as in Poolboy
             try:
                 parse_duration(lifespan[key])
             except (TypeError, ValueError):

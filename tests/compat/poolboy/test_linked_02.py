@@ -1,0 +1,57 @@
+"""Poolboy's linked-02 (test/roles/poolboy_test_simple/tasks/test-linked-02.yaml): a provider with only
+`linkedResourceProviders` creates nothing itself; a claim of it gets its linked provider's resource, and a change
+of the claim's values reaches it.
+
+Its link gives `stringvar | upper` to a provider whose parameter allows lower case only. Poolboy uses the value
+unjudged; lessor judges it by the linked provider's parameters unless that provider sets
+`trustLinkedParameterValues` (docs/migrating.md; the refusal is test_linked_03.py's). The base here is given it,
+as a user porting this provider would after reading that."""
+
+from __future__ import annotations
+
+from lessor.gateway import Gateway
+from tests.polling import until
+
+from .support_links import PARAMETERS, base_spec, entries
+from .support_templates import (  # noqa: F401 (the fixtures' functions)
+    CLAIM,
+    PROVIDER,
+    OPS,
+    TEST_KIND,
+    Scenario,
+    claim_test_kind_fixture,
+    condition,
+    has_state,
+    override_for,
+    poolboy_claim,
+    poolboy_provider,
+    scenario_fixture,
+)
+
+
+async def test_a_provider_with_only_links_gives_its_claims_the_linked_resources(
+        kube: Gateway, namespace: str, scenario: Scenario) -> None:
+    base, linker = scenario.name("linked-02-base"), scenario.name("linked-02-links")
+    naming = override_for(namespace, metadata={"name": "linked-02-{{ guid }}-{{ resource_name }}"})
+    await scenario.create(
+        poolboy_provider(base, base_spec(naming, "{{ numbervar | int }}", "{{ stringvar }}")),
+        poolboy_provider(linker, {"parameters": PARAMETERS, "linkedResourceProviders": [{
+            "name": base, "resourceName": "base",
+            "parameterValues": {"numbervar": "{{ (numbervar * 10) | int }}", "stringvar": "{{ stringvar | upper }}"}}]}))
+    await until(kube, PROVIDER, OPS, linker, lambda p: condition(p, "Valid").get("status") == "True")
+    # lessor's opt-in (Poolboy has no such field, so `lessor convert` cannot carry one): set on lessor's provider
+    await kube.merge_patch(PROVIDER, OPS, base, {"spec": {"trustLinkedParameterValues": True}})
+
+    await scenario.create(poolboy_claim("linked-02-a", namespace, {"provider": {
+        "name": linker, "parameterValues": {"stringvar": "one", "numbervar": 1}}}))
+    claim = await until(kube, CLAIM, namespace, "linked-02-a", has_state)
+    assert entries(claim) == [("base", base)]
+    resource = f"linked-02-{claim['status']['resourceHandle']['name'][len('guid-'):]}-base"
+    assert claim["status"]["resources"][0]["state"]["metadata"]["name"] == resource
+    spec = (await kube.get(TEST_KIND, namespace, resource))["spec"]
+    assert (spec["numbervalue"], spec["stringvalue"]) == (10, "ONE")
+
+    await kube.merge_patch(CLAIM, namespace, "linked-02-a", {"spec": {"provider": {"parameterValues": {
+        "stringvar": "two", "numbervar": 2}}}})
+    await until(kube, TEST_KIND, namespace, resource,
+                lambda obj: (obj["spec"]["numbervalue"], obj["spec"]["stringvalue"]) == (20, "TWO"))

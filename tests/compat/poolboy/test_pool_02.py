@@ -1,0 +1,96 @@
+"""Poolboy's pool-02 (test/roles/poolboy_test_simple/tasks/test-pool-02.yaml): a pool whose lifespan settings are
+templates over the claim; the claim bound to its handle shows what they gave, an end beyond relativeMaximum is
+clamped to it, the pool makes a new handle, and deleting the pool leaves the bound handle.
+
+Not here: the unbound handle's `spec.lifespan.end` (creation + `unclaimed`), which Poolboy's scenario checks
+first; it is part of the lifespan work on unbound pool handles (the legacy lifespan scenarios)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from lessor.gateway import Gateway
+from lessor.templates import parse_timestamp
+from tests.polling import gone, until
+
+from .support_templates import (  # noqa: F401 (the fixtures' functions)
+    CLAIM,
+    HANDLE,
+    OPS,
+    POOL,
+    Scenario,
+    claim_test_kind_fixture,
+    has_state,
+    override_for,
+    poolboy_claim,
+    poolboy_pool,
+    poolboy_provider,
+    ready,
+    scenario_fixture,
+)
+from .test_test_02 import LIFESPAN
+
+
+async def pool_handles(kube: Gateway, pool: str) -> list[dict[str, Any]]:
+    items, _ = await kube.list(HANDLE, OPS)
+    return [h for h in items if ((h.get("spec") or {}).get("resourcePool") or {}).get("name") == pool
+            and not h["metadata"].get("deletionTimestamp")]
+
+
+def unbound(handles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [h for h in handles if not (h.get("spec") or {}).get("resourceClaim")]
+
+
+async def test_pool_lifespan_templates_follow_the_claim(kube: Gateway, namespace: str, scenario: Scenario) -> None:
+    provider, pool = scenario.name("pool-02"), scenario.name("pool-02")
+    value_schema = {"openAPIV3Schema": {"type": "object", "required": ["spec"], "additionalProperties": False,
+                                        "properties": {"spec": {"type": "object", "additionalProperties": False,
+                                                                "required": ["value"],
+                                                                "properties": {"value": {"type": "string"}}}}}}
+    await scenario.create(
+        poolboy_provider(provider, {"template": {"enable": True}, "validation": value_schema,
+                                    "override": override_for(namespace, metadata={"name": "pool-02-{{ guid }}"})}),
+        poolboy_pool(pool, {"lifespan": {**LIFESPAN, "unclaimed": "6h"}, "minAvailable": 1,
+                            "resources": [{"provider": {"name": provider, "namespace": "poolboy"},
+                                           "template": {"spec": {"value": "foo"}}}]}))
+    assert not [n for n in scenario.notes if n.field.startswith("spec.lifespan")]
+    await until(kube, POOL, OPS, pool, lambda p: ((p.get("status") or {}).get("resourceHandleCount") or {})
+                .get("ready") == 1)
+
+    await scenario.create(poolboy_claim("pool-02", namespace, {"resources": [
+        {"provider": {"name": provider}, "template": {"spec": {"value": "foo"}}}]}))
+    claim = await until(kube, CLAIM, namespace, "pool-02",
+                        lambda c: has_state(c) and ready(c) and "end" in c["status"].get("lifespan", {}))
+    handle = claim["status"]["resourceHandle"]["name"]
+    assert (await kube.get(HANDLE, OPS, handle))["spec"]["resourcePool"]["name"] == pool
+    guid = handle[len("guid-"):]
+    assert claim["status"]["resources"][0]["state"]["metadata"]["name"] == f"pool-02-{guid}"
+    lifespan = claim["status"]["lifespan"]
+    assert (lifespan["maximum"], lifespan["relativeMaximum"]) == ("2h", "1h")
+    length = parse_timestamp(lifespan["end"]) - parse_timestamp(lifespan["start"])
+    assert timedelta(minutes=30) <= length <= timedelta(minutes=30, seconds=1) + \
+        (parse_timestamp(lifespan["firstReady"]) - parse_timestamp(lifespan["start"]))
+
+    await kube.merge_patch(CLAIM, namespace, "pool-02", {"spec": {"lifespan": {"end": "2999-12-31T00:00:00Z"}}})
+    claim = await until(kube, CLAIM, namespace, "pool-02",
+                        lambda c: c["status"]["lifespan"]["end"] != lifespan["end"])
+    left = parse_timestamp(claim["status"]["lifespan"]["end"]) - datetime.now(timezone.utc)
+    assert timedelta(seconds=3500) <= left <= timedelta(seconds=3700)  # clamped to relativeMaximum, 1h from now
+
+    async def replenished() -> list[dict[str, Any]]:
+        return unbound(await pool_handles(kube, pool))
+
+    await until(kube, POOL, OPS, pool, lambda p: ((p.get("status") or {}).get("resourceHandleCount") or {})
+                .get("available") == 1)
+    assert len(await replenished()) == 1
+
+    await kube.delete(POOL, OPS, pool)
+    await gone(kube, POOL, OPS, pool)
+    for extra in await replenished():
+        await gone(kube, HANDLE, OPS, extra["metadata"]["name"])
+    assert (await kube.get(HANDLE, OPS, handle))["spec"]["resourceClaim"]["name"] == "pool-02"
+
+    await kube.delete(CLAIM, namespace, "pool-02")
+    await gone(kube, CLAIM, namespace, "pool-02")
+    await gone(kube, HANDLE, OPS, handle)

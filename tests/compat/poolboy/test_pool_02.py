@@ -2,8 +2,7 @@
 templates over the claim; the claim bound to its handle shows what they gave, an end beyond relativeMaximum is
 clamped to it, the pool makes a new handle, and deleting the pool leaves the bound handle.
 
-Not here: the unbound handle's `spec.lifespan.end` (creation + `unclaimed`), which Poolboy's scenario checks
-first; it is part of the lifespan work on unbound pool handles (the legacy lifespan scenarios)."""
+First, as there, the unbound handle's `spec.lifespan.end`: its creation + `unclaimed`."""
 
 from __future__ import annotations
 
@@ -57,6 +56,10 @@ async def test_pool_lifespan_templates_follow_the_claim(kube: Gateway, namespace
     assert not [n for n in scenario.notes if n.field.startswith("spec.lifespan")]
     await until(kube, POOL, OPS, pool, lambda p: ((p.get("status") or {}).get("resourceHandleCount") or {})
                 .get("ready") == 1)
+    [waiting] = unbound(await pool_handles(kube, pool))
+    created = parse_timestamp(waiting["metadata"]["creationTimestamp"])
+    wait_end = parse_timestamp(waiting["spec"]["lifespan"]["end"]) - created
+    assert timedelta(hours=6) - timedelta(seconds=2) <= wait_end <= timedelta(hours=6) + timedelta(seconds=2)
 
     await scenario.create(poolboy_claim("pool-02", namespace, {"resources": [
         {"provider": {"name": provider}, "template": {"spec": {"value": "foo"}}}]}))

@@ -165,10 +165,13 @@ def test_template_names_lessor_lacks_are_reported() -> None:
                 "data": {"who": "{% set c = cycler('a', 'b') %}{{ c.next() }}", "x": "omit me",
                          "when": "{{ now(true) }}", "id": "{{ '[a-z]{5}' | strgen }}"}}
     result = convert([provider(template={"enable": True}, override=override)])
-    assert "loop.cycle" in notes_of(result)["spec.override/data/who"]
-    assert "spec.override/data/x" not in notes_of(result)  # not a template
-    # Poolboy's own functions are lessor's too (templates/poolboy.py): nothing to say about them.
-    assert not {"spec.override/data/when", "spec.override/data/id"} & set(notes_of(result))
+    notes = {n.field: n for n in result.notes}
+    assert notes["spec.override.data.who"].verb == "will not work"
+    assert "no function 'cycler'" in notes["spec.override.data.who"].message
+    assert "loop.cycle" in notes["spec.override.data.who"].message
+    assert "spec.override.data.x" not in notes  # not a template
+    # Poolboy's own functions are lessor's too (templates/poolboy.py): nothing that will not work.
+    assert [notes[f].verb for f in ("spec.override.data.when", "spec.override.data.id")] == ["changed", "changed"]
 
 
 def test_lifespan_templates_carry_over() -> None:

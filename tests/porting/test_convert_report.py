@@ -190,15 +190,14 @@ def test_what_the_template_section_loses_is_reported() -> None:
 # --------------------------------------------------------------------------- providers and linked values
 
 
-def test_a_link_only_provider_is_reported_as_lessor_refuses_it() -> None:
+def test_a_link_only_provider_converts_without_a_loss() -> None:
+    """It creates nothing itself and fixes no kind; lessor takes it as Poolboy does (a claim gets its links')."""
     base = provider("base", parameters=[{"name": "size"}], template={"definition": {"data": {"size": "{{ size }}"}}})
     binder = provider("binder", linkedResourceProviders=[{"name": "base", "parameterValues": {"size": "2"}}])
     del binder["spec"]["override"]
     result = convert([base, binder])
-    [note] = [n for n in result.notes if n.verb == "will not work"]
-    assert note.subject == "ResourceProvider poolboy/binder" and note.field == "spec.override"
-    assert note.message.startswith("a provider that only links others and creates nothing itself: lessor refuses "
-                                   "this provider (KindNotFixed): sets no apiVersion and kind")
+    assert [n for n in result.notes if n.loss] == []
+    assert not result.lossy
 
 
 LOWER = {"openAPIV3Schema": {"type": "string", "default": "one", "enum": ["one", "two"]}}
@@ -222,7 +221,8 @@ def test_linked_values_the_target_provider_refuses_are_reported_on_the_claim_tha
     assert note.subject == "ResourceClaim u/c" and note.field == "spec.provider.parameterValues"
     assert "lessor refuses this ResourceClaim (SchemaViolation): ResourceProvider upper's link to base " \
            "(spec.linkedResourceProviders[0]) gives linked resource base values that ResourceProvider base refuses: " \
-           "spec.provider.parameterValues.word: 'ONE' is not one of ['one', 'two']" == note.message
+           "spec.provider.parameterValues.word: 'ONE' is not one of ['one', 'two'] (its " \
+           "spec.trustLinkedParameterValues: true would use them as given, as Poolboy does)" == note.message
 
 
 def test_linked_values_are_judged_with_the_parameters_defaults_when_no_claim_uses_the_provider() -> None:
@@ -230,7 +230,8 @@ def test_linked_values_are_judged_with_the_parameters_defaults_when_no_claim_use
     assert lines(result, "will not work") == [
         "spec.linkedResourceProviders: with the parameters' defaults, ResourceProvider upper's link to base "
         "(spec.linkedResourceProviders[0]) gives linked resource base values that ResourceProvider base refuses: "
-        "spec.provider.parameterValues.word: 'ONE' is not one of ['one', 'two']"]
+        "spec.provider.parameterValues.word: 'ONE' is not one of ['one', 'two'] (its spec.trustLinkedParameterValues: "
+        "true would use them as given, as Poolboy does)"]
     # Without the linked provider in the input there is nothing to judge against: nothing is claimed.
     assert lines(convert([linking()]), "will not work") == []
 

@@ -29,17 +29,12 @@ Found = tuple[str, str]
 
 #: Poolboy's template globals (its own and Jinja2's defaults): missing wherever read, if lessor lacks them.
 POOLBOY_GLOBALS = frozenset({"now", "datetime", "timezone", "lipsum", "cycler", "joiner"})
-#: What to write in lessor instead of a Poolboy name. Whether lessor lacks the name is asked of lessor.templates.
+#: What to write in lessor instead of a Poolboy name it lacks (Poolboy's own functions it has: templates/poolboy.py).
+#: Whether lessor lacks a name is asked of lessor.templates, never of this list.
 HINTS = {
-    "now": "use timestamp.utcnow",
-    "datetime": "use timestamp(...) and timedelta(...)",
-    "timezone": "timestamps are always UTC",
-    "json_query": "no JMESPath filter; use selectattr/map",
-    "strgen": "no random string generator; use guid",
-    "to_datetime": "use timestamp(\"...\")",
-    "parse_time_interval": "use timedelta(\"...\")",
-    "merge_list_of_dicts": "merge with a namespace() loop",
-    "to_json": "use tojson",
+    "lipsum": "no placeholder text generator",
+    "cycler": "use loop.cycle(...) inside a for loop",
+    "joiner": "use loop.first or | join",
 }
 _MARKUP = ("{{", "{%", "{#")
 #: Errors that need the claim as the API server makes it (its uid...): the webhook only warns of them too.

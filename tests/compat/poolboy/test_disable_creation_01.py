@@ -7,33 +7,10 @@ then binds that handle itself and gets its resource.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
-from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE
-from tests.compat.poolboy.binding_lab import (
-    OPS,
-    TEST_KIND,
-    Scenario,
-    bound_to,
-    has,
-    install_test_kind,
-    state,
-    value_provider,
-)
 from tests.polling import get, gone
 
-pytestmark = pytest.mark.usefixtures("operator")
-
-
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
+from .lab import OPS, TEST_KIND, Scenario, bound_to, has, state, value_provider
 
 
 async def test_a_claim_of_a_provider_without_creation_binds_the_free_standing_handle_made_later(
@@ -42,8 +19,7 @@ async def test_a_claim_of_a_provider_without_creation_binds_the_free_standing_ha
                                          f"guid-{scenario.suffix}")
     await scenario.put(value_provider(scenario, provider, disableCreation=True))
     await scenario.put(scenario.poolboy("ResourceClaim", claim_name, {"resources": [
-        {"provider": scenario.provider_ref(provider), "template": {"spec": {"value": "foo"}}}]},
-        namespace=scenario.namespace))
+        {"provider": scenario.provider_ref(provider), "template": {"spec": {"value": "foo"}}}]}))
 
     waiting = await until(CLAIM, scenario.namespace, claim_name, has("Bound", "WaitingForPool", "False"))
     assert waiting["status"]["resources"][0]["provider"]["name"] == provider

@@ -19,7 +19,7 @@ from typing import Any
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLAIM, CRD, HANDLE, POOL, PROVIDER, SCALING
 from lessor.tools.porting.convert import Note, convert
-from tests.polling import discard, gone, until
+from tests.polling import discard, get, gone, until
 from tests.slowness import scaled
 
 POOLBOY = "poolboy.gpte.redhat.com/v1"
@@ -221,3 +221,40 @@ def bound_to(claim: Mapping[str, Any]) -> str | None:
 def entries(claim: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(name, provider) of each of the claim's status.resources."""
     return [(r["name"], r["provider"]["name"]) for r in claim["status"].get("resources") or ()]
+
+
+# ------------------------------------------------------------------------------------ scenarios alike
+
+async def claim_binds_a_free_standing_handle_made_later(scenario: Scenario, base: str, *,
+                                                        provider: Mapping[str, Any] | None = None,
+                                                        claim: Mapping[str, Any] | None = None) -> None:
+    """Poolboy's disable-creation scenarios, which differ in where `disableCreation` is set (in `provider` or
+    `claim`, more of that spec): the claim waits unbound, saying why (`Bound=False`, `WaitingForPool`), until
+    an admin makes a free-standing handle that matches; the claim then binds that handle itself and gets its
+    resource, and the handle and the resource go with the claim."""
+    kube = scenario.kube
+    provider_name, claim_name, handle_name = scenario.name(base), base, f"guid-{scenario.suffix}"
+    await scenario.put(value_provider(scenario, provider_name, **(provider or {})))
+    await scenario.put(scenario.poolboy("ResourceClaim", claim_name, {**(claim or {}), "resources": [
+        {"provider": scenario.provider_ref(provider_name), "template": {"spec": {"value": "foo"}}}]}))
+
+    waiting = await until(kube, CLAIM, scenario.namespace, claim_name, has("Bound", "WaitingForPool", "False"))
+    assert waiting["status"]["resources"][0]["provider"]["name"] == provider_name
+    assert bound_to(waiting) is None
+
+    await scenario.put(scenario.poolboy("ResourceHandle", handle_name, {"resources": [
+        {"provider": scenario.provider_ref(provider_name), "template": {"spec": {"value": "foo"}}}]}))
+
+    bound = await until(kube, CLAIM, scenario.namespace, claim_name, lambda c: bound_to(c) == handle_name
+                        and state(c) is not None)
+    assert has("Bound", "Bound")(bound)
+    made = state(bound)
+    assert made is not None and made["spec"] == {"value": "foo"}
+    assert made["metadata"]["name"] == f"{provider_name}-{scenario.suffix}"  # the handle's guid names it
+    handle = await get(kube, HANDLE, OPS, handle_name)
+    assert handle is not None and handle["spec"]["resourceClaim"] == {"name": claim_name,
+                                                                     "namespace": scenario.namespace}
+
+    await kube.delete(CLAIM, scenario.namespace, claim_name)
+    await gone(kube, HANDLE, OPS, handle_name)  # a bound handle goes with its claim, as in Poolboy
+    await gone(kube, TEST_KIND, scenario.namespace, made["metadata"]["name"])

@@ -12,32 +12,19 @@ uses a second claim made afterwards as the witness that the operator was at work
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE
-from tests.compat.poolboy.binding_lab import OPS, TEST_KIND, Scenario, bound_to, install_test_kind, state
 from tests.polling import get, gone, until
 
-pytestmark = pytest.mark.usefixtures("operator")
+from .lab import OPS, TEST_KIND, Scenario, bound_to, state
+
 IGNORE = "lessor.dev/ignore"
-
-
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
 
 
 def claim(scenario: Scenario, name: str, provider: str, value: str, **metadata: Any) -> dict[str, Any]:
     return scenario.poolboy("ResourceClaim", name, {"provider": {"name": provider,
-                                                                 "parameterValues": {"stringvar": value}}},
-                            namespace=scenario.namespace, **metadata)
+                                                                 "parameterValues": {"stringvar": value}}}, **metadata)
 
 
 async def witness(scenario: Scenario, provider: str, name: str) -> None:
@@ -50,8 +37,7 @@ async def test_the_ignore_label_leaves_a_claim_and_its_handle_alone_until_it_goe
     kube, ns = scenario.kube, scenario.namespace
     provider = scenario.name("test-ignore-01")
     await scenario.put(scenario.poolboy("ResourceProvider", provider, {
-        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                     "metadata": {"name": f"{provider}-{{{{ guid }}}}", "namespace": ns}},
+        "override": scenario.override({"name": f"{provider}-{{{{ guid }}}}"}),
         "parameters": [{"name": "stringvar", "allowUpdate": True, "required": True, "validation": {
             "openAPIV3Schema": {"type": "string", "default": "one", "enum": ["one", "two", "three"]}}}],
         "template": {"enable": True, "definition": {"spec": {"stringvalue": "{{ stringvar }}"}}},

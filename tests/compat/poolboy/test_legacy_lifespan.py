@@ -10,25 +10,12 @@ field's end, whatever wrote it: the field, not a timer of the operator's own, is
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
 
-import pytest
-
-from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE
 from lessor.templates import parse_timestamp
-from tests.compat.poolboy.binding_lab import OPS, Scenario, bound_to, install_test_kind
 from tests.polling import gone, until
 
-pytestmark = pytest.mark.usefixtures("operator")
-
-
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
+from .lab import OPS, Scenario, bound_to
 
 
 def seconds_between(start: str, end: str) -> float:
@@ -40,8 +27,7 @@ async def test_an_unbound_pool_handle_shows_the_end_of_its_wait_and_a_claim_gets
     kube, ns = scenario.kube, scenario.namespace
     provider, pool = scenario.name("test-lifespan"), scenario.name("test-lifespan")
     await scenario.put(scenario.poolboy("ResourceProvider", provider, {
-        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                     "metadata": {"generateName": "test-lifespan-", "namespace": ns}},
+        "override": scenario.override({"generateName": "test-lifespan-"}),
         "lifespan": {"default": "40s", "maximum": "30m"},
         "template": {"enable": True},
     }))
@@ -57,7 +43,7 @@ async def test_an_unbound_pool_handle_shows_the_end_of_its_wait_and_a_claim_gets
     assert lifespan["end"].endswith("Z") and "." not in lifespan["end"]  # whole seconds, as Poolboy parses them
 
     await scenario.put(scenario.poolboy("ResourceClaim", "test-lifespan-3", {"resources": [
-        {"provider": scenario.provider_ref(provider), "template": {"spec": {"vars": {}}}}]}, namespace=ns))
+        {"provider": scenario.provider_ref(provider), "template": {"spec": {"vars": {}}}}]}))
     claim = await until(kube, CLAIM, ns, "test-lifespan-3", lambda c: bound_to(c) is not None and all(
         key in ((c.get("status") or {}).get("lifespan") or {}) for key in ("start", "end")))
     assert bound_to(claim) == handle["metadata"]["name"]
@@ -65,11 +51,10 @@ async def test_an_unbound_pool_handle_shows_the_end_of_its_wait_and_a_claim_gets
 
 
 async def test_the_pool_replaces_an_unbound_handle_at_the_end_its_spec_shows(scenario: Scenario) -> None:
-    kube, ns = scenario.kube, scenario.namespace
+    kube = scenario.kube
     provider, pool = scenario.name("test-lifespan-end"), scenario.name("test-lifespan-end")
     await scenario.put(scenario.poolboy("ResourceProvider", provider, {
-        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                     "metadata": {"generateName": "test-lifespan-", "namespace": ns}},
+        "override": scenario.override({"generateName": "test-lifespan-"}),
         "template": {"enable": True},
     }))
     await scenario.put(scenario.poolboy("ResourcePool", pool, {

@@ -10,39 +10,26 @@ as a user porting this provider would after reading that."""
 from __future__ import annotations
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, PROVIDER
 from tests.polling import until
 
-from .support_links import PARAMETERS, base_spec, entries
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    PROVIDER,
-    OPS,
-    TEST_KIND,
-    Scenario,
-    claim_test_kind_fixture,
-    condition,
-    has_state,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    scenario_fixture,
-)
+from .lab import OPS, PARAMETERS, TEST_KIND, Scenario, condition, entries, has_state, parameters_spec
 
 
 async def test_a_provider_with_only_links_gives_its_claims_the_linked_resources(
         kube: Gateway, namespace: str, scenario: Scenario) -> None:
     base, linker = scenario.name("linked-02-base"), scenario.name("linked-02-links")
-    naming = override_for(namespace, metadata={"name": "linked-02-{{ guid }}-{{ resource_name }}"})
-    await scenario.create(
-        poolboy_provider(base, base_spec(naming, "{{ numbervar | int }}", "{{ stringvar }}")),
-        poolboy_provider(linker, {"parameters": PARAMETERS, "linkedResourceProviders": [{
+    naming = scenario.override({"name": "linked-02-{{ guid }}-{{ resource_name }}"})
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", base, parameters_spec(naming, "{{ numbervar | int }}", "{{ stringvar }}")),
+        scenario.poolboy("ResourceProvider", linker, {"parameters": PARAMETERS, "linkedResourceProviders": [{
             "name": base, "resourceName": "base",
             "parameterValues": {"numbervar": "{{ (numbervar * 10) | int }}", "stringvar": "{{ stringvar | upper }}"}}]}))
     await until(kube, PROVIDER, OPS, linker, lambda p: condition(p, "Valid").get("status") == "True")
     # lessor's opt-in (Poolboy has no such field, so `lessor convert` cannot carry one): set on lessor's provider
     await kube.merge_patch(PROVIDER, OPS, base, {"spec": {"trustLinkedParameterValues": True}})
 
-    await scenario.create(poolboy_claim("linked-02-a", namespace, {"provider": {
+    await scenario.put(scenario.poolboy("ResourceClaim", "linked-02-a", {"provider": {
         "name": linker, "parameterValues": {"stringvar": "one", "numbervar": 1}}}))
     claim = await until(kube, CLAIM, namespace, "linked-02-a", has_state)
     assert entries(claim) == [("base", base)]

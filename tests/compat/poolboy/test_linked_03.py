@@ -11,22 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, PROVIDER
 from tests.polling import until
 
-from .support_links import PARAMETERS, base_spec, entries
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    PROVIDER,
-    OPS,
-    Scenario,
-    claim_test_kind_fixture,
-    condition,
-    has_state,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    scenario_fixture,
-)
+from .lab import OPS, PARAMETERS, Scenario, condition, entries, has_state, parameters_spec
 
 
 def values(claim: dict[str, Any], index: int) -> tuple[Any, Any]:
@@ -38,7 +26,7 @@ async def test_links_chosen_by_when_and_linked_values_judged_unless_trusted(
         kube: Gateway, namespace: str, scenario: Scenario) -> None:
     base_a, base_b = scenario.name("linked-03-a"), scenario.name("linked-03-b")
     binder = scenario.name("linked-03-when")
-    naming = override_for(namespace, metadata={"name": "linked-03-{{ guid }}-{{ resource_name }}"})
+    naming = scenario.override({"name": "linked-03-{{ guid }}-{{ resource_name }}"})
 
     def link(name: str, when: str) -> dict[str, Any]:
         return {"name": name, "resourceName": "base", "when": when,
@@ -47,14 +35,15 @@ async def test_links_chosen_by_when_and_linked_values_judged_unless_trusted(
                                  {"name": "base_stringvalue", "from": "/spec/stringvalue"}],
                 "waitFor": "base_numbervalue | default(0) | int > 0"}
 
-    await scenario.create(
-        poolboy_provider(base_a, base_spec(naming, "{{ numbervar | int }}", "{{ stringvar }}-a")),
-        poolboy_provider(base_b, base_spec(naming, "{{ (numbervar | int * 10) | int }}", "{{ stringvar }}-b")),
-        poolboy_provider(binder, {
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", base_a, parameters_spec(naming, "{{ numbervar | int }}", "{{ stringvar }}-a")),
+        scenario.poolboy("ResourceProvider", base_b,
+                         parameters_spec(naming, "{{ (numbervar | int * 10) | int }}", "{{ stringvar }}-b")),
+        scenario.poolboy("ResourceProvider", binder, {
             "parameters": PARAMETERS, "resourceName": "conditional_binder", "template": {"enable": True},
             "linkedResourceProviders": [link(base_a, "numbervar | default(0) | int == 1"),
                                         link(base_b, "numbervar | default(0) | int > 1")],
-            "override": override_for(namespace, metadata={"name": "linked-03-{{ guid }}-binder"}, spec={
+            "override": scenario.override({"name": "linked-03-{{ guid }}-binder"}, spec={
                 "numbervalue": "{{ (base_numbervalue | default(0) | int * 10) | int }}",
                 "stringvalue": "{{ base_stringvalue | default('no base') | upper }}"}),
             "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["replace"]}]}))
@@ -62,7 +51,7 @@ async def test_links_chosen_by_when_and_linked_values_judged_unless_trusted(
         await until(kube, PROVIDER, OPS, name, lambda p: condition(p, "Valid").get("status") == "True")
 
     async def claim_of(name: str, stringvar: str, numbervar: int) -> None:
-        await scenario.create(poolboy_claim(name, namespace, {"provider": {
+        await scenario.put(scenario.poolboy("ResourceClaim", name, {"provider": {
             "name": binder, "parameterValues": {"stringvar": stringvar, "numbervar": numbervar}}}))
 
     # No link applies: the binder alone, with what it says when there is no base.

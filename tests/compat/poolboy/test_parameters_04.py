@@ -7,19 +7,10 @@ from __future__ import annotations
 import re
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM
 from tests.polling import until
 
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    TEST_KIND,
-    Scenario,
-    claim_test_kind_fixture,
-    has_state,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    scenario_fixture,
-)
+from .lab import TEST_KIND, Scenario, has_state
 
 NAMES = ("string_with_default_value", "int_with_default_value", "boolean_with_default_value",
          "string_with_default_template", "int_with_default_template", "boolean_with_default_template")
@@ -30,14 +21,14 @@ async def test_parameter_defaults_as_values_and_templates(kube: Gateway, namespa
     defaults = [{"value": "foo"}, {"value": 23}, {"value": True},
                 {"template": "{{ '[0-9a-f]{8}' | strgen }}"}, {"template": "{{ (13 + 10) | int }}"},
                 {"template": "{{ 'true' | bool }}"}]
-    await scenario.create(
-        poolboy_provider(provider, {
-            "override": override_for(namespace, metadata={"name": "parameters-04-{{ guid }}"}),
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {
+            "override": scenario.override({"name": "parameters-04-{{ guid }}"}),
             "parameters": [{"name": name, "allowUpdate": True, "default": default}
                            for name, default in zip(NAMES, defaults)],
             "template": {"enable": True, "definition": {"spec": {name: f"{{{{ {name} | object }}}}" for name in NAMES}}},
             "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["add", "replace"]}]}),
-        poolboy_claim("parameters-04-a", namespace, {"provider": {"name": provider, "parameterValues": {}}}))
+        scenario.poolboy("ResourceClaim", "parameters-04-a", {"provider": {"name": provider, "parameterValues": {}}}))
     assert not [n for n in scenario.notes if "strgen" in n.message and n.loss]  # lessor has Poolboy's strgen
 
     claim = await until(kube, CLAIM, namespace, "parameters-04-a", has_state)

@@ -10,58 +10,30 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, HANDLE, POOL
 from lessor.templates import parse_timestamp
 from tests.polling import gone, until
 
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    HANDLE,
-    OPS,
-    POOL,
-    Scenario,
-    claim_test_kind_fixture,
-    has_state,
-    override_for,
-    poolboy_claim,
-    poolboy_pool,
-    poolboy_provider,
-    ready,
-    scenario_fixture,
-)
-from .test_test_02 import LIFESPAN
-
-
-async def pool_handles(kube: Gateway, pool: str) -> list[dict[str, Any]]:
-    items, _ = await kube.list(HANDLE, OPS)
-    return [h for h in items if ((h.get("spec") or {}).get("resourcePool") or {}).get("name") == pool
-            and not h["metadata"].get("deletionTimestamp")]
-
-
-def unbound(handles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [h for h in handles if not (h.get("spec") or {}).get("resourceClaim")]
+from .lab import LIFESPAN, OPS, VALUE_SCHEMA, Scenario, has_state, ready
 
 
 async def test_pool_lifespan_templates_follow_the_claim(kube: Gateway, namespace: str, scenario: Scenario) -> None:
     provider, pool = scenario.name("pool-02"), scenario.name("pool-02")
-    value_schema = {"openAPIV3Schema": {"type": "object", "required": ["spec"], "additionalProperties": False,
-                                        "properties": {"spec": {"type": "object", "additionalProperties": False,
-                                                                "required": ["value"],
-                                                                "properties": {"value": {"type": "string"}}}}}}
-    await scenario.create(
-        poolboy_provider(provider, {"template": {"enable": True}, "validation": value_schema,
-                                    "override": override_for(namespace, metadata={"name": "pool-02-{{ guid }}"})}),
-        poolboy_pool(pool, {"lifespan": {**LIFESPAN, "unclaimed": "6h"}, "minAvailable": 1,
-                            "resources": [{"provider": {"name": provider, "namespace": "poolboy"},
-                                           "template": {"spec": {"value": "foo"}}}]}))
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {"template": {"enable": True}, "validation": VALUE_SCHEMA,
+                                                        "override": scenario.override({"name": "pool-02-{{ guid }}"})}),
+        scenario.poolboy("ResourcePool", pool, {"lifespan": {**LIFESPAN, "unclaimed": "6h"}, "minAvailable": 1,
+                                                "resources": [{"provider": {"name": provider, "namespace": "poolboy"},
+                                                               "template": {"spec": {"value": "foo"}}}]}))
     assert not [n for n in scenario.notes if n.field.startswith("spec.lifespan")]
     await until(kube, POOL, OPS, pool, lambda p: ((p.get("status") or {}).get("resourceHandleCount") or {})
                 .get("ready") == 1)
-    [waiting] = unbound(await pool_handles(kube, pool))
+    [waiting] = await scenario.unbound_of_pool(pool)
     created = parse_timestamp(waiting["metadata"]["creationTimestamp"])
     wait_end = parse_timestamp(waiting["spec"]["lifespan"]["end"]) - created
     assert timedelta(hours=6) - timedelta(seconds=2) <= wait_end <= timedelta(hours=6) + timedelta(seconds=2)
 
-    await scenario.create(poolboy_claim("pool-02", namespace, {"resources": [
+    await scenario.put(scenario.poolboy("ResourceClaim", "pool-02", {"resources": [
         {"provider": {"name": provider}, "template": {"spec": {"value": "foo"}}}]}))
     claim = await until(kube, CLAIM, namespace, "pool-02",
                         lambda c: has_state(c) and ready(c) and "end" in c["status"].get("lifespan", {}))
@@ -82,7 +54,7 @@ async def test_pool_lifespan_templates_follow_the_claim(kube: Gateway, namespace
     assert timedelta(seconds=3500) <= left <= timedelta(seconds=3700)  # clamped to relativeMaximum, 1h from now
 
     async def replenished() -> list[dict[str, Any]]:
-        return unbound(await pool_handles(kube, pool))
+        return await scenario.unbound_of_pool(pool)
 
     await until(kube, POOL, OPS, pool, lambda p: ((p.get("status") or {}).get("resourceHandleCount") or {})
                 .get("available") == 1)

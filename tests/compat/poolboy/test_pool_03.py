@@ -9,46 +9,17 @@ own, with no `spec.provider`. Deleting the pool takes its unbound handles only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
-from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE, POOL
-from tests.compat.poolboy.binding_lab import OPS, TEST_KIND, Scenario, bound_to, install_test_kind, state
 from tests.polling import get, gone, until
 
-pytestmark = pytest.mark.usefixtures("operator")
-
-
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
-
-
-def parameters_provider(scenario: Scenario, name: str) -> dict[str, object]:
-    return scenario.poolboy("ResourceProvider", name, {
-        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                     "metadata": {"name": f"{name}-{{{{ guid }}}}", "namespace": scenario.namespace}},
-        "parameters": [
-            {"name": "stringvar", "allowUpdate": True, "required": True, "validation": {"openAPIV3Schema": {
-                "type": "string", "default": "one", "enum": ["one", "two", "three"]}}},
-            {"name": "numbervar", "allowUpdate": True, "validation": {"openAPIV3Schema": {
-                "type": "integer", "default": 0, "minimum": 0}}},
-        ],
-        "template": {"enable": True, "definition": {"spec": {"numbervalue": "{{ numbervar | int }}",
-                                                             "stringvalue": "{{ stringvar }}"}}},
-        "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["replace"]}],
-    })
+from .lab import OPS, TEST_KIND, Scenario, bound_to, parameters_spec, state
 
 
 async def test_a_pool_in_provider_mode_serves_claims_with_its_values_and_only_those(scenario: Scenario) -> None:
     kube, ns = scenario.kube, scenario.namespace
     provider = pool = scenario.name("test-pool-03")
-    await scenario.put(parameters_provider(scenario, provider))
+    await scenario.put(scenario.poolboy("ResourceProvider", provider, parameters_spec(
+        scenario.override({"name": f"{provider}-{{{{ guid }}}}"}), "{{ numbervar | int }}", "{{ stringvar }}")))
     await scenario.put(scenario.poolboy("ResourcePool", pool, {
         "minAvailable": 2, "provider": {"name": provider, "parameterValues": {"numbervar": 1}}}))
 
@@ -60,7 +31,7 @@ async def test_a_pool_in_provider_mode_serves_claims_with_its_values_and_only_th
                                                                                    "stringvar": "one"}}
 
     await scenario.put(scenario.poolboy("ResourceClaim", "test-pool-03", {
-        "provider": {"name": provider, "parameterValues": {"numbervar": 1}}}, namespace=ns))
+        "provider": {"name": provider, "parameterValues": {"numbervar": 1}}}))
     claim = await until(kube, CLAIM, ns, "test-pool-03", lambda c: state(c) is not None)
     handle_name = bound_to(claim)
     assert handle_name in {h["metadata"]["name"] for h in handles}  # one of the pool's
@@ -70,7 +41,7 @@ async def test_a_pool_in_provider_mode_serves_claims_with_its_values_and_only_th
 
     await scenario.put(scenario.poolboy("ResourceClaim", "test-pool-03-no-parameters", {"resources": [
         {"name": "test-pool-03", "provider": scenario.provider_ref(provider),
-         "template": {"spec": {"numbervalue": 1, "stringvalue": "one"}}}]}, namespace=ns))
+         "template": {"spec": {"numbervalue": 1, "stringvalue": "one"}}}]}))
     plain = await until(kube, CLAIM, ns, "test-pool-03-no-parameters", lambda c: bound_to(c) is not None)
     own = await get(kube, HANDLE, OPS, bound_to(plain) or "")
     assert own is not None and "provider" not in own["spec"] and "resourcePool" not in own["spec"]

@@ -8,25 +8,13 @@ replaced by a healthy one (not ready: the `readinessCheck` asks more).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import pytest
-
-from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE, POOL
-from tests.compat.poolboy.binding_lab import OPS, Scenario, bound_to, install_test_kind, state
 from tests.polling import gone, until
 
-pytestmark = pytest.mark.usefixtures("operator")
-
-
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
+from .lab import OPS, Scenario, bound_to, state
 
 
 def health(handle: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -43,8 +31,7 @@ async def test_an_unhealthy_pool_handle_is_never_bound_and_is_replaced_once_the_
     await scenario.put(scenario.poolboy("ResourceProvider", provider, {
         "healthCheck": "spec.numbervalue > 0",
         "readinessCheck": "spec.numbervalue > 1",
-        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                     "metadata": {"name": f"{provider}-{{{{ guid }}}}", "namespace": ns}},
+        "override": scenario.override({"name": f"{provider}-{{{{ guid }}}}"}),
         "parameters": [{"name": "numbervar", "allowUpdate": True, "validation": {"openAPIV3Schema": {
             "type": "integer", "default": 0, "minimum": 0}}}],
         "template": {"enable": True, "definition": {"spec": {"numbervalue": "{{ numbervar | int }}"}}},
@@ -58,7 +45,7 @@ async def test_an_unhealthy_pool_handle_is_never_bound_and_is_replaced_once_the_
     assert health(failed) == (False, False, False, False)
 
     await scenario.put(scenario.poolboy("ResourceClaim", "test-pool-04", {
-        "provider": {"name": provider, "parameterValues": {"numbervar": 0}}}, namespace=ns))
+        "provider": {"name": provider, "parameterValues": {"numbervar": 0}}}))
     claim = await until(kube, CLAIM, ns, "test-pool-04", lambda c: bound_to(c) is not None and state(c) is not None)
     assert bound_to(claim) != failed["metadata"]["name"]
 

@@ -12,26 +12,13 @@ from which it renders the handle again. A lessor handle renders from its `spec.r
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from lessor.gateway import Gateway
 from lessor.gateway.resources import HANDLE, POOL, SCALING
 from lessor.model.labels import POOL_SCALING
-from tests.compat.poolboy.binding_lab import OPS, Scenario, install_test_kind
 from tests.polling import gone, until
 
-pytestmark = pytest.mark.usefixtures("operator")
-
-
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
+from .lab import OPS, Scenario
 
 
 def of_scaling(handles: list[dict[str, Any]], scaling: str) -> list[str]:
@@ -42,13 +29,12 @@ def of_scaling(handles: list[dict[str, Any]], scaling: str) -> list[str]:
 
 async def test_scalings_of_a_provider_mode_pool_add_handles_when_due_and_replace_the_unhealthy(
         scenario: Scenario) -> None:
-    kube, ns = scenario.kube, scenario.namespace
+    kube = scenario.kube
     provider = pool = scenario.name("test-pool-scaling-01")
     now_scaling, later_scaling = scenario.name("test-pool-scaling-01-a"), scenario.name("test-pool-scaling-01-b")
     await scenario.put(scenario.poolboy("ResourceProvider", provider, {
         "healthCheck": 'spec.value != "failed"',
-        "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                     "metadata": {"name": f"{provider}-{{{{ guid }}}}", "namespace": ns}},
+        "override": scenario.override({"name": f"{provider}-{{{{ guid }}}}"}),
         "parameters": [{"name": "value", "allowUpdate": True, "validation": {"openAPIV3Schema": {"type": "string"}}}],
         "template": {"enable": True, "definition": {"spec": {"value": "{{ value }}"}}},
         "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["replace"]}],

@@ -9,16 +9,15 @@ handle, and only then is the resource created, naming the claim's requester.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from lessor.gateway import Gateway, Resource
-from lessor.gateway.resources import CLAIM, CRD, HANDLE, NAMESPACE
-from tests.compat.poolboy.binding_lab import OPS, TEST_KIND, Scenario, bound_to, install_test_kind, state
+from lessor.gateway.resources import CLAIM, HANDLE, NAMESPACE
 from tests.polling import discard, gone, until
 
-pytestmark = pytest.mark.usefixtures("operator")
+from .lab import OPS, TEST_KIND, Scenario, bound_to, install_crd, state
+
+pytestmark = pytest.mark.usefixtures("user_kind")
 USER = Resource("user.openshift.io", "v1", "User", "users", namespaced=False)
 _USER_CRD = {  # OpenShift's User, as much of it as the requester lookup reads
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -30,16 +29,11 @@ _USER_CRD = {  # OpenShift's User, as much of it as the requester lookup reads
 }
 
 
-@pytest.fixture
-async def scenario(kube: Gateway, namespace: str) -> AsyncIterator[Scenario]:
-    await install_test_kind(kube)
-    await kube.apply(CRD, None, _USER_CRD["metadata"]["name"], _USER_CRD)
-    await until(kube, CRD, "", _USER_CRD["metadata"]["name"], lambda crd: any(
-        c.get("type") == "Established" and c.get("status") == "True"
-        for c in (crd.get("status") or {}).get("conditions") or ()))
-    made = Scenario(kube, namespace)
-    yield made
-    await made.clean()
+@pytest.fixture(scope="module")
+async def user_kind(kube: Gateway) -> Resource:
+    """OpenShift's User, where the requester lookup finds the requester's name."""
+    await install_crd(kube, _USER_CRD)
+    return USER
 
 
 async def test_a_handle_that_waits_for_a_claim_is_bound_by_the_next_claim_and_names_its_requester(
@@ -51,17 +45,15 @@ async def test_a_handle_that_waits_for_a_claim_is_bound_by_the_next_claim_and_na
         await kube.merge_patch(NAMESPACE, None, scenario.namespace,
                                {"metadata": {"annotations": {"openshift.io/requester": user}}})
         await scenario.put(scenario.poolboy("ResourceProvider", provider, {
-            "override": {"apiVersion": "poolboy.gpte.redhat.com/v1", "kind": "ResourceClaimTest",
-                         "metadata": {"name": f"{provider}-{{{{ guid }}}}", "namespace": scenario.namespace},
-                         "spec": {"requesterName": "{{ requester_user.metadata.name }}"}},
+            "override": scenario.override({"name": f"{provider}-{{{{ guid }}}}"},
+                                          spec={"requesterName": "{{ requester_user.metadata.name }}"}),
             "resourceRequiresClaim": True,
             "template": {"enable": True},
         }))
 
         # (a) no handle waits: the claim gets one of its own
         await scenario.put(scenario.poolboy("ResourceClaim", "test-requester-01-a",
-                                            {"resources": [{"provider": {"name": provider}}]},
-                                            namespace=scenario.namespace))
+                                            {"resources": [{"provider": {"name": provider}}]}))
         claim_a = await until(kube, CLAIM, scenario.namespace, "test-requester-01-a", lambda c: state(c) is not None)
         assert (state(claim_a) or {}).get("spec") == {"requesterName": user}
         await kube.delete(CLAIM, scenario.namespace, "test-requester-01-a")
@@ -76,8 +68,7 @@ async def test_a_handle_that_waits_for_a_claim_is_bound_by_the_next_claim_and_na
         assert "reference" not in waiting["status"]["resources"][0]
 
         await scenario.put(scenario.poolboy("ResourceClaim", "test-requester-01-b",
-                                            {"resources": [{"provider": {"name": provider}}]},
-                                            namespace=scenario.namespace))
+                                            {"resources": [{"provider": {"name": provider}}]}))
         claim_b = await until(kube, CLAIM, scenario.namespace, "test-requester-01-b",
                               lambda c: bound_to(c) is not None and state(c) is not None)
         assert bound_to(claim_b) == handle

@@ -4,32 +4,19 @@ provider's schema allows; the resource is made with that name, and goes with the
 from __future__ import annotations
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, HANDLE
 from tests.polling import gone, until
 
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    HANDLE,
-    OPS,
-    TEST_KIND,
-    Scenario,
-    claim_test_kind_fixture,
-    condition,
-    has_state,
-    named_like,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    scenario_fixture,
-)
+from .lab import OPS, TEST_KIND, Scenario, condition, has_state, named_like
 
 
 async def test_a_claim_names_its_resource(kube: Gateway, namespace: str, scenario: Scenario) -> None:
     provider = scenario.name("test-01")
-    await scenario.create(
-        poolboy_provider(provider, {"override": override_for(namespace, spec={"foo": "bar"}),
-                                    "validation": named_like("test-01")}),
-        poolboy_claim("test-01", namespace, {"resources": [{"provider": {"name": provider},
-                                                            "template": {"metadata": {"name": "test-01-a"}}}]}))
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {"override": scenario.override(spec={"foo": "bar"}),
+                                                        "validation": named_like("test-01")}),
+        scenario.poolboy("ResourceClaim", "test-01", {"resources": [{"provider": {"name": provider},
+                                                                     "template": {"metadata": {"name": "test-01-a"}}}]}))
     assert not [n for n in scenario.notes if n.field.endswith("template.metadata.name")]  # the name carries over
 
     claim = await until(kube, CLAIM, namespace, "test-01", has_state)
@@ -52,11 +39,11 @@ async def test_a_named_resource_that_lessor_did_not_create_is_a_conflict_never_t
     theirs = {"apiVersion": TEST_KIND.api_version, "kind": "ResourceClaimTest",
               "metadata": {"name": "test-01-b"}, "spec": {"foo": "theirs"}}
     await kube.create(TEST_KIND, namespace, theirs)
-    await scenario.create(
-        poolboy_provider(provider, {"override": override_for(namespace, spec={"foo": "bar"}),
-                                    "validation": named_like("test-01")}),
-        poolboy_claim("test-01-b", namespace, {"resources": [{"provider": {"name": provider},
-                                                              "template": {"metadata": {"name": "test-01-b"}}}]}))
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {"override": scenario.override(spec={"foo": "bar"}),
+                                                        "validation": named_like("test-01")}),
+        scenario.poolboy("ResourceClaim", "test-01-b", {"resources": [{"provider": {"name": provider},
+                                                                       "template": {"metadata": {"name": "test-01-b"}}}]}))
     claim = await until(kube, CLAIM, namespace, "test-01-b", lambda c: condition(c, "Ready").get("reason")
                         == "ResourceConflict")
     assert "test-01-b" in condition(claim, "Ready")["message"]

@@ -7,34 +7,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, HANDLE
 from lessor.templates import parse_timestamp
 from tests.polling import gone, until
 
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    HANDLE,
-    OPS,
-    TEST_KIND,
-    Scenario,
-    claim_test_kind_fixture,
-    condition,
-    has_state,
-    named_like,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    ready,
-    scenario_fixture,
-)
-
-
-def extended_or(longer: str, shorter: str) -> str:
-    return (f"{{%- if 'extended-lifespan' in resource_claim.annotations -%}}{longer}"
-            f"{{%- else -%}}{shorter}{{%- endif -%}}")
-
-
-LIFESPAN = {"default": extended_or("12h", "30m"), "maximum": extended_or("2d", "2h"),
-            "relativeMaximum": extended_or("1d", "1h")}
+from .lab import LIFESPAN, OPS, TEST_KIND, Scenario, condition, has_state, named_like, ready
 
 
 def lifespan_of(claim: dict) -> tuple[datetime, datetime]:
@@ -44,11 +21,12 @@ def lifespan_of(claim: dict) -> tuple[datetime, datetime]:
 
 async def test_lifespan_templates_follow_the_claim(kube: Gateway, namespace: str, scenario: Scenario) -> None:
     provider = scenario.name("test-02")
-    await scenario.create(
-        poolboy_provider(provider, {"lifespan": dict(LIFESPAN), "override": override_for(namespace, spec={"foo": "bar"}),
-                                    "validation": named_like("test-02")}),
-        poolboy_claim("test-02", namespace, {"resources": [{"provider": {"name": provider},
-                                                            "template": {"metadata": {"name": "test-02-a"}}}]}))
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {
+            "lifespan": dict(LIFESPAN), "override": scenario.override(spec={"foo": "bar"}),
+            "validation": named_like("test-02")}),
+        scenario.poolboy("ResourceClaim", "test-02", {"resources": [{"provider": {"name": provider},
+                                                                     "template": {"metadata": {"name": "test-02-a"}}}]}))
     assert not [n for n in scenario.notes if n.field.startswith("spec.lifespan")]  # the templates carry over
     claim = await until(kube, CLAIM, namespace, "test-02",
                         lambda c: has_state(c) and ready(c) and "end" in c["status"].get("lifespan", {}))
@@ -81,10 +59,10 @@ async def test_a_lifespan_template_that_cannot_render_is_named_on_the_claim(
         kube: Gateway, namespace: str, scenario: Scenario) -> None:
     """lessor's answer where Poolboy retries in its log: Valid=False, ProviderTemplateError, naming the setting."""
     provider = scenario.name("test-02-bad")
-    await scenario.create(
-        poolboy_provider(provider, {"lifespan": {"maximum": "{{ resource_claim.spec.nope }}h"},
-                                    "override": override_for(namespace)}),
-        poolboy_claim("test-02-bad", namespace, {"resources": [{"provider": {"name": provider}}]}))
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {"lifespan": {"maximum": "{{ resource_claim.spec.nope }}h"},
+                                                        "override": scenario.override()}),
+        scenario.poolboy("ResourceClaim", "test-02-bad", {"resources": [{"provider": {"name": provider}}]}))
     claim = await until(kube, CLAIM, namespace, "test-02-bad", lambda c: condition(c, "Valid").get("status") == "False")
     valid = condition(claim, "Valid")
     assert valid["reason"] == "ProviderTemplateError"

@@ -7,22 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM
 from tests.polling import until
 
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    TEST_KIND,
-    Scenario,
-    claim_test_kind_fixture,
-    condition,
-    has_state,
-    merged,
-    named_like,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    scenario_fixture,
-)
+from .lab import TEST_KIND, Scenario, condition, has_state, merged, named_like
 
 
 def counted(provider: str, count: int) -> dict[str, Any]:
@@ -34,15 +22,15 @@ async def test_checks_see_the_providers_vars(kube: Gateway, namespace: str, scen
     provider = scenario.name("vars-02")
     count_schema = {"type": "object", "additionalProperties": False, "required": ["count"],
                     "properties": {"count": {"type": "integer"}}}
-    await scenario.create(
-        poolboy_provider(provider, {
+    await scenario.put(
+        scenario.poolboy("ResourceProvider", provider, {
             "template": {"enable": True}, "vars": {"count_minimum": 1, "count_maximum": 10},
-            "override": override_for(namespace),
+            "override": scenario.override(),
             "updateFilters": [{"pathMatch": "/spec/count", "allowedOps": ["replace"]}],
             "validation": {**merged(named_like("vars-02"), spec=count_schema),
                            "checks": [{"name": "minimum count", "check": "spec.count >= count_minimum"},
                                       {"name": "maximum count", "check": "spec.count <= count_maximum"}]}}),
-        poolboy_claim("vars-02-a", namespace, counted(provider, 3)))
+        scenario.poolboy("ResourceClaim", "vars-02-a", counted(provider, 3)))
     claim = await until(kube, CLAIM, namespace, "vars-02-a", has_state)
     assert claim["status"]["resources"][0]["state"]["metadata"]["name"] == "vars-02-a"
     assert "validationError" not in claim["status"]["resources"][0]

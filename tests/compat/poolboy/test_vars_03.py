@@ -8,23 +8,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lessor.gateway import Gateway
+from lessor.gateway.resources import CLAIM, HANDLE
 from tests.polling import until
 
-from .support_templates import (  # noqa: F401 (the fixtures' functions)
-    CLAIM,
-    HANDLE,
-    OPS,
-    TEST_KIND,
-    Scenario,
-    claim_test_kind_fixture,
-    has_state,
-    merged,
-    named_like,
-    override_for,
-    poolboy_claim,
-    poolboy_provider,
-    scenario_fixture,
-)
+from .lab import OPS, TEST_KIND, Scenario, has_state, merged, named_like
 
 TIME = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -40,9 +27,9 @@ async def test_checks_with_poolboys_time_functions_see_the_handles_vars(
     parse = "| to_datetime('%Y-%m-%dT%H:%M:%S%z')"
     times = {"type": "object", "additionalProperties": False, "required": ["start", "end"],
              "properties": {"start": {"type": "string"}, "end": {"type": "string"}}}
-    await scenario.create(poolboy_provider(provider, {
+    await scenario.put(scenario.poolboy("ResourceProvider", provider, {
         "template": {"enable": True}, "vars": {"maximum_interval": "1h"},
-        "override": override_for(namespace),
+        "override": scenario.override(),
         "updateFilters": [{"pathMatch": "/spec/(start|end)", "allowedOps": ["replace"]}],
         "validation": {**merged(named_like("vars-03"), spec=times), "checks": [
             {"name": "end relative to start",
@@ -50,7 +37,8 @@ async def test_checks_with_poolboys_time_functions_see_the_handles_vars(
             {"name": "end relative to now",
              "check": f"spec.end {parse} - now(true) < maximum_interval | parse_time_interval"}]}}))
     start = datetime.now(timezone.utc).replace(microsecond=0)
-    await scenario.create(poolboy_claim("vars-03-a", namespace, window(provider, start, start + timedelta(minutes=1))))
+    await scenario.put(scenario.poolboy("ResourceClaim", "vars-03-a",
+                                        window(provider, start, start + timedelta(minutes=1))))
     claim = await until(kube, CLAIM, namespace, "vars-03-a", has_state)
     assert "validationError" not in claim["status"]["resources"][0]
     made = await kube.get(TEST_KIND, namespace, "vars-03-a")

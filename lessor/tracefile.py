@@ -109,6 +109,8 @@ def waterfall(spans: Sequence[Span]) -> Iterator[str]:
     def walk(span: Span, depth: int) -> Iterator[str]:
         where = span.attributes.get("messaging.destination.name") or span.attributes.get("url.full") or ""
         what = span.attributes.get("lessor.message.type")
+        if what and span.name.endswith(f" {what}"):  # `process Offer` says it already
+            what = None
         status = f"  ERROR {span.description}".rstrip() if span.error else ""
         detail = " ".join(str(part) for part in (what, f"@ {where}" if where else "") if part)
         yield (f"{(span.start - origin) / 1e6:9.1f} {(span.end - span.start) / 1e6:9.1f}  "

@@ -129,6 +129,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     tr.add_argument("target", metavar="NAMESPACE/NAME", help="the lease or claim")
     tr.add_argument("--file", type=Path, default=Path(".lessor/dev/traces.jsonl"),
                     help="the spans file (default: %(default)s, where `lessor dev --traces` writes)")
+    tr.add_argument("--url", action="store_true",
+                    help="print the link to the trace in the Zipkin that `lessor dev --traces` runs, not the waterfall")
+    tr.add_argument("--zipkin-port", type=int, default=19411,
+                    help="with --url: Zipkin's port on 127.0.0.1, as given to `lessor dev` (default: %(default)s)")
 
     topo = sub.add_parser(
         "topology", help="print the topology of a cluster (Graphviz DOT)",
@@ -341,7 +345,8 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
     if args.command == "trace":
         from lessor.tracefile import print_trace
 
-        return print_trace(args.kind, args.target, args.file, sys.stdout)
+        return print_trace(args.kind, args.target, args.file, sys.stdout,
+                           zipkin_port=args.zipkin_port if args.url else None)
     if args.command == "topology":
         from lessor.gateway import LESSOR_RESOURCES, Gateway
         from lessor.topology import ADDED, Topology

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,7 +25,7 @@ from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY, PROVIDER
 from lessor.install import install
-from lessor.leader import COORDINATION_LEASE, ElectionSettings
+from lessor.leader import COORDINATION_LEASE, ElectionSettings, LeaderElector
 from lessor.operator import Operator, OperatorConfig
 from lessor.tracefile import JsonLinesExporter, print_trace
 from tests.polling import until
@@ -278,6 +279,36 @@ async def test_a_lease_created_before_the_operator_leads_is_one_story_from_its_c
 
 
 @pytest.mark.apiserver
+@pytest.mark.parametrize("traced", [False, True], ids=["by-default", "trace-leader-election"])
+async def test_leader_election_is_traced_only_when_asked(kube: Gateway, kubeconfig: Path, traced: bool) -> None:
+    """A leader renews its Lease every retry period: those traces drowned the lessor ones in Zipkin (82 of 152).
+    Off by default; `--trace-leader-election` turns them on."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    settings = ElectionSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.3,
+                                name=f"traced-{str(traced).lower()}", traced=traced)
+    async with await Gateway.connect(str(kubeconfig), registry=CollectorRegistry(),
+                                     tracer_provider=provider) as gateway:
+        elector = LeaderElector(gateway, OPS, settings)
+        task = asyncio.create_task(elector.run())
+        try:
+            await asyncio.wait_for(elector.wait_leading(), scaled(10))
+            await asyncio.sleep(scaled(1.5))  # a few renewals
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await elector.release()
+    assert (await kube.get(COORDINATION_LEASE, OPS, settings.name))["spec"].get("holderIdentity") is None
+    election = [s.name for s in spans.get_finished_spans() if s.name.endswith(" Lease.coordination.k8s.io")]
+    if traced:  # the acquisition, renewals and the release, each a trace of its own
+        assert len(election) >= 4 and "update Lease.coordination.k8s.io" in election, election
+    else:
+        assert not spans.get_finished_spans(), [s.name for s in spans.get_finished_spans()]
+
+
+@pytest.mark.apiserver
 async def test_one_claim_from_its_watch_event_to_ready_is_one_trace_through_the_objects_lessor_writes(
         tmp_path: Path) -> None:
     """The claim's actor creates a handle, the handle's actor creates the ConfigMap, the handle's status brings
@@ -359,3 +390,33 @@ def test_lessor_trace_says_what_to_do_without_a_file_or_a_trace(tmp_path: Path) 
         print_trace("lease", "lab/l1", tmp_path / "t.jsonl", io.StringIO())
     with pytest.raises(ValueError, match="NAMESPACE/NAME"):
         print_trace("lease", "l1", tmp_path / "t.jsonl", io.StringIO())
+
+
+def _record(trace: str, span: str, parent: str | None, name: str, **attrs: Any) -> str:
+    return orjson.dumps({"trace": trace, "span": span, "parent": parent, "name": name, "start": 1, "end": 2,
+                         "error": False, "description": "", "attributes": attrs, "events": []}).decode()
+
+
+def test_lessor_trace_url_links_the_lease_s_own_trace_in_zipkin(tmp_path: Path) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    (tmp_path / "t.jsonl").write_text("\n".join([
+        _record("0" * 31 + "1", "1" * 16, None, "receive Lease", **{
+            "k8s.event.type": "ADDED", "k8s.namespace.name": "lab", "k8s.object.name": "other"}),
+        _record(trace, "2" * 16, None, "receive Lease", **{
+            "k8s.event.type": "ADDED", "k8s.namespace.name": "lab", "k8s.object.name": "l1"}),
+        _record(trace, "3" * 16, "2" * 16, "start lease"),
+    ]) + "\n")
+    out = io.StringIO()
+    assert print_trace("lease", "lab/l1", tmp_path / "t.jsonl", out, zipkin_port=19411) == 0
+    assert out.getvalue() == f"http://127.0.0.1:19411/zipkin/traces/{trace}\n"
+
+
+@pytest.mark.parametrize("bad, what", [('{"trace": "4bf92f35', "not JSON"), ("[1, 2]", "not a span"),
+                                       ('{"trace": "x"}', "not a span")])
+def test_lessor_trace_names_a_malformed_line_and_says_what_to_do(tmp_path: Path, bad: str, what: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record("1" * 32, "1" * 16, None, "receive Lease") + "\n\n" + bad + "\n")
+    with pytest.raises(ValueError) as refused:
+        print_trace("lease", "lab/l1", path, io.StringIO())
+    message = str(refused.value)
+    assert message.startswith(f"{path}, line 3: {what}") and "delete that line" in message, message

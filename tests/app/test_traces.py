@@ -160,6 +160,7 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
     # Each actor span is named by its step; the object is in its attributes.
     assert {"process Offer", "process Accept", "process Granted"} <= {s.name for s in story}, {s.name for s in story}
     assert {attributes(s)["messaging.destination.name"] for s in story if s.name == "process Offer"} == {"lease/lab/l1"}
+    assert any(s.name == "create Event" for s in story), "the lease's Ready Event is written in a trace of its own"
     changes = [dict(e.attributes or {}) for s in story for e in s.events if e.name == "condition changed"]
     assert {"lessor.condition.type": "Ready", "lessor.condition.status": "True", "lessor.condition.reason": "Ready",
             "lessor.condition.message": f"exporter {exporter} is leased"} in changes, changes

@@ -88,6 +88,9 @@ class Operator:
         self.registry = registry
         self.tracer_provider = tracer_provider
         self._tracer = trace.get_tracer("lessor.operator", tracer_provider=tracer_provider)
+        # Whether spans are recorded at all (as `lessor.mailbox` decides): without, no event is judged idle.
+        self._traced = not isinstance(tracer_provider or trace.get_tracer_provider(),
+                                      (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
         self.informers = [
             Informer(gateway, res, self.on_event, inactivity_timeout=config.watch_inactivity_timeout)
             for res in LESSOR_RESOURCES
@@ -140,7 +143,7 @@ class Operator:
         if cause is not None:
             parent: trace.Span | None = trace.NonRecordingSpan(cause)
         else:
-            parent = unrecorded() if idle_heartbeat(event) else None
+            parent = unrecorded() if self._traced and idle_heartbeat(event) else None
         with self._tracer.start_as_current_span(
             f"receive {kind}", kind=trace.SpanKind.CONSUMER,
             context=trace.set_span_in_context(parent) if parent is not None else None,

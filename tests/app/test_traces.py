@@ -242,7 +242,8 @@ async def test_heartbeats_that_change_nothing_start_no_trace_and_an_exporter_bac
         await until(kube, EXPORTER, NS, "e0", lambda o: condition(o, "Online") == "True")
         await asyncio.sleep(scaled(0.5))
         back = spans.get_finished_spans()
-    assert not quiet, sorted({s.name for s in quiet})
+    # No new trace, and nothing of the heartbeats (a late span of the lease's own story may still end here).
+    assert not [s for s in quiet if s.parent is None or s.name == "receive Exporter"], sorted({s.name for s in quiet})
     assert changes(offline, "Online", "False"), sorted({s.name for s in offline})
     online = changes(back, "Online", "True")
     assert online, sorted({s.name for s in back})

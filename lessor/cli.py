@@ -116,6 +116,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                      "and print the viewer's URL")
     dev.add_argument("--zipkin-port", type=int, default=19411,
                      help="with --traces: Zipkin's port on 127.0.0.1 (default: %(default)s)")
+    _trace_leader_election(dev)
 
     tr = sub.add_parser(
         "trace", help="print the trace of a lease's or claim's creation as a waterfall",
@@ -128,6 +129,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     tr.add_argument("target", metavar="NAMESPACE/NAME", help="the lease or claim")
     tr.add_argument("--file", type=Path, default=Path(".lessor/dev/traces.jsonl"),
                     help="the spans file (default: %(default)s, where `lessor dev --traces` writes)")
+    tr.add_argument("--url", action="store_true",
+                    help="print the link to the trace in the Zipkin that `lessor dev --traces` runs, not the waterfall")
+    tr.add_argument("--zipkin-port", type=int, default=19411,
+                    help="with --url: Zipkin's port on 127.0.0.1, as given to `lessor dev` (default: %(default)s)")
 
     topo = sub.add_parser(
         "topology", help="print the topology of a cluster (Graphviz DOT)",
@@ -243,6 +248,13 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    "than the lease duration (default: %(default)s)")
     p.add_argument("--leader-elect-retry-period", type=_seconds, default="2s",
                    help="how often the leader renews and candidates try (default: %(default)s)")
+    _trace_leader_election(p)
+
+
+def _trace_leader_election(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace-leader-election", action="store_true",
+                   help="with tracing on (OTEL_TRACES_EXPORTER): also trace the leader election's requests, a "
+                   "renewal every retry period (default: not traced, so they do not bury the lessor traces)")
 
 
 def _webhook_args(p: argparse.ArgumentParser) -> None:
@@ -327,7 +339,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             exporter_heartbeat_timeout=args.exporter_heartbeat_timeout, decision_window=args.decision_window,
             leader_election=ElectionSettings(
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
-                retry_period=args.leader_elect_retry_period,
+                retry_period=args.leader_elect_retry_period, traced=args.trace_leader_election,
             ) if args.leader_elect else None,
             api_unreachable_timeout=args.api_unreachable_timeout, max_loop_lag=args.max_loop_lag,
         ))
@@ -339,7 +351,8 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
     if args.command == "trace":
         from lessor.tracefile import print_trace
 
-        return print_trace(args.kind, args.target, args.file, sys.stdout)
+        return print_trace(args.kind, args.target, args.file, sys.stdout,
+                           zipkin_port=args.zipkin_port if args.url else None)
     if args.command == "topology":
         from lessor.gateway import LESSOR_RESOURCES, Gateway
         from lessor.topology import ADDED, Topology

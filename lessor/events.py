@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from opentelemetry import trace
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanContext
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import Kind
@@ -116,6 +118,7 @@ class _Series:
     name: str | None = None  # once created
     written: int = 0  # the count the API server has
     queued: bool = False
+    cause: SpanContext = INVALID_SPAN_CONTEXT  # the span of the last occurrence: its write goes on in its trace
 
 
 class EventRecorder:
@@ -168,6 +171,7 @@ class EventRecorder:
         if series is not None and now - series.observed <= self.window:
             series.count += 1
             series.observed, series.last_observed = now, wall
+            series.cause = trace.get_current_span().get_span_context()
             self.series.move_to_end(key)
             self._aggregated.inc()
             if not series.queued and key not in self.waiting:
@@ -177,7 +181,8 @@ class EventRecorder:
             self._dropped.labels("rate_limited").inc()
             return
         body = self._event(kind, metadata, type, reason, note, action, wall)
-        self.series[key] = series = _Series(namespace, body, now, wall)
+        self.series[key] = series = _Series(namespace, body, now, wall,
+                                            cause=trace.get_current_span().get_span_context())
         self.series.move_to_end(key)
         self._enqueue(key, series)
         self._trim()
@@ -258,7 +263,9 @@ class EventRecorder:
                 series = self.series.get(key)
                 if series is not None:
                     series.queued = False
-                    await self._write(key, series)
+                    # In the trace of what recorded it (a lease's Ready), not a trace of its own each.
+                    with trace.use_span(trace.NonRecordingSpan(series.cause)):
+                        await self._write(key, series)
             except Exception:
                 log.debug("writing an event failed", exc_info=True)
             finally:

@@ -35,6 +35,7 @@ leader runs the object actors and writes. The rules (client-go's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -46,11 +47,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.model.labels import HOLDER_POD, HOLDER_USERNAME
+from lessor.telemetry import unrecorded
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +134,9 @@ class ElectionSettings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     name: str = LEASE_NAME
+    traced: bool = False
+    """Trace the election's requests (`--trace-leader-election`). Off, they are recorded by no sampler that
+    follows its parent: a renewal every retry period made most of the traces in a viewer."""
 
     def __post_init__(self) -> None:
         if not self.lease_duration > self.renew_deadline:
@@ -273,7 +279,15 @@ class LeaderElector:
         """The operator stopped the ended term's actors: campaign again."""
         self._work_stopped.set()
 
+    def _tracing(self) -> contextlib.AbstractContextManager[object]:
+        """Around the election's work: unrecorded unless `settings.traced` (the watch task inherits it)."""
+        return contextlib.nullcontext() if self.settings.traced else trace.use_span(unrecorded())
+
     async def run(self) -> None:
+        with self._tracing():
+            await self._run()
+
+    async def _run(self) -> None:
         watch = asyncio.create_task(self._watch(), name="leader election watch")
         try:
             while True:
@@ -306,7 +320,8 @@ class LeaderElector:
                          "acquireTime": now, "renewTime": now}}
         try:
             async with asyncio.timeout(self.settings.retry_period):
-                await self._write("update", "PUT", body)
+                with self._tracing():
+                    await self._write("update", "PUT", body)
             log.info("released leadership (%s)", self.identity)
         except Exception as err:  # the Lease then expires as usual
             log.warning("could not release the leader Lease: %s", err)

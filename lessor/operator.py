@@ -29,7 +29,7 @@ from lessor.admission.server import CertificateFiles, WebhookSettings, developme
 from lessor.actors.provisioning.claim import ClaimActor
 from lessor.actors.provisioning.protocol import KINDS
 from lessor.actors.context import Context
-from lessor.actors.leasing.exporter import ExporterActor
+from lessor.actors.leasing.exporter import ONLINE, ExporterActor
 from lessor.actors.provisioning.handle import HandleActor
 from lessor.actors.leasing.lease import LeaseActor
 from lessor.actors.provisioning.pool import PoolActor
@@ -49,7 +49,7 @@ from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
 from lessor.probes import health_app, metrics_app, serve
 from lessor.state_metrics import StateMetrics, runtime_collectors
-from lessor.telemetry import configure_telemetry
+from lessor.telemetry import configure_telemetry, unrecorded
 from lessor.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,9 @@ class Operator:
         self.registry = registry
         self.tracer_provider = tracer_provider
         self._tracer = trace.get_tracer("lessor.operator", tracer_provider=tracer_provider)
+        # Whether spans are recorded at all (as `lessor.mailbox` decides): without, no event is judged idle.
+        self._traced = not isinstance(tracer_provider or trace.get_tracer_provider(),
+                                      (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
         self.informers = [
             Informer(gateway, res, self.on_event, inactivity_timeout=config.watch_inactivity_timeout)
             for res in LESSOR_RESOURCES
@@ -134,11 +137,16 @@ class Operator:
             self.created_kinds.watch_provider(event.object)
         # The root of a trace, from this watch event through every actor message it causes; or, when the
         # event reports one of lessor's own writes, the next step of that write's trace (gateway/causes.py).
+        # A heartbeat that changes nothing is not worth a trace: its whole story goes unrecorded.
         metadata = event.object.get("metadata") or {}
         cause = self.gateway.causes.cause_of(kind, event.object)
+        if cause is not None:
+            parent: trace.Span | None = trace.NonRecordingSpan(cause)
+        else:
+            parent = unrecorded() if self._traced and idle_heartbeat(event) else None
         with self._tracer.start_as_current_span(
             f"receive {kind}", kind=trace.SpanKind.CONSUMER,
-            context=trace.set_span_in_context(trace.NonRecordingSpan(cause)) if cause else None,
+            context=trace.set_span_in_context(parent) if parent is not None else None,
             attributes={"messaging.system": "kubernetes-watch", "messaging.operation.name": "receive",
                         "messaging.operation.type": "receive", "messaging.destination.name": kind,
                         "k8s.event.type": event.type, "k8s.namespace.name": metadata.get("namespace", ""),
@@ -275,6 +283,28 @@ class Operator:
         joins the frozen objects, and the heap their start-up used goes back to the system."""
         await _quiet(system)
         settle_after_start()
+
+
+def idle_heartbeat(event: WatchEvent) -> bool:
+    """An exporter's agent wrote `status.lastSeen` (a heartbeat, every few seconds) and nothing else, while
+    the exporter is already Online: every actor re-reads it and nothing changes. A heartbeat that brings an
+    Offline exporter back, or comes with any other change, is not idle."""
+    old, new = event.previous, event.object
+    if event.type != "MODIFIED" or old is None or new.get("kind") != "Exporter":
+        return False
+    old_status, new_status = old.get("status") or {}, new.get("status") or {}
+    if old_status.get("lastSeen") == new_status.get("lastSeen") or not any(
+            c.get("type") == ONLINE and c.get("status") == "True" for c in old_status.get("conditions") or ()
+            if isinstance(c, dict)):
+        return False
+    return _without(old_status, "lastSeen") == _without(new_status, "lastSeen") and _without(
+        old, "status", "metadata") == _without(new, "status", "metadata") and _without(
+        old.get("metadata") or {}, "resourceVersion", "managedFields") == _without(
+        new.get("metadata") or {}, "resourceVersion", "managedFields")
+
+
+def _without(mapping: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k not in keys}
 
 
 WRITING_STARTS = 64  # actors of a kind whose start-up writes inside `started()` at once (`_register_actors`)

@@ -9,6 +9,7 @@ provider it returns on exit so that buffered spans are flushed.
 from __future__ import annotations
 
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -83,6 +84,17 @@ def configure_telemetry() -> TracerProvider | None:
     if provider is not None:
         trace.set_tracer_provider(provider)
     return provider
+
+
+def unrecorded() -> trace.Span:
+    """A parent span that records nothing, for work no one should have to scroll past (a leader-Lease renewal
+    every 2 s, an exporter heartbeat that changes nothing): `with trace.use_span(unrecorded()):` and, under the
+    default parent-based sampler, no span begun inside is recorded, down to the actor messages and API
+    requests it causes, at no cost beyond a non-recording span each. Its ids are random, so a sampler that
+    ignores the parent still sees separate traces."""
+    return trace.NonRecordingSpan(trace.SpanContext(
+        random.getrandbits(128) | 1, random.getrandbits(64) | 1, is_remote=False,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.DEFAULT)))
 
 
 def _otlp_exporter() -> SpanExporter:

@@ -73,13 +73,30 @@ class Span:
     events: Sequence[Mapping[str, Any]] = ()
 
 
-def read_spans(lines: Iterable[str | bytes]) -> list[Span]:
+def read_spans(lines: Iterable[str | bytes], source: str = "the spans file") -> list[Span]:
+    """The spans of a file `JsonLinesExporter` wrote; a line that is not one (a line cut short when an
+    operator was killed mid-write, another file) is a ValueError that names it and says what to do."""
     spans = []
-    for line in lines:
-        if line.strip():
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
             record = orjson.loads(line)
             spans.append(Span(**{key: record[key] for key in Span.__slots__ if key in record}))
+        except (orjson.JSONDecodeError, TypeError) as err:
+            what = (f"not JSON: {str(err).split(':')[0]}" if isinstance(err, orjson.JSONDecodeError)
+                    else "not a span")
+            raise ValueError(
+                f"{source}, line {number}: {what} ({_excerpt(line)}). The file holds one span a line, as JSON, "
+                f"written by the operator; delete that line (a line cut short when an operator was stopped "
+                f"mid-write) or pass the right file with --file") from None
     return spans
+
+
+def _excerpt(line: str | bytes, width: int = 60) -> str:
+    text = line.decode(errors="replace") if isinstance(line, bytes) else line
+    text = text.strip()
+    return repr(text if len(text) <= width else text[:width] + "…")
 
 
 def creation_trace(spans: Sequence[Span], kind: str, namespace: str, name: str) -> list[Span]:
@@ -109,6 +126,8 @@ def waterfall(spans: Sequence[Span]) -> Iterator[str]:
     def walk(span: Span, depth: int) -> Iterator[str]:
         where = span.attributes.get("messaging.destination.name") or span.attributes.get("url.full") or ""
         what = span.attributes.get("lessor.message.type")
+        if what and span.name.endswith(f" {what}"):  # `process Offer` says it already
+            what = None
         status = f"  ERROR {span.description}".rstrip() if span.error else ""
         detail = " ".join(str(part) for part in (what, f"@ {where}" if where else "") if part)
         yield (f"{(span.start - origin) / 1e6:9.1f} {(span.end - span.start) / 1e6:9.1f}  "
@@ -126,8 +145,25 @@ def waterfall(spans: Sequence[Span]) -> Iterator[str]:
         yield from walk(root, 0)
 
 
-def print_trace(kind: str, target: str, path: Path, out: IO[str]) -> int:
-    """`lessor trace`: 0 when the trace was printed, 1 with a message saying what to do otherwise."""
+def zipkin_trace_url(port: int, trace_id: str) -> str:
+    """Zipkin's page of one trace (`lessor dev --traces` runs Zipkin on 127.0.0.1:`port`)."""
+    return f"http://127.0.0.1:{port}/zipkin/traces/{trace_id}"
+
+
+def print_trace(kind: str, target: str, path: Path, out: IO[str], *, zipkin_port: int | None = None) -> int:
+    """`lessor trace`: the waterfall of the trace, or with `zipkin_port` the link to it in Zipkin; a
+    ValueError saying what to do when there is none."""
+    spans = find_trace(kind, target, path)
+    if zipkin_port is not None:
+        out.write(zipkin_trace_url(zipkin_port, spans[0].trace) + "\n")
+        return 0
+    for line in waterfall(spans):
+        out.write(line + "\n")
+    return 0
+
+
+def find_trace(kind: str, target: str, path: Path) -> list[Span]:
+    """The spans of the trace of `kind` NAMESPACE/NAME's creation in the file at `path`."""
     namespace, _, name = target.partition("/")
     if not namespace or not name:
         raise ValueError(f"{target!r}: name the object as NAMESPACE/NAME")
@@ -135,10 +171,8 @@ def print_trace(kind: str, target: str, path: Path, out: IO[str]) -> int:
         raise ValueError(f"no traces at {path}: run `lessor dev --traces` (or `lessor run` with "
                          f"OTEL_TRACES_EXPORTER=jsonl {TRACES_FILE_ENV}={path}), then create the {kind}")
     with path.open("rb") as lines:
-        spans = creation_trace(read_spans(lines), ROOTS[kind], namespace, name)
+        spans = creation_trace(read_spans(lines, str(path)), ROOTS[kind], namespace, name)
     if not spans:
         raise ValueError(f"{path} holds no trace of the creation of {kind} {target} (was it created while "
                          "tracing was on? spans are written in batches: wait a few seconds)")
-    for line in waterfall(spans):
-        out.write(line + "\n")
-    return 0
+    return spans

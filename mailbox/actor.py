@@ -85,8 +85,10 @@ class Actor:
                                     links=(otel_context.get_current(),), parent=on_behalf_of.context)
 
     def cause(self) -> Cause | None:
-        """The trace of the message in hand, to keep for `tell(on_behalf_of=)`; None when tracing is off."""
-        return self._cell.system._tracing.cause()
+        """The trace of the message in hand, to keep for `tell(on_behalf_of=)`; None when tracing is off, or
+        when the actor's handler runs outside a system (a test calling `receive` itself)."""
+        cell = getattr(self, "_cell", None)
+        return cell.system._tracing.cause() if cell is not None else None
 
     async def ask(self, address: str, message: Any, *, timeout: float | None = None) -> Any:
         """Send and wait for the reply; see `ActorSystem.ask`. Asking oneself would deadlock, so it raises."""

@@ -12,7 +12,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -305,7 +304,7 @@ class ActorSystem:
     def _schedule(self, address: str, key: Hashable, message: Any, delay: float) -> None:
         if self._closing:
             return
-        context = otel_context.get_current() if self._tracing.enabled else None
+        context = self._tracing.armed() if self._tracing.enabled else None
         self._timers.schedule(address, key, message, delay, context)
 
     def _timer_due(self, address: str, message: Any, context: Context | None) -> None:

@@ -28,9 +28,21 @@ class Cause:
     def __init__(self, context: Context) -> None:
         self.context = context
 
+    @property
+    def sampled(self) -> bool:
+        """Whether its trace is recorded: one that is not (sampled out) is not worth keeping to continue."""
+        return bool(trace.get_current_span(self.context).get_span_context().trace_flags.sampled)
+
+    def detached(self) -> Cause:
+        """The same cause holding only its span's ids, not the (ended) span and its attributes: cheap to keep
+        many of for a long time."""
+        return Cause(trace.set_span_in_context(trace.NonRecordingSpan(
+            trace.get_current_span(self.context).get_span_context())))
+
 
 class Tracing:
-    """Opens the CONSUMER span of each handling (a child of the sender's span) and the PRODUCER span of an ask.
+    """Opens the CONSUMER span of each handling (a child of the sender's span) and the PRODUCER span of an ask,
+    each named after its operation and message type (`span_name`).
 
     With the API's default (no-op) provider, spans would be discarded anyway,
     and creating them costs more than delivering a message; so `enabled` is
@@ -46,6 +58,14 @@ class Tracing:
     def cause(self) -> Cause | None:
         """The trace of what runs now, kept to carry on later on its behalf; None when tracing is off."""
         return Cause(otel_context.get_current()) if self.enabled else None
+
+    def armed(self) -> Context | None:
+        """The trace a timer armed now goes on in when it fires: the current one, if it is recorded. One that
+        is not (sampled out, or deliberately unrecorded, as for work that changed nothing) is not continued:
+        the timer's handling then starts a trace of its own, since what it does when it fires (an exporter
+        found offline when its heartbeats stop) is news that the work arming it was not."""
+        context = otel_context.get_current()
+        return context if trace.get_current_span(context).get_span_context().trace_flags.sampled else None
 
     def told(self, envelope: Envelope, links: Sequence[Context] = (), parent: Context | None = None) -> None:
         """A tell has no span of its own: it only enqueues, so its span would measure nothing while costing
@@ -63,7 +83,7 @@ class Tracing:
         message_id = next(self._ids)
         template = destination_template(address)
         span = self._tracer.start_span(
-            f"send {template}",
+            f"send {message_type(message)}",
             kind=SpanKind.PRODUCER,
             attributes=_attributes(address, template, "send", message_id, message),
         )
@@ -81,7 +101,7 @@ class Tracing:
     def _consumer(self, operation: str, address: str, envelope: Envelope) -> _Consumer:
         template = destination_template(address)
         return _Consumer(self._tracer.start_span(
-            f"{operation} {template}",
+            span_name(operation, address, envelope.message),
             context=envelope.context,
             kind=SpanKind.CONSUMER,
             attributes=_attributes(address, template, operation, envelope.id, envelope.message),
@@ -112,6 +132,15 @@ class _Consumer:
         finally:
             otel_context.detach(self.token)
             self.span.end()
+
+
+def span_name(operation: str, address: str, message: Any) -> str:
+    """`process Offer`, `send LeaseWorld`, `start lease`: the step, by message type (or, for a start-up, the
+    actor's kind), so that a waterfall reads without opening each span. Low-cardinality either way, as the
+    messaging conventions allow; the object is in `messaging.destination.name`."""
+    if operation == "start":
+        return f"start {address.partition('/')[0]}"
+    return f"{operation} {message_type(message)}"
 
 
 def destination_template(address: str) -> str:

@@ -281,7 +281,11 @@ class ExporterActor(ObjectActor):
             self._tell_granted(want.lease)
             return
         burst = not len(self.queue)  # the first request after a quiet spell opens a decision window
-        self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot, self.cause()))
+        # A repeated request (after this exporter restarted, say) is the same one: the offer goes on in the
+        # trace of the first, the lease's story, rather than in that of whatever made the lease ask again.
+        repeated = self.queue.remove(want.lease)
+        cause = repeated.cause if repeated is not None and repeated.cause is not None else self.cause()
+        self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot, cause))
         if want.allow_disabled:
             self.allow_disabled = self.allow_disabled | {want.lease}
         if self.offer is not None and self.offer[0] == want.lease:  # a restarted lease lost our offer

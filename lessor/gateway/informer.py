@@ -56,6 +56,8 @@ def _compacted(page: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class WatchEvent:
     type: str  # ADDED, MODIFIED or DELETED
     object: dict[str, Any]
+    previous: dict[str, Any] | None = None
+    """MODIFIED: the object as the cache held it before, for a handler that must tell what changed."""
 
     @property
     def key(self) -> Key:
@@ -205,7 +207,10 @@ class Informer:
         if event.type == "DELETED":
             self.store.pop(key, None)
         else:
+            previous = self.store.get(key)
             self.store[key] = event.object
+            if previous is not None and event.type == "MODIFIED":
+                event = WatchEvent(event.type, event.object, previous)
         try:
             result = self._handler(event)
             if result is not None:

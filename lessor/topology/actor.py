@@ -14,6 +14,7 @@ reconciliation.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,7 @@ from lessor.actors.queries import (
     ReadyHolders,
     WaitingLeases,
 )
-from lessor.mailbox import Actor
+from lessor.mailbox import Actor, Cause
 from lessor.model.selectors import SelectorError, parse_selector
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
@@ -81,6 +82,25 @@ class TopologyState:
     topology: Topology
     synced: bool = False
     policies: PolicySets = field(default_factory=PolicySets)
+    causes: OrderedDict[ObjectKey, Cause] = field(default_factory=OrderedDict)
+    """While tracing: the trace of the last watch event of each object received before `Synced` (oldest first,
+    at most `KEPT_CAUSES`). Its actor starts at `Synced` on that trace's behalf, so that a lease created while
+    this replica followed is one story from its creation to its Ready, not a root of its own plus a start-up
+    12 s later in the new leader's trace."""
+
+    def keep_cause(self, key: ObjectKey, cause: Cause | None) -> None:
+        if cause is None or not cause.sampled:
+            self.causes.pop(key, None)
+            return
+        self.causes[key] = cause.detached()
+        self.causes.move_to_end(key)
+        while len(self.causes) > KEPT_CAUSES:
+            self.causes.popitem(last=False)
+
+
+KEPT_CAUSES = 4096
+"""Objects whose pre-`Synced` event `TopologyState.causes` keeps (about 200 bytes each); the rest of a large
+cluster starts in the trace of `Synced`, as all did before."""
 
 
 class TopologyActor(Actor):
@@ -101,6 +121,8 @@ class TopologyActor(Actor):
                 change = self.topology.apply(event_type, dict(obj))
                 if change is not None and change.key.kind == POLICY:  # before any lease can ask again
                     self.state.policies.changed(change)
+                if change is not None and not self.state.synced:
+                    self.state.keep_cause(change.key, self.cause() if change.new is not None else None)
                 if change is not None and self.state.synced:
                     targets = self.topology.route(change)
                     if change.key.kind == PROVIDER:  # which provider an unbound claim uses may change with it
@@ -135,9 +157,9 @@ class TopologyActor(Actor):
                 raise TypeError(f"the topology does not answer {type(message).__name__}")
         return None
 
-    def _observe(self, target: str, key: ObjectKey, obj: JSON | None) -> None:
+    def _observe(self, target: str, key: ObjectKey, obj: JSON | None, cause: Cause | None = None) -> None:
         message = Observed(key.kind, key.namespace, key.name, obj)
-        self.tell(target, message, coalesce=(target, message.coalesce_key))
+        self.tell(target, message, coalesce=(target, message.coalesce_key), on_behalf_of=cause)
 
     def _announce_all(self) -> None:
         """Tell every live object's actor of its object, in chunks (`_Announce`); then the missed changes."""
@@ -148,8 +170,9 @@ class TopologyActor(Actor):
         for key in keys[start:end]:
             target = address(key)
             obj = self.topology.get(key)  # as it is now: a change since the pass began is already in it
+            cause = self.state.causes.pop(key, None) if self.state.causes else None
             if target is not None and obj is not None and not is_inert(key, obj):
-                self._observe(target, key, obj)
+                self._observe(target, key, obj, cause)  # in the trace of the object's last event, if kept
         if end < len(keys):
             self.tell(self.address, _Announce(keys, end))
         else:

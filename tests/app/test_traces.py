@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,6 +25,7 @@ from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY, PROVIDER
 from lessor.install import install
+from lessor.leader import COORDINATION_LEASE, ElectionSettings, LeaderElector
 from lessor.operator import Operator, OperatorConfig
 from lessor.tracefile import JsonLinesExporter, print_trace
 from tests.polling import until
@@ -36,8 +38,10 @@ NS = "lab"
 
 
 @contextlib.asynccontextmanager
-async def traced_operator(tmp_path: Path) -> AsyncIterator[tuple[Gateway, InMemorySpanExporter]]:
-    """Its own control plane and an operator in this process whose spans go to memory."""
+async def traced_operator(tmp_path: Path, *, heartbeat_timeout: float = 60.0, held_leader: bool = False,
+                          ) -> AsyncIterator[tuple[Gateway, InMemorySpanExporter]]:
+    """Its own control plane and an operator in this process whose spans go to memory. `held_leader`: the
+    operator elects on the Lease `HELD`, which another holder keeps until the test releases it (`release`)."""
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
@@ -46,8 +50,16 @@ async def traced_operator(tmp_path: Path) -> AsyncIterator[tuple[Gateway, InMemo
         async with await Gateway.connect(str(cp.kubeconfig)) as kube:
             await install(kube, OPS, progress=lambda _: None)
             await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            election = None
+            if held_leader:
+                now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                await kube.create(COORDINATION_LEASE, OPS, {
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": HELD},
+                    "spec": {"holderIdentity": "somebody-else", "leaseDurationSeconds": 3600, "renewTime": now}})
+                election = ElectionSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.3, name=HELD)
             config = OperatorConfig(operator_namespace=OPS, bind_address="127.0.0.1", health_port=free_port(),
-                                    metrics_port=free_port(), exporter_heartbeat_timeout=60.0)
+                                    metrics_port=free_port(), exporter_heartbeat_timeout=heartbeat_timeout,
+                                    leader_election=election)
             async with await Gateway.connect(str(cp.kubeconfig), registry=CollectorRegistry(),
                                              tracer_provider=provider) as gateway:
                 op = Operator(config, gateway, CollectorRegistry(), tracer_provider=provider)
@@ -61,6 +73,21 @@ async def traced_operator(tmp_path: Path) -> AsyncIterator[tuple[Gateway, InMemo
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+
+
+HELD = "held-leader"
+
+
+async def release(kube: Gateway) -> None:
+    """The other holder of `HELD` hands it over, as a replica stopping does."""
+    await kube.merge_patch(COORDINATION_LEASE, OPS, HELD, {"spec": {"holderIdentity": None,
+                                                                    "leaseDurationSeconds": 1}})
+
+
+async def heartbeat(kube: Gateway, exporter: str) -> None:
+    """What an exporter's agent writes every few seconds."""
+    await kube.patch_status(EXPORTER, NS, exporter, {
+        "lastSeen": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "exporterStatus": "Available"})
 
 
 async def lab(kube: Gateway, exporters: int) -> None:
@@ -83,6 +110,17 @@ async def a_lease(kube: Gateway, name: str) -> None:
 
 def ready(obj: Any) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def condition(obj: Any, kind: str) -> str | None:
+    return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == kind), None)
+
+
+def changes(spans: Sequence[ReadableSpan], kind: str, status: str) -> list[ReadableSpan]:
+    """The spans that wrote condition `kind` with `status`."""
+    return [s for s in spans for e in s.events if e.name == "condition changed"
+            and dict(e.attributes or {}).get("lessor.condition.type") == kind
+            and dict(e.attributes or {}).get("lessor.condition.status") == status]
 
 
 def attributes(span: ReadableSpan) -> dict[str, Any]:
@@ -118,7 +156,11 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
     assert all(s.parent is None or s.parent.span_id in ids for s in story), "a span whose parent is elsewhere"
     types = {attributes(s).get("lessor.message.type") for s in story}
     assert {"Observed", "Want", "Offer", "Accept", "Granted"} <= types, types
-    assert any(s.name == "start lease/{namespace}/{name}" for s in story)  # the lease actor's start-up, in it
+    assert any(s.name == "start lease" for s in story)  # the lease actor's start-up, in it
+    # Each actor span is named by its step; the object is in its attributes.
+    assert {"process Offer", "process Accept", "process Granted"} <= {s.name for s in story}, {s.name for s in story}
+    assert {attributes(s)["messaging.destination.name"] for s in story if s.name == "process Offer"} == {"lease/lab/l1"}
+    assert any(s.name == "create Event" for s in story), "the lease's Ready Event is written in a trace of its own"
     changes = [dict(e.attributes or {}) for s in story for e in s.events if e.name == "condition changed"]
     assert {"lessor.condition.type": "Ready", "lessor.condition.status": "True", "lessor.condition.reason": "Ready",
             "lessor.condition.message": f"exporter {exporter} is leased"} in changes, changes
@@ -130,7 +172,7 @@ async def test_one_lease_from_its_watch_event_to_ready_is_one_trace_with_one_roo
     assert lines[1].split()[2:4] == ["receive", "Lease"], lines
     assert len([line for line in lines if "·" not in line]) == len(story) + 1, lines
     assert f"· Ready=True Ready: exporter {exporter} is leased" in shown, shown
-    assert "patch Exporter" in shown and "patch Lease" in shown and "Granted @ lease/lab/l1" in shown, shown
+    assert "patch Exporter" in shown and "patch Lease" in shown and "process Granted  @ lease/lab/l1" in shown, shown
     offsets = [float(line.split()[0]) for line in lines[1:] if "·" not in line]
     assert offsets[0] == 0.0 and all(offset >= 0 for offset in offsets)
 
@@ -165,6 +207,107 @@ async def test_a_lease_that_waits_for_another_ones_release_is_one_trace_linked_t
                == "first" and attributes(s).get("k8s.event.type") != "ADDED"}
     linked = {link.context.trace_id for s in story for link in s.links}
     assert release & linked, "the offer to the waiting lease links to nothing of the first one's release"
+
+
+@pytest.mark.apiserver
+async def test_heartbeats_that_change_nothing_start_no_trace_and_an_exporter_back_online_is_traced(
+        tmp_path: Path) -> None:
+    """After Ready, the agent's heartbeat (a new `status.lastSeen` every second here) re-reads the exporter and
+    its lease and changes nothing: no trace. The exporter going Offline when they stop, and the heartbeat that
+    brings it back Online, are news: traced."""
+    async with traced_operator(tmp_path, heartbeat_timeout=scaled(6)) as (kube, spans):
+        async def agent() -> None:
+            while True:
+                await heartbeat(kube, "e0")
+                await asyncio.sleep(1.0)
+
+        await lab(kube, 1)
+        beating = asyncio.create_task(agent())
+        try:
+            await a_lease(kube, "l1")
+            await until(kube, LEASE, NS, "l1", ready)
+            await asyncio.sleep(scaled(1))
+            spans.clear()
+            seen = (await kube.get(EXPORTER, NS, "e0"))["status"]["lastSeen"]
+            await asyncio.sleep(scaled(4))
+            quiet = spans.get_finished_spans()
+            assert (await kube.get(EXPORTER, NS, "e0"))["status"]["lastSeen"] != seen  # the agent did beat
+        finally:
+            beating.cancel()
+        await until(kube, EXPORTER, NS, "e0", lambda o: condition(o, "Online") == "False")
+        await asyncio.sleep(scaled(0.5))
+        offline = spans.get_finished_spans()
+        spans.clear()
+        await heartbeat(kube, "e0")
+        await until(kube, EXPORTER, NS, "e0", lambda o: condition(o, "Online") == "True")
+        await asyncio.sleep(scaled(0.5))
+        back = spans.get_finished_spans()
+    # No new trace, and nothing of the heartbeats (a late span of the lease's own story may still end here).
+    assert not [s for s in quiet if s.parent is None or s.name == "receive Exporter"], sorted({s.name for s in quiet})
+    assert changes(offline, "Online", "False"), sorted({s.name for s in offline})
+    online = changes(back, "Online", "True")
+    assert online, sorted({s.name for s in back})
+    story = [s for s in back if s.context.trace_id == online[0].context.trace_id]
+    roots = [s for s in story if s.parent is None]
+    assert [(r.name, attributes(r)["k8s.object.name"]) for r in roots] == [("receive Exporter", "e0")]
+
+
+@pytest.mark.apiserver
+async def test_a_lease_created_before_the_operator_leads_is_one_story_from_its_creation_to_ready(
+        tmp_path: Path) -> None:
+    """The operator follows while another replica holds the leader Lease; a lease is created meanwhile. When
+    the operator takes over, the lease's actor starts in the trace of the lease's creation event, not in a
+    trace of the take-over's: its Ready is in that trace."""
+    async with traced_operator(tmp_path, held_leader=True) as (kube, spans):
+        await lab(kube, 1)
+        await a_lease(kube, "l1")
+        await asyncio.sleep(scaled(2))  # received, and not acted on: this replica does not lead
+        assert not ready(await kube.get(LEASE, NS, "l1"))
+        await release(kube)
+        await until(kube, LEASE, NS, "l1", ready)
+        await asyncio.sleep(scaled(0.5))
+        finished = spans.get_finished_spans()
+    created = [s for s in finished if s.parent is None and s.name == "receive Lease"
+               and attributes(s)["k8s.object.name"] == "l1" and attributes(s)["k8s.event.type"] == "ADDED"]
+    assert len(created) == 1, [s.name for s in finished if s.parent is None]
+    story = [s for s in finished if s.context.trace_id == created[0].context.trace_id]
+    assert any(s.name == "start lease" and attributes(s)["messaging.destination.name"] == "lease/lab/l1"
+               for s in story), [s.name for s in story]
+    made_ready = changes(finished, "Ready", "True")
+    assert made_ready and all(s.context.trace_id == created[0].context.trace_id for s in made_ready), \
+        [(s.name, s.context.trace_id, created[0].context.trace_id) for s in made_ready]
+    start = next(s for s in story if s.name == "start lease")
+    assert start.links, "the lease's start-up says nothing of the take-over that made it run now"
+
+
+@pytest.mark.apiserver
+@pytest.mark.parametrize("traced", [False, True], ids=["by-default", "trace-leader-election"])
+async def test_leader_election_is_traced_only_when_asked(kube: Gateway, kubeconfig: Path, traced: bool) -> None:
+    """A leader renews its Lease every retry period: those traces drowned the lessor ones in Zipkin (82 of 152).
+    Off by default; `--trace-leader-election` turns them on."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    settings = ElectionSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.3,
+                                name=f"traced-{str(traced).lower()}", traced=traced)
+    async with await Gateway.connect(str(kubeconfig), registry=CollectorRegistry(),
+                                     tracer_provider=provider) as gateway:
+        elector = LeaderElector(gateway, OPS, settings)
+        task = asyncio.create_task(elector.run())
+        try:
+            await asyncio.wait_for(elector.wait_leading(), scaled(10))
+            await asyncio.sleep(scaled(1.5))  # a few renewals
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await elector.release()
+    assert (await kube.get(COORDINATION_LEASE, OPS, settings.name))["spec"].get("holderIdentity") is None
+    election = [s.name for s in spans.get_finished_spans() if s.name.endswith(" Lease.coordination.k8s.io")]
+    if traced:  # the acquisition, renewals and the release, each a trace of its own
+        assert len(election) >= 4 and "update Lease.coordination.k8s.io" in election, election
+    else:
+        assert not spans.get_finished_spans(), [s.name for s in spans.get_finished_spans()]
 
 
 @pytest.mark.apiserver
@@ -224,8 +367,10 @@ async def test_every_span_of_a_small_storm_follows_the_conventions(tmp_path: Pat
             if missing:
                 problems.append(f"{span.name}: without {sorted(missing)}")
             elif a["messaging.system"] == "lessor":
-                if span.name != f"{a['messaging.operation.name']} {a['messaging.destination.template']}":
-                    problems.append(f"{span.name}: not '{{operation}} {{destination template}}'")
+                step = (a["messaging.destination.template"].partition("/")[0]
+                        if a["messaging.operation.name"] == "start" else a["lessor.message.type"])
+                if span.name != f"{a['messaging.operation.name']} {step}":
+                    problems.append(f"{span.name}: not '{{operation}} {{message type}}' (or 'start {{kind}}')")
                 if a["lessor.message.type"].startswith("_"):
                     problems.append(f"{span.name}: private message type {a['lessor.message.type']}")
         elif span.kind == SpanKind.CLIENT:
@@ -247,3 +392,33 @@ def test_lessor_trace_says_what_to_do_without_a_file_or_a_trace(tmp_path: Path) 
         print_trace("lease", "lab/l1", tmp_path / "t.jsonl", io.StringIO())
     with pytest.raises(ValueError, match="NAMESPACE/NAME"):
         print_trace("lease", "l1", tmp_path / "t.jsonl", io.StringIO())
+
+
+def _record(trace: str, span: str, parent: str | None, name: str, **attrs: Any) -> str:
+    return orjson.dumps({"trace": trace, "span": span, "parent": parent, "name": name, "start": 1, "end": 2,
+                         "error": False, "description": "", "attributes": attrs, "events": []}).decode()
+
+
+def test_lessor_trace_url_links_the_lease_s_own_trace_in_zipkin(tmp_path: Path) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    (tmp_path / "t.jsonl").write_text("\n".join([
+        _record("0" * 31 + "1", "1" * 16, None, "receive Lease", **{
+            "k8s.event.type": "ADDED", "k8s.namespace.name": "lab", "k8s.object.name": "other"}),
+        _record(trace, "2" * 16, None, "receive Lease", **{
+            "k8s.event.type": "ADDED", "k8s.namespace.name": "lab", "k8s.object.name": "l1"}),
+        _record(trace, "3" * 16, "2" * 16, "start lease"),
+    ]) + "\n")
+    out = io.StringIO()
+    assert print_trace("lease", "lab/l1", tmp_path / "t.jsonl", out, zipkin_port=19411) == 0
+    assert out.getvalue() == f"http://127.0.0.1:19411/zipkin/traces/{trace}\n"
+
+
+@pytest.mark.parametrize("bad, what", [('{"trace": "4bf92f35', "not JSON"), ("[1, 2]", "not a span"),
+                                       ('{"trace": "x"}', "not a span")])
+def test_lessor_trace_names_a_malformed_line_and_says_what_to_do(tmp_path: Path, bad: str, what: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(_record("1" * 32, "1" * 16, None, "receive Lease") + "\n\n" + bad + "\n")
+    with pytest.raises(ValueError) as refused:
+        print_trace("lease", "lab/l1", path, io.StringIO())
+    message = str(refused.value)
+    assert message.startswith(f"{path}, line 3: {what}") and "delete that line" in message, message

@@ -96,6 +96,20 @@ def test_a_missing_kubeconfig_is_a_clear_error_not_a_traceback(tmp_path: Path) -
     assert "no kubeconfig at" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("command", ["run", "dev"])
+def test_leader_election_tracing_is_one_switch_off_by_default(command: str, tmp_path: Path) -> None:
+    out = lessor(command, "--help", cwd=tmp_path)
+    assert out.returncode == 0 and "--trace-leader-election" in out.stdout, out.stderr
+    assert "default: not traced" in " ".join(out.stdout.split()), out.stdout
+
+
+def test_trace_of_a_file_with_a_malformed_line_names_it_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "t.jsonl").write_text('{"trace": "4bf92f3577b34da6a3ce929d0e0e4736", "span": "00f06\n')  # cut short
+    out = lessor("trace", "lease", "lab/l1", "--file", "t.jsonl", cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "t.jsonl, line 1: not JSON" in out.stderr and "delete that line" in out.stderr, out.stderr
+
+
 async def test_install_establishes_every_crd(controlplane: ControlPlane, tmp_path: Path) -> None:
     out = await asyncio.to_thread(lessor, "install", "--kubeconfig", str(controlplane.kubeconfig), cwd=tmp_path)
     assert out.returncode == 0, out.stderr

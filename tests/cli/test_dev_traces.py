@@ -106,7 +106,8 @@ async def _zipkin_trace_of(base: str, name: str, timeout: float = 60) -> list[di
 async def test_dev_traces_prints_the_viewer_and_one_lease_is_one_trace_in_it(dev_traces: DevWithTraces,
                                                                             tmp_path: Path) -> None:
     output = "".join(dev_traces.output)
-    assert f"open {dev_traces.zipkin}/zipkin/?serviceName=lessor" in output, output
+    search = re.search(rf"open ({re.escape(dev_traces.zipkin)}/zipkin/\?\S+)\s+# traces", output)
+    assert search, output
     async with await Gateway.connect(str(dev_traces.kubeconfig)) as kube:
         await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         await lab(kube, 1)
@@ -125,12 +126,22 @@ async def test_dev_traces_prints_the_viewer_and_one_lease_is_one_trace_in_it(dev
                             str(dev_traces.folder / "dev" / "traces.jsonl")], capture_output=True, text=True,
                            cwd=tmp_path, timeout=scaled(60))
     assert shown.returncode == 0 and "receive Lease" in shown.stdout, shown.stderr
+    # `--url`: the link to that same trace in Zipkin.
+    port = int(dev_traces.zipkin.rsplit(":", 1)[1])
+    link = subprocess.run([sys.executable, "-m", "lessor", "trace", "lease", f"{NS}/l1", "--url", "--zipkin-port",
+                           str(port), "--file", str(dev_traces.folder / "dev" / "traces.jsonl")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=scaled(60))
+    url = trace_url(port, roots[0]["traceId"])
+    assert (link.returncode, link.stdout) == (0, url + "\n"), link.stderr
 
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium): no screenshot of the trace")
-    url = trace_url(int(dev_traces.zipkin.rsplit(":", 1)[1]), roots[0]["traceId"])
     browser = [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                "--window-size=1400,900", "--virtual-time-budget=15000"]
+    # The link `lessor dev` printed opens on the latest traces, the lease's among them (not an empty search).
+    listed = await asyncio.to_thread(subprocess.run, [*browser, "--dump-dom", search.group(1)],
+                                     capture_output=True, text=True, timeout=scaled(120))
+    assert re.search(r"receive lease", listed.stdout, re.IGNORECASE), listed.stdout[-2000:]
     png = tmp_path / "zipkin-lease-trace.png"
     shot = await asyncio.to_thread(subprocess.run, [*browser, f"--screenshot={png}", url],
                                    capture_output=True, text=True, timeout=scaled(120))

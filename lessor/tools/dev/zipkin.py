@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 from lessor.tools.controlplane.build import user_cache
 from lessor.tools.controlplane.processes import Child
+from lessor.tracefile import zipkin_trace_url
 
 ZIPKIN_VERSION = "3.4.2"
 ARTIFACT = f"io.zipkin:zipkin-server:{ZIPKIN_VERSION}:jar:exec"
@@ -67,10 +69,19 @@ def spans_endpoint(port: int) -> str:
     return f"http://127.0.0.1:{port}/api/v2/spans"
 
 
-def search_url(port: int, service: str = "lessor") -> str:
-    """Zipkin's search page, listing the operator's recent traces."""
-    return f"http://127.0.0.1:{port}/zipkin/?serviceName={quote(service)}"
+SEARCH_BACK = 3600.0  # s: the traces of `lessor dev`'s start, before the link is printed
+SEARCH_AHEAD = 7 * 86400.0  # s: and those of the week after
+SEARCH_LIMIT = 50
 
 
-def trace_url(port: int, trace_id: str) -> str:
-    return f"http://127.0.0.1:{port}/zipkin/traces/{trace_id}"
+def search_url(port: int, now: float | None = None, service: str = "lessor") -> str:
+    """Zipkin's search page showing the operator's latest traces (the newest first) as it opens. Lens searches
+    on opening only when the URL has a time range and a limit besides the criteria (else it shows an empty
+    "Search Traces" page); the range, from an hour before `now` to a week after, covers the whole session."""
+    now = time.time() if now is None else now
+    query = urlencode({"serviceName": service, "lookback": "range", "startTs": int((now - SEARCH_BACK) * 1000),
+                       "endTs": int((now + SEARCH_AHEAD) * 1000), "limit": SEARCH_LIMIT})
+    return f"http://127.0.0.1:{port}/zipkin/?{query}"
+
+
+trace_url = zipkin_trace_url

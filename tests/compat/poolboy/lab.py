@@ -145,7 +145,7 @@ VALUE_SCHEMA = {"openAPIV3Schema": {
     "properties": {"spec": {"type": "object", "additionalProperties": False, "required": ["value"],
                             "properties": {"value": {"type": "string"}}}}}}
 #: A `stringvar` of three lower-case values and a `numbervar`, both changeable (Poolboy's linked and pool scenarios).
-PARAMETERS = [
+PARAMETERS: list[dict[str, Any]] = [
     {"name": "stringvar", "allowUpdate": True, "required": True, "validation": {"openAPIV3Schema": {
         "type": "string", "default": "one", "enum": ["one", "two", "three"]}}},
     {"name": "numbervar", "allowUpdate": True, "validation": {"openAPIV3Schema": {
@@ -235,6 +235,7 @@ def state(claim: Mapping[str, Any], index: int = 0) -> Mapping[str, Any] | None:
 def values(obj: Mapping[str, Any]) -> tuple[Any, Any]:
     """(spec.numbervalue, spec.stringvalue) of a resource or state made by a provider of `PARAMETERS`."""
     return obj["spec"].get("numbervalue"), obj["spec"].get("stringvalue")
+
 
 def has_state(claim: Mapping[str, Any]) -> bool:
     """Poolboy's scenarios wait for `status.resources[].state`: every created resource, seen by the claim."""

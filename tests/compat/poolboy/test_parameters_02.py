@@ -4,6 +4,7 @@ base resources and then the binder's, and a change of values reaches the binder'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lessor.gateway import Gateway
@@ -13,7 +14,7 @@ from tests.polling import gone, until
 from .lab import CHECKED_PARAMETERS, OPS, TEST_KIND, Scenario, bound_to, entries, guid, parameters_spec, values
 
 
-def all_made(claim: dict[str, Any]) -> bool:
+def all_made(claim: Mapping[str, Any]) -> bool:
     resources = (claim.get("status") or {}).get("resources") or ()
     return len(resources) == 3 and all(r.get("state") is not None for r in resources)
 

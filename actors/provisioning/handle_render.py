@@ -294,10 +294,11 @@ def rendered_condition(results: list[RenderedResource], *, now: datetime,
                          now=now, observed_generation=generation)
 
 
-def status_summary(provider: Provider, handle: Mapping[str, Any], claim: Mapping[str, Any],
+def status_summary(provider: Provider, handle: Mapping[str, Any], claim: Mapping[str, Any] | None,
                    resources: list[Mapping[str, Any]], now: datetime) -> tuple[Any, str]:
-    """The provider's `statusSummaryTemplate` rendered for a bound claim (its `status.summary`, as the
-    pool/claim tool writes it): (summary, "") or (None, what went wrong); (None, "") without a template.
+    """The provider's `statusSummaryTemplate` rendered for a claim or its handle (their `status.summary`, as
+    the pool/claim tool writes it; `claim` None for a handle no claim holds): (summary, "") or (None, what went
+    wrong); (None, "") without a template.
 
     Every string is a template that sees the usual variables, the handle's (`guid`, `resource_states`,
     ...), the provider's and handle's `vars`, and `resources`: the claim's `status.resources`.

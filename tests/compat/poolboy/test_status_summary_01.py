@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pytest
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE
@@ -43,9 +42,6 @@ async def test_the_claims_summary_follows_its_resource(kube: Gateway, namespace:
     await until(kube, CLAIM, namespace, "status-summary-01-a", lambda c: summary(c) == {"stringValue": "two"})
 
 
-@pytest.mark.xfail(strict=True, reason="lessor writes status.summary on claims only: a ResourceHandle has no "
-                   "status.summary (its CRD has no such field, and the handle actor renders no statusSummaryTemplate), "
-                   "so neither a bound handle nor a free-standing one shows it as Poolboy's do")
 async def test_handles_show_the_summary_too(kube: Gateway, namespace: str, scenario: Scenario) -> None:
     provider = scenario.name("status-summary-01-h")
     await scenario.put(summarized(scenario, provider), scenario.provider_claim("status-summary-01-b", provider))

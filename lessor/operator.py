@@ -50,6 +50,7 @@ from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
 from lessor.probes import health_app, metrics_app, serve
 from lessor.state_metrics import StateMetrics, runtime_collectors
 from lessor.telemetry import configure_telemetry
+from lessor.render_metrics import RenderQueueMetrics
 from lessor.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class Operator:
         self.topology_state = TopologyState(Topology(config.operator_namespace))
         self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry)
         self.loop_lag = LoopLag(config.max_loop_lag, registry)
+        self.render_queue = RenderQueueMetrics(registry)
         self.reachability = ApiReachability(gateway, config.api_unreachable_timeout)
         # Events are writes like any other: fenced by the leadership, reported as the leader's identity.
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
@@ -200,6 +202,7 @@ class Operator:
                 tasks.create_task(self._terms(), name="terms of leadership")
             # Every actor has stopped (the task group ended): hand the leadership over at once.
         finally:
+            self.render_queue.close()
             await self.leadership.release()
             for runner in runners:
                 await runner.cleanup()

@@ -218,7 +218,7 @@ class ClaimActor(ObjectActor):
             return
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
-        self.spec = await offload(resolve_claim, self.obj, self.providers, now=now)
+        self.spec = await offload(resolve_claim, self.obj, self.providers, key=self.namespace, now=now)
         await self._label_claim()
         if self.handle is not None:
             await self._keep_in_step(now)
@@ -353,7 +353,8 @@ class ClaimActor(ObjectActor):
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
-            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, now=self.ctx.now())
+            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, key=self.namespace,
+                                     now=self.ctx.now())
         await self._keep_in_step(self.ctx.now())
 
     async def _delete_extra(self, handle: Mapping[str, Any]) -> None:
@@ -384,7 +385,7 @@ class ClaimActor(ObjectActor):
         if base is None:  # a handle bound before the record was kept
             base = [_project(entry.get("template") or {}, resource.template)
                     for entry, resource in zip(entries, spec.resources)]
-        plan = await offload(plan_update, base, spec, self.handle, claim=self.obj, now=now)
+        plan = await offload(plan_update, base, spec, self.handle, key=self.namespace, claim=self.obj, now=now)
         self.update_errors = list(plan.errors)
         provider = spec.provider_reference()
         provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \
@@ -497,7 +498,8 @@ class ClaimActor(ObjectActor):
             _copy_states(resources, handle)
             bound = new_condition(BOUND, True, "Bound", self._bound_message(handle, now),
                                   now=now, observed_generation=gen)
-            ready = await offload(self._ready_condition, handle, resources, now, gen)  # readinessCheck templates
+            ready = await offload(self._ready_condition, handle, resources, now, gen,  # readinessCheck templates
+                                 key=self.namespace)
             lifespan = self._lifespan_status(handle, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_timestamp(now.replace(microsecond=0))
@@ -550,7 +552,7 @@ class ClaimActor(ObjectActor):
         last = self.spec.resources[-1].provider if self.spec.resources else None
         if last is None:
             return None
-        summary, error = await offload(status_summary, last, handle, self.obj, resources, now)
+        summary, error = await offload(status_summary, last, handle, self.obj, resources, now, key=self.namespace)
         if error:
             self.ctx.events.record(CLAIM, self.obj, WARNING, "SummaryFailed", error, "Summarize")
         return summary
@@ -621,7 +623,7 @@ class ClaimActor(ObjectActor):
                      "resource_claim": claim, "resource_handle": self.handle,
                      "resource_provider": first.definition if first is not None else None}
         try:
-            due = await offload(check_expression, f"({when}) | bool", variables)
+            due = await offload(check_expression, f"({when}) | bool", variables, key=self.namespace)
         except TemplateError as error:
             action = field[0].upper() + field[1:]
             log.info("claim %s/%s: spec.%s.when: %s", self.namespace, self.name, field, error.message)

@@ -110,6 +110,7 @@ async def _update_filters(old: Mapping[str, Any], new: Mapping[str, Any], handle
     Each operation it would refuse is denied at its field.
     """
     by_name = {provider_from(p).name: provider_from(p) for p in providers}
-    plan = await offload(plan_claim_update, old, new, handle, by_name, now=dt.datetime.now(dt.UTC))
+    tenant = str((new.get("metadata") or {}).get("namespace") or "")
+    plan = await offload(plan_claim_update, old, new, handle, by_name, key=tenant, now=dt.datetime.now(dt.UTC))
     causes = [Cause(error.message, operator_field(error.field)) for error in plan.errors]
     return CheckResult.deny(*causes) if causes else CheckResult.ok()

@@ -105,7 +105,9 @@ async def resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]]
     under the template budget as the operator does: the event loop serving reviews only awaits."""
     by_name = {str((p.get("metadata") or {}).get("name")): provider_from(p) for p in providers}
     resolve_with = resolve_claim if claim else resolve_pool
-    resolved = await offload(resolve_with, obj, by_name, now=dt.datetime.now(dt.UTC))
+    # The tenant's render work, queued behind its own (a pool's: the operator namespace's).
+    tenant = str((obj.get("metadata") or {}).get("namespace") or namespace)
+    resolved = await offload(resolve_with, obj, by_name, key=tenant, now=dt.datetime.now(dt.UTC))
     resources = spec(obj).get("resources")
     return _sorted(resolved, resources if isinstance(resources, list) else [], namespace)
 

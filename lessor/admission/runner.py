@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import anyio
 from anyio.abc import TaskGroup
 
-from lessor.admission.checker import AdmissionRequest, Check, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, FailurePolicy, Lookup, failure_policy
 from lessor.admission.results import Cause, CheckResult, Report
 from lessor.admission.skip import Selected
 
@@ -34,9 +34,12 @@ class _Slots:
 
 
 async def run_checks(
-    selected: Sequence[Selected], request: AdmissionRequest, lookup: Lookup, seconds: float
+    selected: Sequence[Selected], request: AdmissionRequest, lookup: Lookup, seconds: float,
+    deadline: float | None = None,
 ) -> list[Report]:
     """Reports in checker order, then declared check order; returns after ``seconds`` at most.
+
+    ``deadline``: the review's whole deadline, which late checks name (default ``seconds``).
 
     That bound holds as long as checks are cancellable: a check that blocks
     the event loop or swallows cancellation holds the answer back.
@@ -46,7 +49,7 @@ async def run_checks(
         async with anyio.create_task_group() as tasks:
             for slot in slots:
                 tasks.start_soon(_set_up, slot, request, lookup, tasks)
-    return [report for slot in slots for report in _reports(slot, seconds)]
+    return [report for slot in slots for report in _reports(slot, seconds if deadline is None else deadline)]
 
 
 async def _set_up(slot: _Slots, request: AdmissionRequest, lookup: Lookup, tasks: TaskGroup) -> None:
@@ -80,17 +83,24 @@ def _reports(slot: _Slots, seconds: float) -> list[Report]:
     checker = slot.selected.checker
     if slot.setup_failure is not None:
         return [Report(checker.name, slot.setup_failure)]
-    if slot.applied is None:
-        late = f"set-up of checker {checker.name} did not finish within {seconds:g} s"
-        return [Report(checker.name, _error(late, slot))]
+    if slot.applied is None:  # its set-up ran out of time: every check it would have run did
+        return [Report(name, late(checker, name, seconds, f"set-up of checker {checker.name}"))
+                for name in slot.selected.check_names]
     return [
-        Report(name, slot.results[name] if name in slot.results else _late(name, seconds))
+        Report(name, slot.results[name] if name in slot.results else late(checker, name, seconds))
         for name in slot.applied
     ]
 
 
-def _late(name: str, seconds: float) -> CheckResult:
-    return CheckResult.error(Cause(f"check {name} did not finish within {seconds:g} s"))
+def late(checker: object, name: str, seconds: float, what: str = "") -> CheckResult:
+    """The verdict of check `name` when it (or `what` it waited for) did not finish in time: its failure policy's."""
+    waited = f" ({what} did not finish)" if what else ""
+    if failure_policy(checker, name) is FailurePolicy.FAIL:
+        return CheckResult.deny(Cause(f"check {name} did not finish within the review's {seconds:g} s{waited}; "
+                                      "it refuses what it could not check (failure policy Fail): try again later, "
+                                      "or make the object smaller"))
+    return CheckResult.ok(f"did not finish within the review's {seconds:g} s{waited}, so this object was not "
+                          "checked by it (failure policy Ignore); the operator judges it and reports on it")
 
 
 def _error(message: str, slot: _Slots) -> CheckResult:

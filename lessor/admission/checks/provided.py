@@ -33,6 +33,8 @@ _PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderI
 _TEMPLATES = ("Forbidden", "InvalidTemplate", "SchemaViolation", "UpdateRefused")
 _CHECKS = ("CheckFailed",)
 _NOT_RENDERED = "ProviderTemplateError"
+_MANY = 20
+"""More distinct provider names than this are judged against the list of all providers."""
 # InvalidLifespan is claim-lifespan's (claims.py), UpdateRefused of templates claim-update-filters'.
 
 
@@ -78,11 +80,12 @@ async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str
     the list of all of them (``consistent``: as etcd has it now). A name no
     object can have is not looked up.
     """
-    names = [_named(r) for r in _resources(obj)]
+    names = {_named(r) for r in _resources(obj)}
+    wanted = sorted(n for n in names if isinstance(n, str) and not name_problem(n))
     # A claim in provider mode may need its provider's linked providers too, and theirs: all of them (the cache).
-    if None in names or isinstance(spec(obj).get("provider"), Mapping):
+    # So do many names: one list, not a read per name (a pool of thousands of entries naming as many providers).
+    if None in names or isinstance(spec(obj).get("provider"), Mapping) or len(wanted) > _MANY:
         return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent))
-    wanted = sorted({n for n in names if isinstance(n, str) and not name_problem(n)})
     found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in wanted))
     return [provider for provider in found if provider is not None]
 

@@ -35,6 +35,11 @@ class FailurePolicy(StrEnum):
     IGNORE = "Ignore"
 
 
+class Unavailable(Exception):
+    """A lookup the API server did not answer (throttled, unavailable, timed out): the check cannot finish,
+    and is answered by its failure policy like one that ran out of time, not as an internal error."""
+
+
 def failure_policy(checker: Any, check: str) -> FailurePolicy:
     """`check`'s policy: the checker's `failure_policies[check]` when it declares one, else IGNORE."""
     policies = getattr(checker, "failure_policies", None) or {}

@@ -15,8 +15,8 @@ from lessor.admission.exempt import needs_checks
 from lessor.admission.registry import Registry
 from lessor.admission.results import Cause, CheckResult, Report
 from lessor.admission.response import API_VERSION, KIND, admission_review, build_response
-from lessor.admission.runner import late, run_checks
-from lessor.admission.shape import wrong_type
+from lessor.admission.runner import run_checks, unfinished
+from lessor.admission.shape import warm, wrong_type
 from lessor.admission.skip import requested_skips, select
 from lessor.templates import offload
 
@@ -43,6 +43,7 @@ async def review(body: Any, registry: Registry, lookup: Lookup, deadline: Deadli
     at once: it would wait longer for a thread than the walk takes). What does not finish in time is
     answered as each check's failure policy says.
     """
+    warm()  # the CRDs' types, read once per process (`make_app` reads them before serving)
     start = time.monotonic() if began is None else began
     request = _request(body)
     if not needs_checks(request):
@@ -57,8 +58,8 @@ async def review(body: Any, registry: Registry, lookup: Lookup, deadline: Deadli
         with anyio.move_on_after(deadline.seconds - (time.monotonic() - start)):
             shape = await offload(_shape, request, key=tenant)
     if shape is not None and shape[0] == "late":
-        reports = [Report(name, late(checker, name, deadline.seconds, "reading the object's nesting and types"))
-                   for checker in checkers for name in checker.check_names]
+        why = f"reading the object's nesting and types did not finish within the review's {deadline.seconds:g} s"
+        reports = [Report(name, unfinished(checker, name, why)) for checker in checkers for name in checker.check_names]
         return admission_review(build_response(request, reports))
     if shape is not None and shape[0] == NESTING:
         return too_deep_answer(request, shape[1])

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import anyio
 from anyio.abc import TaskGroup
 
-from lessor.admission.checker import AdmissionRequest, Check, FailurePolicy, Lookup, failure_policy
+from lessor.admission.checker import AdmissionRequest, Check, FailurePolicy, Lookup, Unavailable, failure_policy
 from lessor.admission.results import Cause, CheckResult, Report
 from lessor.admission.skip import Selected
 
@@ -29,6 +29,7 @@ class _Slots:
     def __init__(self, selected: Selected) -> None:
         self.selected = selected
         self.setup_failure: CheckResult | None = None
+        self.unavailable = ""  # why its set-up could not finish (a lookup the API server did not answer)
         self.applied: tuple[str, ...] | None = None  # None until set-up is done
         self.results: dict[str, CheckResult] = {}
 
@@ -56,6 +57,9 @@ async def _set_up(slot: _Slots, request: AdmissionRequest, lookup: Lookup, tasks
     checker = slot.selected.checker
     try:
         checks = await checker.setup(request, lookup)
+    except Unavailable as exc:
+        slot.unavailable = f"set-up of checker {checker.name} could not finish: {exc}"
+        return
     except Exception as exc:
         logger.exception("set-up of checker %s failed", checker.name)
         slot.setup_failure = _error(f"checker {checker.name} failed to set up ({_describe(exc)})", slot)
@@ -71,6 +75,8 @@ async def _set_up(slot: _Slots, request: AdmissionRequest, lookup: Lookup, tasks
 async def _run_check(slot: _Slots, name: str, check: Check) -> None:
     try:
         result = await check()
+    except Unavailable as exc:
+        result = unfinished(slot.selected.checker, name, str(exc))
     except Exception as exc:
         logger.exception("check %s failed", name)
         result = CheckResult.error(Cause(f"check {name} failed: {_describe(exc)}"))
@@ -83,24 +89,25 @@ def _reports(slot: _Slots, seconds: float) -> list[Report]:
     checker = slot.selected.checker
     if slot.setup_failure is not None:
         return [Report(checker.name, slot.setup_failure)]
+    if slot.unavailable:
+        return [Report(name, unfinished(checker, name, slot.unavailable)) for name in slot.selected.check_names]
     if slot.applied is None:  # its set-up ran out of time: every check it would have run did
-        return [Report(name, late(checker, name, seconds, f"set-up of checker {checker.name}"))
-                for name in slot.selected.check_names]
+        why = f"set-up of checker {checker.name} did not finish within the review's {seconds:g} s"
+        return [Report(name, unfinished(checker, name, why)) for name in slot.selected.check_names]
     return [
-        Report(name, slot.results[name] if name in slot.results else late(checker, name, seconds))
+        Report(name, slot.results[name] if name in slot.results
+               else unfinished(checker, name, f"not within the review's {seconds:g} s"))
         for name in slot.applied
     ]
 
 
-def late(checker: object, name: str, seconds: float, what: str = "") -> CheckResult:
-    """The verdict of check `name` when it (or `what` it waited for) did not finish in time: its failure policy's."""
-    waited = f" ({what} did not finish)" if what else ""
+def unfinished(checker: object, name: str, why: str) -> CheckResult:
+    """The verdict of check `name` when it could not finish (`why`): its failure policy's, never an error."""
     if failure_policy(checker, name) is FailurePolicy.FAIL:
-        return CheckResult.deny(Cause(f"check {name} did not finish within the review's {seconds:g} s{waited}; "
-                                      "it refuses what it could not check (failure policy Fail): try again later, "
-                                      "or make the object smaller"))
-    return CheckResult.ok(f"did not finish within the review's {seconds:g} s{waited}, so this object was not "
-                          "checked by it (failure policy Ignore); the operator judges it and reports on it")
+        return CheckResult.deny(Cause(f"check {name} could not finish ({why}); it refuses what it could not "
+                                      "check (failure policy Fail): try again later, or make the object smaller"))
+    return CheckResult.ok(f"could not finish ({why}), so this object was not checked by it (failure policy "
+                          "Ignore); the operator judges it and reports on it")
 
 
 def _error(message: str, slot: _Slots) -> CheckResult:

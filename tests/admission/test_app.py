@@ -177,7 +177,7 @@ async def test_a_hanging_lookup_is_answered_by_the_webhook_itself_before_its_tim
     response = answer["response"]  # a verdict, never a 500: the lease checks' policy is Ignore
     assert response["allowed"] is True
     assert response["warnings"] and all(
-        "did not finish within the review's 0.1 s (set-up of checker lease did not finish)" in warning
+        "could not finish (set-up of checker lease did not finish within the review's 0.1 s)" in warning
         for warning in response["warnings"])
 
 

@@ -18,6 +18,7 @@ from lessor.admission import (
     FailurePolicy,
     Lookup,
     Registry,
+    Unavailable,
     review,
 )
 
@@ -195,12 +196,13 @@ async def test_a_check_still_running_at_the_deadline_is_cancelled_and_answered_b
     assert response["status"]["code"] == 422  # a verdict, never a 500
     assert causes(response) == [
         ("lease-selector", "too wide"),
-        ("strict-policy", "check strict-policy did not finish within the review's 0.1 s; it refuses what it "
-                          "could not check (failure policy Fail): try again later, or make the object smaller"),
+        ("strict-policy", "check strict-policy could not finish (not within the review's 0.1 s); it refuses "
+                          "what it could not check (failure policy Fail): try again later, or make the object "
+                          "smaller"),
         ("exporter-exists", "no exporter named e1"),
     ]
     assert response["warnings"] == [  # the default policy, Ignore: the check is named, the object not held up by it
-        "lease-policy: did not finish within the review's 0.1 s, so this object was not checked by it "
+        "lease-policy: could not finish (not within the review's 0.1 s), so this object was not checked by it "
         "(failure policy Ignore); the operator judges it and reports on it"]
 
 
@@ -212,8 +214,29 @@ async def test_a_set_up_still_running_at_the_deadline_names_its_checker_and_the_
 
     assert causes(response) == [("lease-selector", "too wide")]
     assert response["warnings"] == [
-        "policy-match: did not finish within the review's 0.1 s (set-up of checker policy did not finish), so this "
-        "object was not checked by it (failure policy Ignore); the operator judges it and reports on it"]
+        "policy-match: could not finish (set-up of checker policy did not finish within the review's 0.1 s), so "
+        "this object was not checked by it (failure policy Ignore); the operator judges it and reports on it"]
+
+
+async def test_a_lookup_the_api_server_does_not_answer_is_a_verdict_by_policy_not_an_internal_error() -> None:
+    async def throttled() -> None:
+        raise Unavailable("the API server did not answer: 429 TooManyRequests")
+
+    async def unanswered() -> CheckResult:
+        raise Unavailable("the API server did not answer: 503 ServiceUnavailable")
+
+    strict = Stub("strict", {"strict-policy": unanswered})
+    strict.failure_policies = {"strict-policy": FailurePolicy.FAIL}  # type: ignore[attr-defined]
+    response = await answer(Stub("policy", {"policy-match": ok()}, prepare=throttled), strict)
+
+    assert response["status"]["code"] == 422
+    assert causes(response) == [("strict-policy", "check strict-policy could not finish (the API server did not "
+                                 "answer: 503 ServiceUnavailable); it refuses what it could not check (failure "
+                                 "policy Fail): try again later, or make the object smaller")]
+    assert response["warnings"] == [
+        "policy-match: could not finish (set-up of checker policy could not finish: the API server did not answer: "
+        "429 TooManyRequests), so this object was not checked by it (failure policy Ignore); the operator judges "
+        "it and reports on it"]
 
 
 async def test_set_up_runs_once_per_request_and_its_checks_share_what_it_fetched() -> None:

@@ -76,9 +76,9 @@ async def test_a_review_whose_checks_cannot_finish_is_denied_by_the_check_whose_
     other = (await review(claim("quiet"), registry, Objects(PROVIDER), DEADLINE))["response"]
 
     assert late["allowed"] is False and late["status"]["code"] == 422  # a verdict, not a 500
-    assert causes(late) == [("claim-checks", "check claim-checks did not finish within the review's 0.5 s "
-                                             "(set-up of checker claim did not finish); it refuses what it could "
-                                             "not check (failure policy Fail): try again later, or make the object "
+    assert causes(late) == [("claim-checks", "check claim-checks could not finish (set-up of checker claim did "
+                                             "not finish within the review's 0.5 s); it refuses what it could not "
+                                             "check (failure policy Fail): try again later, or make the object "
                                              "smaller")]
     assert sorted(w.split(":")[0] for w in late["warnings"]) == [
         "claim-lifespan", "claim-providers", "claim-templates", "claim-update-filters"]
@@ -101,5 +101,5 @@ async def test_a_pool_too_big_to_judge_in_time_is_answered_in_time_with_a_verdic
 
     assert response["allowed"] is True  # the pool checks' policy is Ignore: the pool's Valid condition will say
     assert {w.split(":")[0] for w in response["warnings"]} == {"pool-providers", "pool-templates", "pool-lifespan"}
-    assert all("did not finish within the review's 0.5 s" in w for w in response["warnings"])
+    assert all("did not finish within the review's 0.5 s" in w for w in response["warnings"]), response["warnings"]
     assert took < scaled(DEADLINE.webhook_timeout), f"answered after {took:.2f} s"

@@ -62,6 +62,8 @@ from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec
 from ..object_actor import ObjectActor
 from ..observed import Observed
 from .provider import Provider, Readiness, load_providers
+from .throttle import THROTTLE
+from ..validity import Throttled
 from ..queries import TOPOLOGY, ClaimHandles, GetObject, ListObjects
 
 log = logging.getLogger(__name__)
@@ -219,6 +221,7 @@ class ClaimActor(ObjectActor):
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
         self.spec = await offload(resolve_claim, self.obj, self.providers, key=self.namespace, now=now)
+        self._throttled()
         await self._label_claim()
         if self.handle is not None:
             await self._keep_in_step(now)
@@ -356,6 +359,17 @@ class ClaimActor(ObjectActor):
             self.spec = await offload(resolve_claim, self.obj or {}, self.providers, key=self.namespace,
                                      now=self.ctx.now())
         await self._keep_in_step(self.ctx.now())
+
+    def _throttled(self) -> None:
+        """Tell the providers whose hold began (`throttle`) so they say it; judge again when ours ends."""
+        for hold in THROTTLE.news():
+            self.tell(actor_address(PROVIDER, self.ctx.operator_namespace, hold.provider),
+                      Throttled(hold.message, hold.remaining))
+        assert self.spec is not None
+        remaining = [held.remaining for resource in self.spec.resources if resource.provider is not None
+                     and (held := THROTTLE.holding(resource.provider.name)) is not None]
+        if remaining:
+            self.schedule("throttled", _Evaluate(), delay=max(remaining) + 0.5)
 
     async def _delete_extra(self, handle: Mapping[str, Any]) -> None:
         """A second handle bound to this claim: it goes, with its resources (its actor deletes them)."""

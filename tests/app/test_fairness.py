@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from lessor.actors.provisioning import throttle
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, NAMESPACE, PROVIDER
 from tests.app.test_hostile_input import API, OPS, claim, condition, has
-from tests.polling import discard, until
+from tests.polling import discard, until, wait_events
 
 pytestmark = pytest.mark.usefixtures("operator")
 
@@ -30,6 +31,9 @@ ATTACKERS = 15
 ROUNDS = 3
 #: The canary's worst time to Ready under attack, at most this many times its worst quiet one (the issue's target).
 RATIO = 2.0
+#: The resolution of a time to Ready: `until` reads the claim every 0.1 s, and one status write more or less
+#: (a handle's report arriving a read later) is noise, so a quiet phase faster than five reads counts as five.
+RESOLUTION = 0.5
 
 
 @pytest.fixture
@@ -77,8 +81,9 @@ async def storm(kube: Gateway, namespace: str, names: list[str]) -> None:
 
 
 async def test_a_canary_claim_is_not_slowed_by_another_namespaces_spinning_templates(
-    kube: Gateway, namespace: str, attacker: str, providers: dict[str, str]
+    kube: Gateway, namespace: str, attacker: str, providers: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(throttle, "STRIKES", 10**9)  # the fair render queue alone: the provider is never held back
     quiet = [await canary(kube, namespace, providers["plain"]) for _ in range(ROUNDS)]
 
     spinning = [f"{providers['spin']}-{i}" for i in range(ATTACKERS)]
@@ -96,7 +101,30 @@ async def test_a_canary_claim_is_not_slowed_by_another_namespaces_spinning_templ
     spun = await kube.get(CLAIM, attacker, spinning[0])
     print(f"canary to Ready: quiet {[round(t, 2) for t in quiet]} s, under attack {[round(t, 2) for t in attacked]} s")
 
-    assert "the template time limit is 2 s" in condition(spun, "Valid")["message"]  # the attack did spin
-    assert max(attacked) <= RATIO * max(quiet), (
-        f"the canary took {max(attacked):.1f} s to Ready while another namespace spun templates, "
-        f"more than {RATIO:g}x its {max(quiet):.1f} s in the quiet phase")
+    assert "the template time limit is 2 s" in condition(spun, "Valid")["message"]  # it kept spinning
+
+    base = max(*quiet, RESOLUTION)
+    assert max(attacked) <= RATIO * base, (
+        f"the canary took {max(attacked):.2f} s to Ready while another namespace spun templates, "
+        f"more than {RATIO:g}x its {base:.2f} s in the quiet phase")
+
+
+async def test_a_provider_whose_templates_keep_running_out_of_time_is_throttled_and_says_so(
+    kube: Gateway, attacker: str, providers: dict[str, str]
+) -> None:
+    spinning = [f"{providers['spin']}-{i}" for i in range(4)]
+    for name in spinning:
+        await claim(kube, attacker, name, providers["spin"], {})
+
+    provider = await until(kube, PROVIDER, OPS, providers["spin"], has("Throttled", "True", "TemplateTimeLimit"),
+                           timeout=60)
+    held = await until(kube, CLAIM, attacker, spinning[-1], has("Valid", "False", "ProviderThrottled"), timeout=60)
+    events = await wait_events(kube, OPS, providers["spin"], lambda found: any(
+        e["reason"] == "TemplateTimeLimit" for e in found), kind="ResourceProvider")
+
+    message = condition(provider, "Throttled")["message"]
+    assert f"ResourceProvider {providers['spin']} is throttled for 60 s: its template spec.default.data.spin ran " \
+           "out of time 3 times within 60 s, each costing a render thread 2 s (6 s in all)" in message
+    assert message in condition(held, "Valid")["message"]  # the claim says why it waits, naming the provider
+    assert condition(provider, "Valid")["status"] == "True"  # held back, not broken
+    assert any(message in (e.get("note") or "") for e in events)

@@ -28,7 +28,7 @@ from lessor.admission.checks.fields import name_problem, operator_field, spec
 from lessor.gateway.resources import PROVIDER
 from lessor.templates import offload
 
-_PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid")
+_PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "ProviderThrottled")
 # UpdateRefused from resolving is a provider-mode parameter that may not change once bound (parameters.py).
 _TEMPLATES = ("Forbidden", "InvalidTemplate", "SchemaViolation", "UpdateRefused")
 _CHECKS = ("CheckFailed",)

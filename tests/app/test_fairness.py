@@ -15,6 +15,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from lessor.actors.provisioning import throttle
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, NAMESPACE, PROVIDER
 from tests.app.test_hostile_input import API, OPS, claim, condition, has
+from tests.app.test_metrics import samples, scrape, value
 from tests.polling import discard, until, wait_events
 
 pytestmark = pytest.mark.usefixtures("operator")
@@ -81,7 +83,8 @@ async def storm(kube: Gateway, namespace: str, names: list[str]) -> None:
 
 
 async def test_a_canary_claim_is_not_slowed_by_another_namespaces_spinning_templates(
-    kube: Gateway, namespace: str, attacker: str, providers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    kube: Gateway, namespace: str, attacker: str, providers: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    operator: Any
 ) -> None:
     monkeypatch.setattr(throttle, "STRIKES", 10**9)  # the fair render queue alone: the provider is never held back
     quiet = [await canary(kube, namespace, providers["plain"]) for _ in range(ROUNDS)]
@@ -102,6 +105,10 @@ async def test_a_canary_claim_is_not_slowed_by_another_namespaces_spinning_templ
     print(f"canary to Ready: quiet {[round(t, 2) for t in quiet]} s, under attack {[round(t, 2) for t in attacked]} s")
 
     assert "the template time limit is 2 s" in condition(spun, "Valid")["message"]  # it kept spinning
+    # How long each namespace's template work waited for a render thread, for whoever watches the operator.
+    found = samples(await asyncio.to_thread(scrape, operator.config.metrics_port))
+    for tenant in (namespace, attacker):
+        assert value(found, "lessor_render_queue_seconds_count", namespace=tenant) > 0, tenant
 
     base = max(*quiet, RESOLUTION)
     assert max(attacked) <= RATIO * base, (

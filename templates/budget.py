@@ -311,7 +311,10 @@ class FairQueue:
                 if not self._running[work.key]:
                     del self._running[work.key]
                 if budget is not None and budget.ran_out():
-                    self._slow_until[work.key] = time.monotonic() + self.slow_seconds
+                    now = time.monotonic()
+                    if len(self._slow_until) > 1000:  # keys are whatever callers name: forget the expired
+                        self._slow_until = {k: t for k, t in self._slow_until.items() if t > now}
+                    self._slow_until[work.key] = now + self.slow_seconds
                 self._busy -= 1
                 self._dispatch()
         try:

@@ -76,3 +76,24 @@ async def test_a_key_whose_work_runs_out_of_time_gets_one_thread() -> None:
     assert time.monotonic() - began >= 2.0  # it ran to the template time limit
     assert queue.slow("spinner") and queue.limit("spinner") == 1
     assert queue.limit("other") == 2
+
+
+async def test_queue_time_is_exported_by_namespace_and_the_label_stays_bounded() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lessor.render_metrics import MAX_NAMESPACES, OTHER, RenderQueueMetrics
+
+    queue, registry = FairQueue(), CollectorRegistry()
+    metrics = RenderQueueMetrics(registry, queue)
+    try:
+        await asyncio.gather(*(queue.run(f"ns-{i}", lambda: None) for i in range(MAX_NAMESPACES + 5)))
+    finally:
+        metrics.close()
+    await queue.run("ns-late", lambda: None)  # closed: no longer observed
+
+    def count(namespace: str) -> float | None:
+        return registry.get_sample_value("lessor_render_queue_seconds_count", {"namespace": namespace})
+
+    assert count("ns-0") == 1
+    assert count(OTHER) == 5  # a forged review may name any namespace: past the cap they share one label
+    assert count("ns-late") is None

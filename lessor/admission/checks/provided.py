@@ -83,10 +83,25 @@ async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str
     names = {_named(r) for r in _resources(obj)}
     wanted = sorted(n for n in names if isinstance(n, str) and not name_problem(n))
     # A claim in provider mode may need its provider's linked providers too, and theirs: all of them (the cache).
-    # So do many names: one list, not a read per name (a pool of thousands of entries naming as many providers).
-    if None in names or isinstance(spec(obj).get("provider"), Mapping) or len(wanted) > _MANY:
+    if None in names or isinstance(spec(obj).get("provider"), Mapping):
         return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent))
-    found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in wanted))
+    if len(wanted) <= _MANY:
+        return await _get_each(lookup, namespace, wanted)
+    # Many names (a pool of thousands of entries naming as many providers): one list, not a read per name.
+    # A name it lacks is confirmed as a single name is (a get), or, when many are, by one current list.
+    listed = {str((p.get("metadata") or {}).get("name")): p
+              for p in await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent)}
+    missing = [n for n in wanted if n not in listed]
+    if len(missing) > _MANY and not consistent:
+        listed = {str((p.get("metadata") or {}).get("name")): p
+                  for p in await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=True)}
+    elif missing:
+        listed.update({str(p["metadata"]["name"]): p for p in await _get_each(lookup, namespace, missing)})
+    return [listed[n] for n in wanted if n in listed]
+
+
+async def _get_each(lookup: Lookup, namespace: str, names: Sequence[str]) -> list[Mapping[str, Any]]:
+    found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in names))
     return [provider for provider in found if provider is not None]
 
 

@@ -12,6 +12,7 @@ answered (`/readyz`).
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 from collections.abc import Awaitable, Callable
@@ -68,7 +69,7 @@ class ProbeServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - probes are not logged
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = (_ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer)((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="lessor-probes", daemon=True)
 
@@ -82,6 +83,10 @@ class ProbeServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class _ThreadingHTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6  # `--bind-address ::`
 
 
 def _answer(check: Check) -> tuple[int, str]:

@@ -26,26 +26,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 Check = Callable[[], tuple[bool, str]]
 
 
-def _always_healthy() -> tuple[bool, str]:
-    return True, "ok"
-
-
-def health_app(ready: Check, healthy: Check = _always_healthy) -> web.Application:
-    """503 with the reason in the body when a check fails."""
-    async def healthz(_: web.Request) -> web.Response:
-        ok, detail = healthy()
-        return web.Response(status=200 if ok else 503, text=f"{detail}\n")
-
-    async def readyz(_: web.Request) -> web.Response:
-        ok, detail = ready()
-        return web.Response(status=200 if ok else 503, text=f"{detail}\n")
-
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
-
-
 class ProbeServer:
     """`/healthz` (`healthy`) and `/readyz` (`ready`), 200 or 503 with the reason, served by a thread.
 

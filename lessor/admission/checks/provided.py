@@ -120,12 +120,17 @@ def _named(resource: Mapping[str, Any]) -> Any:
 async def resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, *,
                   claim: bool) -> Resolution:
     """Resolve ``obj`` (a claim, or a pool when not ``claim``) with the operator's function, in a render thread
-    under the template budget as the operator does: the event loop serving reviews only awaits."""
-    by_name = {str((p.get("metadata") or {}).get("name")): provider_from(p) for p in providers}
-    resolve_with = resolve_claim if claim else resolve_pool
-    # The tenant's render work, queued behind its own (a pool's: the operator namespace's).
+    under the template budget as the operator does: the event loop serving reviews only awaits. The thread
+    is one of the tenant's turns in the render queue (a pool's: the operator namespace's), and does all that
+    grows with the object: compiling its providers, resolving, sorting thousands of errors."""
     tenant = str((obj.get("metadata") or {}).get("namespace") or namespace)
-    resolved = await offload(resolve_with, obj, by_name, key=tenant, now=dt.datetime.now(dt.UTC))
+    return await offload(_resolve, obj, providers, namespace, claim, dt.datetime.now(dt.UTC), key=tenant)
+
+
+def _resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, claim: bool,
+             now: dt.datetime) -> Resolution:
+    by_name = {str((p.get("metadata") or {}).get("name")): provider_from(p) for p in providers}
+    resolved = (resolve_claim if claim else resolve_pool)(obj, by_name, now=now)
     resources = spec(obj).get("resources")
     return _sorted(resolved, resources if isinstance(resources, list) else [], namespace)
 

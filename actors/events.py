@@ -34,7 +34,7 @@ NORMAL = "Normal"
 WARNING = "Warning"
 
 # Conditions that are bad news when True.
-_BAD_WHEN_TRUE = frozenset({"Invalid", "Unsatisfiable"})
+_BAD_WHEN_TRUE = frozenset({"Invalid", "Unsatisfiable", "Throttled"})
 # Conditions whose every change is news; others are recorded only when they go wrong or recover.
 _ANNOUNCED = frozenset({"Ready", "Bound"})
 # False/Unknown reasons that are progress, not trouble: Normal, or not worth an event at all.
@@ -44,7 +44,7 @@ _QUIET = frozenset({"NotBound", "ResourcesNotReady", "NotValid"})
 Bound=False because the claim is not valid (the Valid event says why)."""
 
 # The `action` of each event: what lessor did or tried regarding the object.
-ACTIONS = {"Ready": "Provision", "Bound": "Bind", "Valid": "Validate", "Rendered": "Render"}
+ACTIONS = {"Ready": "Provision", "Bound": "Bind", "Valid": "Validate", "Rendered": "Render", "Throttled": "Throttle"}
 
 
 class Recorder(Protocol):

@@ -17,7 +17,9 @@ kinds: `InvalidDuration`, `InvalidField` (any other malformed field); the
 others are the domains'. `Valid` when there is none.
 
 State: the object as last seen. Messages: `Observed` of the object (the
-topology routes each change of it here). Writes: the object's `Valid`
+topology routes each change of it here); `Throttled`, from whoever holds the
+object back (a provider whose templates keep running out of time,
+`provisioning.throttle`): a `Throttled` condition, True until the hold ends. Writes: the object's `Valid`
 condition, only when it changes (status writes do not change a spec, so a
 status-only change costs no write), and an Event when it goes wrong or
 recovers. A kind whose rule says so (providers) is logged once per verdict
@@ -44,6 +46,9 @@ from .queries import TOPOLOGY, GetObject
 
 INVALID_DURATION = "InvalidDuration"
 INVALID_FIELD = "InvalidField"
+THROTTLED = "Throttled"
+TEMPLATE_TIME_LIMIT = "TemplateTimeLimit"
+WITHIN_TIME_LIMIT = "WithinTimeLimit"
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,14 @@ def valid_condition(errors: Sequence[FieldError], *, now: datetime, generation: 
         return new_condition("Valid", True, "Valid", summary, now=now, observed_generation=generation)
     return new_condition("Valid", False, errors[0].reason, "; ".join(map(str, errors)), now=now,
                          observed_generation=generation)
+
+
+@dataclass(frozen=True, slots=True)
+class Throttled:
+    """The object is held back for `seconds` (0: no longer), and why: its `Throttled` condition and an Event."""
+
+    message: str
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +119,30 @@ class ValidActor(ObjectActor):
                 await self._judge()
             case Observed():
                 pass  # an older snapshot than our own write
+            case Throttled(message=text, seconds=seconds):
+                await self._throttled(text, seconds)
             case _:
                 self.unexpected(message)
+
+    async def _throttled(self, text: str, seconds: float) -> None:
+        """`Throttled` True (reason TemplateTimeLimit) while held back, then False (WithinTimeLimit)."""
+        if self.obj is None:
+            return
+        held = seconds > 0
+        current = (self.obj.get("status") or {}).get("conditions")
+        if not held and find_condition(current, THROTTLED) is None:
+            return  # never held: no condition to clear
+        condition = new_condition(THROTTLED, held, TEMPLATE_TIME_LIMIT if held else WITHIN_TIME_LIMIT,
+                                  text if held else "its templates run again", now=self.ctx.now(),
+                                  observed_generation=generation(self.obj))
+        conditions = merge_condition(current, condition)
+        if same_conditions(current, conditions):
+            return
+        if held:
+            log.warning("%s %s/%s: %s", self.rule.kind.kind, self.namespace, self.name, text)
+            self.schedule(THROTTLED, Throttled("", 0.0), delay=seconds)
+        if await self.write_status({"conditions": conditions}):
+            record_transitions(self.ctx.events, self.rule.kind, self.obj, current, conditions)
 
     async def _judge(self) -> None:
         if self.obj is None:

@@ -16,7 +16,8 @@ import orjson
 from lessor import __version__
 
 BENCHMARKS = {
-    "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests",
+    "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests; "
+                 "a hostile mix of reviews at 50 concurrent, against the deadline",
     "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn and "
     "CPU hogs, the leader SIGKILLed, SIGSTOPped past its lease, or the replicas rolled; from a watch history and "
     "the audit log: double bookings, late writes of deposed leaders, stranded objects, priority inversions, "

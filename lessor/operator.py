@@ -47,9 +47,10 @@ from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
-from lessor.probes import health_app, metrics_app, serve
+from lessor.probes import ProbeServer, metrics_app, serve
 from lessor.state_metrics import StateMetrics, runtime_collectors
 from lessor.telemetry import configure_telemetry, unrecorded
+from lessor.render_metrics import RenderQueueMetrics
 from lessor.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Operator:
         self.topology_state = TopologyState(Topology(config.operator_namespace))
         self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry)
         self.loop_lag = LoopLag(config.max_loop_lag, registry)
+        self.render_queue = RenderQueueMetrics(registry)
         self.reachability = ApiReachability(gateway, config.api_unreachable_timeout)
         # Events are writes like any other: fenced by the leadership, reported as the leader's identity.
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
@@ -189,11 +191,9 @@ class Operator:
                             capacity=1000, supervision=tolerant, passivate_after=60.0, max_starting=WRITING_STARTS)
 
     async def run(self) -> None:
-        runners = [
-            await serve(health_app(self.ready, self.loop_lag.healthy), self.config.bind_address,
-                        self.config.health_port),
-            await self._serve_metrics(),
-        ]
+        probes = ProbeServer(self.ready, self.loop_lag.healthy, self.config.bind_address, self.config.health_port)
+        probes.start()  # a thread of its own: a loop slowed by CPU pressure still answers its probes in time
+        runners = [await self._serve_metrics()]
         log.info("health on :%d, metrics on :%d%s", self.config.health_port, self.config.metrics_port,
                  " (HTTPS, authorized by the API server)" if self.config.metrics_secure else "")
         try:
@@ -208,6 +208,8 @@ class Operator:
                 tasks.create_task(self._terms(), name="terms of leadership")
             # Every actor has stopped (the task group ended): hand the leadership over at once.
         finally:
+            await asyncio.to_thread(probes.close)
+            self.render_queue.close()
             await self.leadership.release()
             for runner in runners:
                 await runner.cleanup()

@@ -1,10 +1,23 @@
-"""Health (8081) and Prometheus metrics (8080) endpoints."""
+"""Health (8081) and Prometheus metrics (8080) endpoints.
+
+The probes (`ProbeServer`) are answered by a thread of their own, not by the
+event loop: under CPU pressure the loop may take seconds to get to a request,
+and a kubelet whose probe times out would count a slow loop as a dead one
+(liveness) or take a replica that is working out of its Service (readiness).
+The thread only reads what the loop records: how late the loop's last timer
+ran (`/healthz`: a loop blocked past `--max-loop-lag` fails it, while it is
+blocked), whether the caches are synced and when the API server last
+answered (`/readyz`).
+"""
 
 from __future__ import annotations
 
+import socket
 import ssl
+import threading
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -13,24 +26,55 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 Check = Callable[[], tuple[bool, str]]
 
 
-def _always_healthy() -> tuple[bool, str]:
-    return True, "ok"
+class ProbeServer:
+    """`/healthz` (`healthy`) and `/readyz` (`ready`), 200 or 503 with the reason, served by a thread.
+
+    The checks run in that thread: they must only read state (numbers, flags) that the loop writes.
+    """
+
+    def __init__(self, ready: Check, healthy: Check, host: str, port: int) -> None:
+        checks = {"/healthz": healthy, "/readyz": ready}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+                check = checks.get(self.path.split("?", 1)[0])
+                status, detail = (404, "not found") if check is None else _answer(check)
+                body = f"{detail}\n".encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - probes are not logged
+                pass
+
+        self._server = (_ThreadingHTTPServer6 if ":" in host else ThreadingHTTPServer)((host, port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="lessor-probes", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
-def health_app(ready: Check, healthy: Check = _always_healthy) -> web.Application:
-    """503 with the reason in the body when a check fails."""
-    async def healthz(_: web.Request) -> web.Response:
-        ok, detail = healthy()
-        return web.Response(status=200 if ok else 503, text=f"{detail}\n")
+class _ThreadingHTTPServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6  # `--bind-address ::`
 
-    async def readyz(_: web.Request) -> web.Response:
-        ok, detail = ready()
-        return web.Response(status=200 if ok else 503, text=f"{detail}\n")
 
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
+def _answer(check: Check) -> tuple[int, str]:
+    try:
+        ok, detail = check()
+    except Exception as error:  # noqa: BLE001 - a probe says what went wrong rather than dropping the connection
+        return 503, f"the check failed: {type(error).__name__}: {error}"
+    return (200 if ok else 503), detail
 
 
 class Authorization(Protocol):

@@ -10,7 +10,12 @@ MemoryError.
 
 Time: work that renders (a claim's or pool's templates and checks, a
 handle's resources) runs through `offload`, in a small pool of render
-threads, so the event loop only awaits it. Each offloaded call has a
+threads, so the event loop only awaits it. The threads are shared fairly
+(`FairQueue`): each piece of work names whose it is (`key`: for the operator,
+the tenant's namespace), the waiting keys take turns, and no key holds more
+than `KEY_SHARE` threads (one while its work keeps running out of time), so
+one tenant's slow templates queue behind each other, not in front of
+everyone's. Each offloaded call has a
 deadline of `MAX_SECONDS`; a watchdog thread enforces it from outside:
 once the deadline passes it raises `BudgetExceeded` inside the render
 thread, at the next bytecode of whatever template is running (a loop with
@@ -33,10 +38,11 @@ import itertools
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from functools import partial
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 #: Longest string, list or output (characters or items) a template may build.
@@ -45,6 +51,10 @@ MAX_SIZE = 1_000_000
 MAX_SECONDS = 2.0
 #: Render threads: enough that one slow template does not hold up the others.
 RENDER_THREADS = 4
+#: Most render threads one key's work may hold at once: the rest stay for other keys.
+KEY_SHARE = 2
+#: Seconds after its work last ran out of time during which a key gets one render thread only.
+SLOW_KEY_SECONDS = 30.0
 #: How long (seconds) a render thread may hold the interpreter while the event loop waits for it:
 #: Python's default is 5 ms, and the loop may wait that long at every I/O call it makes.
 SWITCH_INTERVAL = 0.001
@@ -106,6 +116,10 @@ class Budget:
     def check(self) -> None:
         if self._fired or time.monotonic() >= self.deadline:
             raise BudgetExceeded(out_of_time())
+
+    def ran_out(self) -> bool:
+        """Whether the work ran past the deadline (interrupted or not): what makes its key slow."""
+        return self._fired or time.monotonic() >= self.deadline
 
     def enter(self) -> None:
         with self._lock:
@@ -200,26 +214,138 @@ def evaluating() -> Iterator[Budget]:
             _CURRENT.budget = None
 
 
-def _run(function: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    budget = Budget()
-    _CURRENT.budget = budget
-    _WATCHDOG.watch(budget)
-    try:
-        return function(*args, **kwargs)
-    finally:
-        _CURRENT.budget = None
+@dataclass(eq=False)
+class _Work:
+    key: str
+    call: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    queued: float = field(default_factory=time.monotonic)
 
 
-_POOL = ThreadPoolExecutor(max_workers=RENDER_THREADS, thread_name_prefix="lessor-render")
+class FairQueue:
+    """The render threads, shared fairly between keys.
+
+    Work waits in one line per key; whenever a thread is free, the keys that
+    wait take turns (round robin), each key in its own line's order. A key
+    holds at most `share` threads, and one only for `slow_seconds` after its
+    work last ran out of time: a tenant whose templates spin keeps one
+    thread busy, not all of them, and its other work waits behind it.
+
+    Thread-safe and not bound to an event loop: callers on any loop await it.
+    """
+
+    def __init__(self, threads: int = RENDER_THREADS, share: int = KEY_SHARE,
+                 slow_seconds: float = SLOW_KEY_SECONDS) -> None:
+        self.threads, self.share, self.slow_seconds = threads, share, slow_seconds
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lessor-render")
+        self._lock = threading.Lock()
+        self._lines: dict[str, deque[_Work]] = {}  # insertion order is the turn order
+        self._running: dict[str, int] = {}
+        self._slow_until: dict[str, float] = {}
+        self._busy = 0
+        self.observers: list[Callable[[str, float], None]] = []
+        """Called with (key, seconds waited) as each piece of work starts, in the render thread."""
+
+    def limit(self, key: str) -> int:
+        """How many threads `key` may hold now."""
+        return 1 if self._slow_until.get(key, 0.0) > time.monotonic() else self.share
+
+    def slow(self, key: str) -> bool:
+        """Whether `key`'s work ran out of time lately (so it gets one thread)."""
+        return self.limit(key) == 1
+
+    def waiting(self) -> dict[str, int]:
+        """Work waiting per key, for metrics and tests."""
+        with self._lock:
+            return {key: len(line) for key, line in self._lines.items()}
+
+    async def run(self, key: str, call: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        work = _Work(key, call, loop, loop.create_future())
+        with self._lock:
+            self._lines.setdefault(key, deque()).append(work)
+            self._dispatch()
+        result: T = await work.future  # cancelled while waiting: `_dispatch` skips it
+        return result
+
+    def _dispatch(self) -> None:
+        """Start waiting work on free threads, the keys taking turns (called with the lock held)."""
+        while self._busy < self.threads:
+            chosen = None
+            for key in list(self._lines):
+                line = self._lines[key]
+                while line and line[0].future.done():  # cancelled before it started
+                    line.popleft()
+                if not line:
+                    del self._lines[key]
+                    continue
+                if self._running.get(key, 0) < self.limit(key):
+                    chosen = line.popleft()
+                    del self._lines[key]
+                    if line:
+                        self._lines[key] = line  # to the back of the turn order
+                    break
+            if chosen is None:
+                return
+            self._running[chosen.key] = self._running.get(chosen.key, 0) + 1
+            self._busy += 1
+            self._executor.submit(self._execute, chosen)
+
+    def _execute(self, work: _Work) -> None:
+        waited = time.monotonic() - work.queued
+        for observe in self.observers:
+            observe(work.key, waited)
+        outcome: tuple[bool, Any] = (False, None)
+        budget: Budget | None = None
+        try:
+            budget = Budget()
+            _CURRENT.budget = budget
+            _WATCHDOG.watch(budget)
+            outcome = (True, work.call())
+        except BaseException as error:  # noqa: BLE001 - handed to the awaiting caller
+            outcome = (False, error)
+        finally:
+            _CURRENT.budget = None
+            with self._lock:
+                self._running[work.key] -= 1
+                if not self._running[work.key]:
+                    del self._running[work.key]
+                if budget is not None and budget.ran_out():
+                    now = time.monotonic()
+                    if len(self._slow_until) > 1000:  # keys are whatever callers name: forget the expired
+                        self._slow_until = {k: t for k, t in self._slow_until.items() if t > now}
+                    self._slow_until[work.key] = now + self.slow_seconds
+                self._busy -= 1
+                self._dispatch()
+        try:
+            work.loop.call_soon_threadsafe(_settle, work.future, outcome)
+        except RuntimeError:  # the caller's loop is closed: nobody waits any more
+            pass
 
 
-async def offload(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    if future.done():
+        return
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+RENDERING = FairQueue()
+"""The render threads `offload` uses."""
+
+
+async def offload(function: Callable[..., T], /, *args: Any, key: str, **kwargs: Any) -> T:
     """`function(*args, **kwargs)` in a render thread under one budget; the event loop only awaits it.
 
-    Every template it evaluates shares the budget's deadline; one that runs
-    past it fails as a TemplateError naming its field and the limit.
+    `key` says whose work it is (the operator passes the tenant's namespace):
+    it waits its turn among that key's work (`FairQueue`). Every template it
+    evaluates shares the budget's deadline; one that runs past it fails as a
+    TemplateError naming its field and the limit.
     """
     if sys.getswitchinterval() > SWITCH_INTERVAL:
         sys.setswitchinterval(SWITCH_INTERVAL)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_POOL, partial(_run, function, args, kwargs))
+    return await RENDERING.run(key, lambda: function(*args, **kwargs))

@@ -69,6 +69,8 @@ from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, r
 from ..object_actor import ObjectActor, Written, commit
 from ..observed import Observed
 from .provider import Provider, Readiness, load_providers
+from .throttle import THROTTLE
+from ..validity import Throttled
 from ..queries import TOPOLOGY, ClaimHandles, FreeHandles, GetObject, ListObjects
 
 log = logging.getLogger(__name__)
@@ -238,7 +240,9 @@ class ClaimActor(ObjectActor):
             return
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
-        self.spec = await offload(resolve_claim, self.obj, self.providers, now=now, handle=self.handle)
+        self.spec = await offload(resolve_claim, self.obj, self.providers, key=self.namespace, now=now,
+                                  handle=self.handle)
+        self._throttled()
         await self._label_claim()
         if self.handle is not None:
             await self._keep_in_step(now)
@@ -417,9 +421,20 @@ class ClaimActor(ObjectActor):
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
-            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, now=self.ctx.now(),
-                                      handle=self.handle)
+            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, key=self.namespace,
+                                      now=self.ctx.now(), handle=self.handle)
         await self._keep_in_step(self.ctx.now())
+
+    def _throttled(self) -> None:
+        """Tell the providers whose hold began (`throttle`) so they say it; judge again when ours ends."""
+        for hold in THROTTLE.news():
+            self.tell(actor_address(PROVIDER, self.ctx.operator_namespace, hold.provider),
+                      Throttled(hold.message, hold.remaining))
+        assert self.spec is not None
+        remaining = [held.remaining for resource in self.spec.resources if resource.provider is not None
+                     and (held := THROTTLE.holding(resource.provider.name)) is not None]
+        if remaining:
+            self.schedule("throttled", _Evaluate(), delay=max(remaining) + 0.5)
 
     async def _delete_extra(self, handle: Mapping[str, Any]) -> None:
         """A second handle bound to this claim: it goes, with its resources (its actor deletes them)."""
@@ -449,7 +464,7 @@ class ClaimActor(ObjectActor):
         if base is None:  # a handle bound before the record was kept
             base = [_project(entry.get("template") or {}, resource.template)
                     for entry, resource in zip(entries, spec.resources)]
-        plan = await offload(plan_update, base, spec, self.handle, claim=self.obj, now=now)
+        plan = await offload(plan_update, base, spec, self.handle, key=self.namespace, claim=self.obj, now=now)
         self.update_errors = list(plan.errors)
         provider = spec.provider_reference()
         provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \
@@ -566,7 +581,8 @@ class ClaimActor(ObjectActor):
             _copy_states(resources, handle)
             bound = new_condition(BOUND, True, "Bound", self._bound_message(handle, config, now),
                                   now=now, observed_generation=gen)
-            ready = await offload(self._ready_condition, handle, resources, now, gen)  # readinessCheck templates
+            ready = await offload(self._ready_condition, handle, resources, now, gen,  # readinessCheck templates
+                                  key=self.namespace)
             lifespan = self._lifespan_status(handle, config, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_time(now)
@@ -619,7 +635,7 @@ class ClaimActor(ObjectActor):
         last = self.spec.resources[-1].provider if self.spec.resources else None
         if last is None:
             return None
-        summary, error = await offload(status_summary, last, handle, self.obj, resources, now)
+        summary, error = await offload(status_summary, last, handle, self.obj, resources, now, key=self.namespace)
         if error:
             self.ctx.events.record(CLAIM, self.obj, WARNING, "SummaryFailed", error, "Summarize")
         return summary
@@ -690,7 +706,7 @@ class ClaimActor(ObjectActor):
                      "resource_claim": claim, "resource_handle": self.handle,
                      "resource_provider": first.definition if first is not None else None}
         try:
-            due = await offload(check_expression, f"({when}) | bool", variables)
+            due = await offload(check_expression, f"({when}) | bool", variables, key=self.namespace)
         except TemplateError as error:
             action = field[0].upper() + field[1:]
             log.info("claim %s/%s: spec.%s.when: %s", self.namespace, self.name, field, error.message)
@@ -768,7 +784,8 @@ class ClaimActor(ObjectActor):
         config, errors = LifespanConfig.parse(lifespan, "spec.lifespan")
         if not config.templates:
             return config, errors
-        return await offload(rendered_lifespan, lifespan, claim=self.obj, handle=handle, now=self.ctx.now())
+        return await offload(rendered_lifespan, lifespan, key=self.namespace, claim=self.obj, handle=handle,
+                             now=self.ctx.now())
 
     def _lifespan_status(self, handle: Mapping[str, Any], config: LifespanConfig, lifespan: dict[str, Any],
                          now: datetime) -> dict[str, Any]:

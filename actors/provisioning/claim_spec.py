@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.fields import mapping_at
-from lessor.model.jsonpatch import apply, diff, matches_ignoring
+from lessor.model.jsonpatch import apply, diff, field_path, matches_ignoring
 from lessor.templates import (
     InvalidSchemaError,
     TemplateError,
@@ -42,6 +42,7 @@ from .parameters import parameter_values
 from .provider_mode import Expanded, expand, in_provider_terms
 from .provider import Object, Provider, Readiness, clock
 from .resource_errors import REASONS, ResourceError
+from .throttle import THROTTLE, THROTTLED
 from lessor.model.labels import DOMAIN
 
 __all__ = ["REASONS", "ClaimResource", "ClaimSpec", "PoolSpec", "ResourceError", "bound_templates", "forbidden",
@@ -247,10 +248,16 @@ def _resource(index: int, entry: Any, providers: Mapping[str, Provider],
     if not isinstance(template, Mapping):
         error = ResourceError(f"{field}.template", "must be an object", "InvalidTemplate", index)
         return ClaimResource(index, name, provider, None, (error,))
+    if claim is not None and (hold := THROTTLE.holding(provider.name)) is not None:  # its templates keep running
+        # out of time: a claim waits for the hold to end (a pool, the administrator's, is never held back)
+        return ClaimResource(index, name, provider, None,
+                             (ResourceError(f"{field}.provider.name", hold.message, THROTTLED, index),))
     errors = forbidden(template, provider, index) if claim is not None else []
     try:
         defaulted = provider.apply_defaults(template, claim=claim, index=index, now=now)
     except TemplateError as failure:
+        THROTTLE.note(provider.name, field_path("spec.default", failure.path.removeprefix("/spec/default")),
+                      failure.message)
         message = f"ResourceProvider {provider.name} could not render {failure}"
         errors.append(ResourceError(f"{field}.provider.name", message, "ProviderTemplateError", index))
         return ClaimResource(index, name, provider, None, tuple(errors))
@@ -350,13 +357,14 @@ def validate_template(provider: Provider, template: Mapping[str, Any], *, index:
                                     resource_provider=provider.definition, clock=clock(now))
         try:
             variables = provider.with_vars(variables, handle)
-        except TemplateError as failure:
+        except TemplateError as unrenderable:
             return errors + [ResourceError(f"spec.resources[{index}].provider.name", f"ResourceProvider "
-                                           f"{provider.name} could not render {failure}", "ProviderTemplateError",
+                                           f"{provider.name} could not render {unrenderable}", "ProviderTemplateError",
                                            index)]
         entries = [{"name": check.name, "check": check.check} for check in provider.checks]
-        errors += [ResourceError(field, str(failure), "CheckFailed", index)
-                   for failure in run_checks(entries, variables)]
+        for failure in run_checks(entries, variables):
+            THROTTLE.note(provider.name, f"spec.validation.checks[{failure.name}]", failure.error or "")
+            errors.append(ResourceError(field, str(failure), "CheckFailed", index))
     return errors
 
 

@@ -206,7 +206,7 @@ class HandleActor(ObjectActor):
                 await self._end()
                 return
         identity, user = await self._requester()
-        results = await offload(render_handle, _with_recorded_references(self.obj), self.providers,
+        results = await offload(render_handle, _with_recorded_references(self.obj), self.providers, key=self._tenant(),
                                 operator_namespace=self.ctx.operator_namespace, claim=self.claim,
                                 requester_identity=identity, requester_user=user, live=self.live, now=now)
         self.failures = {}
@@ -217,6 +217,11 @@ class HandleActor(ObjectActor):
         await self._write_status(results, now)
         if self.failures:
             self.schedule("retry", _Reconcile(), delay=_RETRY)
+
+    def _tenant(self) -> str:
+        """Whose render work this is (the fair render queue's key): the bound claim's namespace, else ours."""
+        bound = claim_of(self.obj)
+        return bound[0] if bound is not None else self.namespace
 
     async def _apply(self, result: RenderedResource) -> None:
         """Create the resource if its name is free, else update it if it is ours; never touch another's.
@@ -334,9 +339,11 @@ class HandleActor(ObjectActor):
             reference = result.reference or entry.get("reference")
             live = self.live.get(reference_key(reference)) if reference else None
             state = resource_state(live) if live is not None else None
-            readiness = (await offload(provider.readiness, state, handle=self.obj, claim=self.claim, now=now)
+            readiness = (await offload(provider.readiness, state, key=self._tenant(), handle=self.obj,
+                                        claim=self.claim, now=now)
                          if provider else Readiness(False))
-            health = (await offload(provider.healthy, state, handle=self.obj, claim=self.claim, now=now)
+            health = (await offload(provider.healthy, state, key=self._tenant(), handle=self.obj,
+                                     claim=self.claim, now=now)
                       if provider else None)
             item: dict[str, Any] = {
                 "name": entry.get("name") or (provider.resource_name if provider else ""),
@@ -371,7 +378,7 @@ class HandleActor(ObjectActor):
         last = self.providers.get(((entries[-1].get("provider") or {}).get("name") or "") if entries else "")
         if last is None:
             return None
-        summary, error = await offload(status_summary, last, self.obj, self.claim, resources, now)
+        summary, error = await offload(status_summary, last, self.obj, self.claim, resources, now, key=self._tenant())
         if error:
             self.ctx.events.record(HANDLE, self.obj, WARNING, "SummaryFailed", error, "Summarize")
         return summary

@@ -185,7 +185,7 @@ class PoolActor(ObjectActor):
 
     async def _resolve(self) -> None:
         assert self.obj is not None
-        self.spec = await offload(resolve_pool, self.obj, self.providers, now=self.ctx.now())
+        self.spec = await offload(resolve_pool, self.obj, self.providers, key=self.namespace, now=self.ctx.now())
         self.lifespan, lifespan_errors = LifespanConfig.parse((self.obj.get("spec") or {}).get("lifespan"),
                                                               "spec.lifespan")
         self.errors = [*self.spec.all_errors,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Valid condition reasons, most fundamental first: the condition reports the first that occurs.
-REASONS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "Forbidden",
-           "ProviderTemplateError", "InvalidTemplate", "SchemaViolation", "CheckFailed", "InvalidLifespan",
+REASONS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "ProviderThrottled",
+           "Forbidden", "ProviderTemplateError", "InvalidTemplate", "SchemaViolation", "CheckFailed", "InvalidLifespan",
            "UpdateRefused")
 
 

@@ -7,7 +7,7 @@ AdmissionReview answer. See docs/admission.md.
 """
 
 from lessor.admission.app import VALIDATE_PATH, make_app
-from lessor.admission.checker import AdmissionRequest, Check, Checker, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, Checker, FailurePolicy, Lookup, Unavailable
 from lessor.admission.deadline import Deadline
 from lessor.admission.registry import Registry
 from lessor.admission.results import Cause, CheckResult, Report
@@ -23,10 +23,12 @@ __all__ = [
     "CheckResult",
     "Checker",
     "Deadline",
+    "FailurePolicy",
     "Lookup",
     "MalformedReview",
     "Registry",
     "Report",
+    "Unavailable",
     "review",
     "make_app",
 ]

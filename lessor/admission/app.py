@@ -12,8 +12,11 @@ from lessor.admission.deadline import Deadline
 from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registry import Registry
 from lessor.admission.review import MalformedReview, review, too_deep_answer
+from lessor.admission.shape import warm
 
 VALIDATE_PATH = "/validate"
+LARGE_BODY = 64 * 1024
+"""Bytes: a body larger than this is walked (nesting, types) in a render thread, not on the event loop."""
 
 
 def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadline(),  # noqa: B008 (frozen)
@@ -35,7 +38,7 @@ def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadlin
                 raise _too_large(None) from None
             try:
                 body = parse_json(raw)
-                answer = await review(body, registry, lookup, deadline)
+                answer = await review(body, registry, lookup, deadline, began, large=len(raw) > LARGE_BODY)
             except MalformedBody as exc:
                 if not exc.uid:
                     raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}") from None
@@ -47,6 +50,7 @@ def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadlin
                 metrics.observe(body, answer, time.monotonic() - began)
         return web.json_response(answer)
 
+    warm()
     app = web.Application(client_max_size=MAX_BODY)
     app.router.add_post(VALIDATE_PATH, validate)
     return app

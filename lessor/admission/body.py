@@ -61,7 +61,27 @@ def parse_json(raw: bytes) -> Any:
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
-    """The JSON pointer of the first array or object nested deeper than ``limit`` in ``value``, or None."""
+    """The JSON pointer of the first array or object nested deeper than ``limit`` in ``value``, or None.
+
+    Depths only, first: an object of many entries costs one pass without a string per entry; the
+    pointer is spelled out only for an object that is too deep.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return _pointer_too_deep(value, limit)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return None
+
+
+def _pointer_too_deep(value: Any, limit: int) -> str | None:
     stack: list[tuple[Any, int, str]] = [(value, 1, "")]
     while stack:
         item, depth, pointer = stack.pop()

@@ -11,6 +11,7 @@ up, without running anything.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from enum import StrEnum
 from typing import Any, Protocol
 
 from lessor.admission.results import CheckResult
@@ -19,6 +20,30 @@ AdmissionRequest = Mapping[str, Any]
 """The ``request`` stanza of an ``admission.k8s.io/v1`` AdmissionReview, as parsed JSON."""
 
 Check = Callable[[], Awaitable[CheckResult]]
+
+
+class FailurePolicy(StrEnum):
+    """What a check that cannot finish before the deadline answers (named after the webhook's own setting).
+
+    `IGNORE`, the default: the object is allowed with a warning naming the check
+    that did not run; every check here mirrors a rule the operator applies again
+    and reports in a condition. `FAIL`: it is denied, naming the check, for a rule
+    that is meant to be enforced at admission (a provider's `validation.checks`).
+    """
+
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+class Unavailable(Exception):
+    """A lookup the API server did not answer (throttled, unavailable, timed out): the check cannot finish,
+    and is answered by its failure policy like one that ran out of time, not as an internal error."""
+
+
+def failure_policy(checker: Any, check: str) -> FailurePolicy:
+    """`check`'s policy: the checker's `failure_policies[check]` when it declares one, else IGNORE."""
+    policies = getattr(checker, "failure_policies", None) or {}
+    return FailurePolicy(policies.get(check, FailurePolicy.IGNORE))
 
 
 class Lookup(Protocol):
@@ -47,7 +72,8 @@ class Checker(Protocol):
     order in which results are reported.
 
     ``setup`` may return only some of the declared checks (those that apply
-    to this request). It must keep no per-request state on the checker,
+    to this request). A checker may also have ``failure_policies``, a mapping
+    from check name to `FailurePolicy`, for checks that are not ``IGNORE``. It must keep no per-request state on the checker,
     which serves concurrent requests.
     """
 

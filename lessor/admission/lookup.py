@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lessor.admission.checker import Unavailable
 from lessor.admission.checks.fields import name_problem
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway, Informer, Resource
 
@@ -41,15 +42,22 @@ class GatewayLookup:
         except ApiError as err:
             if err.not_found:
                 return None
-            raise
+            raise _unavailable(err) from err
+        except TimeoutError as err:
+            raise Unavailable(f"the API server did not answer a read of {kind} {namespace}/{name} in time") from err
 
     async def list(self, group: str, kind: str, namespace: str, *,
                    consistent: bool = False) -> Sequence[Mapping[str, Any]]:
         """From the API server's watch cache (`resourceVersion=0`), or with `consistent` from etcd's
         current state: what confirms a cache that may trail."""
         resource = _resource(group, kind)
-        answer = await self._gateway.request("list", kind, "GET", resource.path(namespace),
-                                             params=None if consistent else {"resourceVersion": "0"})
+        try:
+            answer = await self._gateway.request("list", kind, "GET", resource.path(namespace),
+                                                 params=None if consistent else {"resourceVersion": "0"})
+        except ApiError as err:
+            raise _unavailable(err) from err
+        except TimeoutError as err:
+            raise Unavailable(f"the API server did not answer a list of {kind} in {namespace} in time") from err
         items: list[Mapping[str, Any]] = answer.get("items", [])
         return items
 
@@ -95,6 +103,13 @@ class CacheLookup:
         # Nothing cached may be a watch still behind the namespace's first objects (samples applied
         # together): ask the API rather than judge against nothing.
         return cached or await self._fallback.list(group, kind, namespace, consistent=True)
+
+
+def _unavailable(err: ApiError) -> Exception:
+    """A refusal to answer now (429 throttled, 5xx) as `Unavailable`; any other error as it is (a bug to report)."""
+    if err.status == 429 or err.status >= 500:
+        return Unavailable(f"the API server did not answer: {err}")
+    return err
 
 
 def _resource(group: str, kind: str) -> Resource:

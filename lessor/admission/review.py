@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
+
+import anyio
 
 from lessor.admission.body import MAX_DEPTH, too_deep
 from lessor.admission.checker import AdmissionRequest, Lookup
@@ -12,9 +15,10 @@ from lessor.admission.exempt import needs_checks
 from lessor.admission.registry import Registry
 from lessor.admission.results import Cause, CheckResult, Report
 from lessor.admission.response import API_VERSION, KIND, admission_review, build_response
-from lessor.admission.runner import run_checks
-from lessor.admission.shape import wrong_type
+from lessor.admission.runner import run_checks, unfinished
+from lessor.admission.shape import warm, wrong_type
 from lessor.admission.skip import requested_skips, select
+from lessor.templates import offload
 
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
@@ -29,21 +33,53 @@ SHAPE = "shape"
 """The name denials for fields whose type is not the CRD's go by."""
 
 
-async def review(body: Any, registry: Registry, lookup: Lookup, deadline: Deadline) -> dict[str, Any]:
-    """The AdmissionReview to answer ``body`` with; raises MalformedReview."""
+async def review(body: Any, registry: Registry, lookup: Lookup, deadline: Deadline,
+                 began: float | None = None, *, large: bool = False) -> dict[str, Any]:
+    """The AdmissionReview to answer ``body`` with; raises MalformedReview.
+
+    The deadline counts from ``began`` (when the request arrived; default: now). For a ``large`` body the
+    walks over the whole object (nesting, types) run in a render thread, in the line of the object's
+    namespace, so a big object costs its namespace's turn and not the event loop's (a small one is walked
+    at once: it would wait longer for a thread than the walk takes). What does not finish in time is
+    answered as each check's failure policy says.
+    """
+    warm()  # the CRDs' types, read once per process (`make_app` reads them before serving)
+    start = time.monotonic() if began is None else began
     request = _request(body)
     if not needs_checks(request):
         return admission_review(build_response(request, ()))
+    kind = request["kind"]
+    checkers = registry.checkers(kind["group"], kind["kind"])
+    tenant = str(request["object"].get("metadata", {}).get("namespace") or request.get("namespace") or "")
+    shape: tuple[str, Any] | None = ("late", None)
+    if not large:
+        shape = _shape(request)
+    else:
+        with anyio.move_on_after(deadline.seconds - (time.monotonic() - start)):
+            shape = await offload(_shape, request, key=tenant)
+    if shape is not None and shape[0] == "late":
+        why = f"reading the object's nesting and types did not finish within the review's {deadline.seconds:g} s"
+        reports = [Report(name, unfinished(checker, name, why)) for checker in checkers for name in checker.check_names]
+        return admission_review(build_response(request, reports))
+    if shape is not None and shape[0] == NESTING:
+        return too_deep_answer(request, shape[1])
+    if shape is not None:
+        field, message = shape[1]
+        return admission_review(build_response(request, [Report(SHAPE, CheckResult.deny(Cause(message, field)))]))
+    selection = select(checkers, requested_skips(request.get("object")))
+    remaining = max(0.0, deadline.seconds - (time.monotonic() - start))
+    reports = await run_checks(selection.selected, request, lookup, remaining, deadline.seconds)
+    return admission_review(build_response(request, reports, selection.warnings))
+
+
+def _shape(request: AdmissionRequest) -> tuple[str, Any] | None:
+    """(NESTING, pointer) or (SHAPE, (field, message)) for an object checks cannot walk, else None."""
     if (pointer := too_deep(request["object"])) is not None:
-        return too_deep_answer(request, pointer)
+        return NESTING, pointer
     kind = request["kind"]
     if (wrong := wrong_type(kind["group"], kind["version"], kind["kind"], request["object"])) is not None:
-        field, message = wrong
-        return admission_review(build_response(request, [Report(SHAPE, CheckResult.deny(Cause(message, field)))]))
-    checkers = registry.checkers(kind["group"], kind["kind"])
-    selection = select(checkers, requested_skips(request.get("object")))
-    reports = await run_checks(selection.selected, request, lookup, deadline.seconds)
-    return admission_review(build_response(request, reports, selection.warnings))
+        return SHAPE, wrong
+    return None
 
 
 def too_deep_answer(request: AdmissionRequest, pointer: str | None) -> dict[str, Any]:

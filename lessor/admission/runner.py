@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import anyio
 from anyio.abc import TaskGroup
 
-from lessor.admission.checker import AdmissionRequest, Check, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, FailurePolicy, Lookup, Unavailable, failure_policy
 from lessor.admission.results import Cause, CheckResult, Report
 from lessor.admission.skip import Selected
 
@@ -29,14 +29,18 @@ class _Slots:
     def __init__(self, selected: Selected) -> None:
         self.selected = selected
         self.setup_failure: CheckResult | None = None
+        self.unavailable = ""  # why its set-up could not finish (a lookup the API server did not answer)
         self.applied: tuple[str, ...] | None = None  # None until set-up is done
         self.results: dict[str, CheckResult] = {}
 
 
 async def run_checks(
-    selected: Sequence[Selected], request: AdmissionRequest, lookup: Lookup, seconds: float
+    selected: Sequence[Selected], request: AdmissionRequest, lookup: Lookup, seconds: float,
+    deadline: float | None = None,
 ) -> list[Report]:
     """Reports in checker order, then declared check order; returns after ``seconds`` at most.
+
+    ``deadline``: the review's whole deadline, which late checks name (default ``seconds``).
 
     That bound holds as long as checks are cancellable: a check that blocks
     the event loop or swallows cancellation holds the answer back.
@@ -46,13 +50,16 @@ async def run_checks(
         async with anyio.create_task_group() as tasks:
             for slot in slots:
                 tasks.start_soon(_set_up, slot, request, lookup, tasks)
-    return [report for slot in slots for report in _reports(slot, seconds)]
+    return [report for slot in slots for report in _reports(slot, seconds if deadline is None else deadline)]
 
 
 async def _set_up(slot: _Slots, request: AdmissionRequest, lookup: Lookup, tasks: TaskGroup) -> None:
     checker = slot.selected.checker
     try:
         checks = await checker.setup(request, lookup)
+    except Unavailable as exc:
+        slot.unavailable = f"set-up of checker {checker.name} could not finish: {exc}"
+        return
     except Exception as exc:
         logger.exception("set-up of checker %s failed", checker.name)
         slot.setup_failure = _error(f"checker {checker.name} failed to set up ({_describe(exc)})", slot)
@@ -68,6 +75,8 @@ async def _set_up(slot: _Slots, request: AdmissionRequest, lookup: Lookup, tasks
 async def _run_check(slot: _Slots, name: str, check: Check) -> None:
     try:
         result = await check()
+    except Unavailable as exc:
+        result = unfinished(slot.selected.checker, name, str(exc))
     except Exception as exc:
         logger.exception("check %s failed", name)
         result = CheckResult.error(Cause(f"check {name} failed: {_describe(exc)}"))
@@ -80,17 +89,25 @@ def _reports(slot: _Slots, seconds: float) -> list[Report]:
     checker = slot.selected.checker
     if slot.setup_failure is not None:
         return [Report(checker.name, slot.setup_failure)]
-    if slot.applied is None:
-        late = f"set-up of checker {checker.name} did not finish within {seconds:g} s"
-        return [Report(checker.name, _error(late, slot))]
+    if slot.unavailable:
+        return [Report(name, unfinished(checker, name, slot.unavailable)) for name in slot.selected.check_names]
+    if slot.applied is None:  # its set-up ran out of time: every check it would have run did
+        why = f"set-up of checker {checker.name} did not finish within the review's {seconds:g} s"
+        return [Report(name, unfinished(checker, name, why)) for name in slot.selected.check_names]
     return [
-        Report(name, slot.results[name] if name in slot.results else _late(name, seconds))
+        Report(name, slot.results[name] if name in slot.results
+               else unfinished(checker, name, f"not within the review's {seconds:g} s"))
         for name in slot.applied
     ]
 
 
-def _late(name: str, seconds: float) -> CheckResult:
-    return CheckResult.error(Cause(f"check {name} did not finish within {seconds:g} s"))
+def unfinished(checker: object, name: str, why: str) -> CheckResult:
+    """The verdict of check `name` when it could not finish (`why`): its failure policy's, never an error."""
+    if failure_policy(checker, name) is FailurePolicy.FAIL:
+        return CheckResult.deny(Cause(f"check {name} could not finish ({why}); it refuses what it could not "
+                                      "check (failure policy Fail): try again later, or make the object smaller"))
+    return CheckResult.ok(f"could not finish ({why}), so this object was not checked by it (failure policy "
+                          "Ignore); the operator judges it and reports on it")
 
 
 def _error(message: str, slot: _Slots) -> CheckResult:

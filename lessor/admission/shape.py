@@ -36,6 +36,11 @@ def _schemas() -> dict[tuple[str, str, str], Mapping[str, Any]]:
     return found
 
 
+def warm() -> None:
+    """Read the CRDs now (a second or more of YAML), so that the first review does not wait for it."""
+    _schemas()
+
+
 def wrong_type(group: str, version: str, kind: str, obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """(field, what is wrong) for the first field of ``obj`` whose type is not its CRD's; None if all are.
 
@@ -52,26 +57,39 @@ def wrong_type(group: str, version: str, kind: str, obj: Mapping[str, Any]) -> t
 
 
 def _wrong(value: Any, schema: Mapping[str, Any], field: str) -> tuple[str, str] | None:
+    """`_problem`, its field spelled out (only for the field found: a list of many entries builds no strings)."""
+    if (problem := _problem(value, schema)) is None:
+        return None
+    path, message = problem
+    for step in reversed(path):
+        field = f"{field}[{step}]" if isinstance(step, int) else _join(field, step)
+    return field, message
+
+
+def _problem(value: Any, schema: Mapping[str, Any]) -> tuple[list[str | int], str] | None:
+    """(the path below `value`, innermost first, and what is wrong) for the first field of the wrong type."""
     if value is None:
         return None  # the API server drops nulls it does not allow
     if schema.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, int | str):
-            return field, f"must be an integer or a string, not {_name(value)}"
+            return [], f"must be an integer or a string, not {_name(value)}"
         return None
     expected = schema.get("type")
     if expected in _TYPES and (not isinstance(value, _TYPES[expected]) or (
             isinstance(value, bool) and expected in ("integer", "number"))):
-        return field, f"must be {'an' if expected[0] in 'aeiou' else 'a'} {expected}, not {_name(value)}"
+        return [], f"must be {'an' if expected[0] in 'aeiou' else 'a'} {expected}, not {_name(value)}"
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():
             child = properties.get(key) or (extra if isinstance(extra, Mapping) else None)
-            if child is not None and (problem := _wrong(item, child, _join(field, key))) is not None:
+            if child is not None and (problem := _problem(item, child)) is not None:
+                problem[0].append(key)
                 return problem
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+    elif isinstance(value, list) and isinstance(items := schema.get("items"), Mapping):
         for index, item in enumerate(value):
-            if (problem := _wrong(item, schema["items"], f"{field}[{index}]")) is not None:
+            if (problem := _problem(item, items)) is not None:
+                problem[0].append(index)
                 return problem
     return None
 

@@ -160,7 +160,7 @@ async def test_an_invalid_lease_is_denied_with_every_cause(client: TestClient[An
     )
 
 
-async def test_a_hanging_lookup_is_answered_by_the_webhook_itself_before_its_timeout() -> None:
+async def test_a_hanging_lookup_is_answered_by_the_webhook_itself_before_its_timeout_with_a_verdict() -> None:
     class Hanging(Objects):
         async def list(self, group: str, kind: str, namespace: str, *,
                    consistent: bool = False) -> list[Mapping[str, Any]]:
@@ -174,9 +174,11 @@ async def test_a_hanging_lookup_is_answered_by_the_webhook_itself_before_its_tim
         with anyio.fail_after(5):
             answer = await post(test_client, lease_review({"selector": {}}))
 
-    status = answer["response"]["status"]
-    assert (status["code"], status["reason"]) == (500, "InternalError")
-    assert "set-up of checker lease did not finish within 0.1 s" in status["message"]
+    response = answer["response"]  # a verdict, never a 500: the lease checks' policy is Ignore
+    assert response["allowed"] is True
+    assert response["warnings"] and all(
+        "could not finish (set-up of checker lease did not finish within the review's 0.1 s)" in warning
+        for warning in response["warnings"])
 
 
 def reviewed(change: Any) -> bytes:

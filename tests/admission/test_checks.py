@@ -9,7 +9,18 @@ from typing import Any
 import anyio
 import pytest
 
-from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Deadline, Lookup, Registry, review
+from lessor.admission import (
+    AdmissionRequest,
+    Cause,
+    Check,
+    CheckResult,
+    Deadline,
+    FailurePolicy,
+    Lookup,
+    Registry,
+    Unavailable,
+    review,
+)
 
 SHORT = Deadline(webhook_timeout=0.2, margin=0.1)  # the checks get 0.1 s
 SAFETY_NET = 5  # s; only there to turn a hang into a failure
@@ -161,7 +172,7 @@ async def test_a_failing_set_up_is_reported_against_its_checker_and_other_checke
     ]
 
 
-async def test_a_check_still_running_at_the_deadline_is_cancelled_and_the_rest_still_reported() -> None:
+async def test_a_check_still_running_at_the_deadline_is_cancelled_and_answered_by_its_failure_policy() -> None:
     cancelled = anyio.Event()
     completed = []
 
@@ -173,23 +184,26 @@ async def test_a_check_still_running_at_the_deadline_is_cancelled_and_the_rest_s
         completed.append("hangs")  # unreachable unless sleep_forever returned
         return CheckResult.ok()
 
+    strict = Stub("strict", {"strict-policy": hangs})
+    strict.failure_policies = {"strict-policy": FailurePolicy.FAIL}  # type: ignore[attr-defined]
     response = await answer(
         Stub("lease", {"lease-selector": deny("too wide", "spec.selector"), "lease-policy": hangs}),
+        strict,
         Stub("exporter", {"exporter-exists": deny("no exporter named e1", "spec.exporterRef.name")}),
     )
 
     assert cancelled.is_set() and not completed
-    assert response["status"]["code"] == 500
+    assert response["status"]["code"] == 422  # a verdict, never a 500
     assert causes(response) == [
         ("lease-selector", "too wide"),
-        ("lease-policy", "check lease-policy did not finish within 0.1 s"),
+        ("strict-policy", "check strict-policy could not finish (not within the review's 0.1 s); it refuses "
+                          "what it could not check (failure policy Fail): try again later, or make the object "
+                          "smaller"),
         ("exporter-exists", "no exporter named e1"),
     ]
-    assert response["status"]["message"] == (
-        "lessor preflight could not finish: lease-selector: spec.selector: too wide; "
-        "lease-policy: check lease-policy did not finish within 0.1 s; "
-        "exporter-exists: spec.exporterRef.name: no exporter named e1"
-    )
+    assert response["warnings"] == [  # the default policy, Ignore: the check is named, the object not held up by it
+        "lease-policy: could not finish (not within the review's 0.1 s), so this object was not checked by it "
+        "(failure policy Ignore); the operator judges it and reports on it"]
 
 
 async def test_a_set_up_still_running_at_the_deadline_names_its_checker_and_the_checks_it_held_up() -> None:
@@ -198,10 +212,31 @@ async def test_a_set_up_still_running_at_the_deadline_names_its_checker_and_the_
         Stub("lease", {"lease-selector": deny("too wide")}),
     )
 
-    assert causes(response) == [
-        ("policy", "set-up of checker policy did not finish within 0.1 s; checks not run: policy-match"),
-        ("lease-selector", "too wide"),
-    ]
+    assert causes(response) == [("lease-selector", "too wide")]
+    assert response["warnings"] == [
+        "policy-match: could not finish (set-up of checker policy did not finish within the review's 0.1 s), so "
+        "this object was not checked by it (failure policy Ignore); the operator judges it and reports on it"]
+
+
+async def test_a_lookup_the_api_server_does_not_answer_is_a_verdict_by_policy_not_an_internal_error() -> None:
+    async def throttled() -> None:
+        raise Unavailable("the API server did not answer: 429 TooManyRequests")
+
+    async def unanswered() -> CheckResult:
+        raise Unavailable("the API server did not answer: 503 ServiceUnavailable")
+
+    strict = Stub("strict", {"strict-policy": unanswered})
+    strict.failure_policies = {"strict-policy": FailurePolicy.FAIL}  # type: ignore[attr-defined]
+    response = await answer(Stub("policy", {"policy-match": ok()}, prepare=throttled), strict)
+
+    assert response["status"]["code"] == 422
+    assert causes(response) == [("strict-policy", "check strict-policy could not finish (the API server did not "
+                                 "answer: 503 ServiceUnavailable); it refuses what it could not check (failure "
+                                 "policy Fail): try again later, or make the object smaller")]
+    assert response["warnings"] == [
+        "policy-match: could not finish (set-up of checker policy could not finish: the API server did not answer: "
+        "429 TooManyRequests), so this object was not checked by it (failure policy Ignore); the operator judges "
+        "it and reports on it"]
 
 
 async def test_set_up_runs_once_per_request_and_its_checks_share_what_it_fetched() -> None:

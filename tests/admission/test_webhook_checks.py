@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from lessor.admission import SKIP_ANNOTATION, AdmissionRequest, Check, CheckResult, Lookup
+from lessor.admission import SKIP_ANNOTATION, AdmissionRequest, Check, CheckResult, FailurePolicy, Lookup
 from lessor.admission.checks import preflight_registry
 from lessor.admission.lookup import GatewayLookup
 from lessor.admission.registration import until_enforced
@@ -38,6 +38,7 @@ class SlowChecker:
 
     name = "slow"
     check_names = ("slow-lookup",)
+    failure_policies = {"slow-lookup": FailurePolicy.FAIL}  # what it could not check, it refuses
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         if SLOW_LABEL not in (request["object"]["metadata"].get("labels") or {}):
@@ -721,7 +722,7 @@ async def test_a_bound_claim_is_judged_on_its_defaulted_template_as_the_operator
 # --- the framework, end to end ----------------------------------------------------------
 
 
-async def test_a_check_past_the_deadline_is_cut_off_and_the_other_results_still_reach_the_user(
+async def test_a_check_past_the_deadline_is_cut_off_with_a_verdict_and_the_other_results_still_reach_the_user(
     kube: Gateway, lab: str
 ) -> None:
     slow = lease(selector={}, duration="0s")
@@ -732,11 +733,11 @@ async def test_a_check_past_the_deadline_is_cut_off_and_the_other_results_still_
     elapsed = time.monotonic() - started
 
     assert elapsed < TIMEOUT - 1  # the webhook answered itself; the API server did not give up on it
-    assert err.status == 500
+    assert err.status == 422  # a verdict: the late check's failure policy (Fail) denies, naming it; never a 500
     assert causes(err) == {
         ("lease-selector", "spec.selector"), ("lease-duration", "spec.duration"), ("slow-lookup", ""),
     }
-    assert f"slow-lookup: check slow-lookup did not finish within {TIMEOUT - MARGIN} s" in err.message
+    assert f"slow-lookup: check slow-lookup could not finish (not within the review's {TIMEOUT - MARGIN} s)" in err.message
 
 
 async def test_the_skip_annotation_lets_a_blocked_object_through_and_says_so(

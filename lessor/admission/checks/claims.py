@@ -14,7 +14,7 @@ from typing import Any
 from lessor.actors.provisioning.claim_spec import lifespan_errors
 from lessor.actors.provisioning.claim_updates import plan_claim_update
 from lessor.actors.provisioning.provider import Provider, provider_from
-from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
+from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, FailurePolicy, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec, spec_changed
 from lessor.admission.checks.provided import (
     checks_result,
@@ -29,6 +29,9 @@ from lessor.templates import format_timestamp, offload, parse_duration, parse_ti
 class ClaimChecker:
     name = "claim"
     check_names = ("claim-providers", "claim-templates", "claim-checks", "claim-lifespan", "claim-update-filters")
+    # A provider's validation.checks are its author's admission rules: a claim they could not judge in time
+    # is refused, naming the check, not admitted unchecked. The rest the claim actor judges again (Valid).
+    failure_policies = {"claim-checks": FailurePolicy.FAIL}
 
     def __init__(self, operator_namespace: str) -> None:
         self._providers_namespace = operator_namespace
@@ -110,6 +113,7 @@ async def _update_filters(old: Mapping[str, Any], new: Mapping[str, Any], handle
     Each operation it would refuse is denied at its field.
     """
     by_name = {provider_from(p).name: provider_from(p) for p in providers}
-    plan = await offload(plan_claim_update, old, new, handle, by_name, now=dt.datetime.now(dt.UTC))
+    tenant = str((new.get("metadata") or {}).get("namespace") or "")
+    plan = await offload(plan_claim_update, old, new, handle, by_name, key=tenant, now=dt.datetime.now(dt.UTC))
     causes = [Cause(error.message, operator_field(error.field)) for error in plan.errors]
     return CheckResult.deny(*causes) if causes else CheckResult.ok()

@@ -28,11 +28,13 @@ from lessor.admission.checks.fields import name_problem, operator_field, spec
 from lessor.gateway.resources import PROVIDER
 from lessor.templates import offload
 
-_PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid")
+_PROVIDERS = ("NoResources", "ProviderNotFound", "ProviderAmbiguous", "ProviderInvalid", "ProviderThrottled")
 # UpdateRefused from resolving is a provider-mode parameter that may not change once bound (parameters.py).
 _TEMPLATES = ("Forbidden", "InvalidTemplate", "SchemaViolation", "UpdateRefused")
 _CHECKS = ("CheckFailed",)
 _NOT_RENDERED = "ProviderTemplateError"
+_MANY = 20
+"""More distinct provider names than this are judged against the list of all providers."""
 # InvalidLifespan is claim-lifespan's (claims.py), UpdateRefused of templates claim-update-filters'.
 
 
@@ -78,12 +80,28 @@ async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str
     the list of all of them (``consistent``: as etcd has it now). A name no
     object can have is not looked up.
     """
-    names = [_named(r) for r in _resources(obj)]
+    names = {_named(r) for r in _resources(obj)}
+    wanted = sorted(n for n in names if isinstance(n, str) and not name_problem(n))
     # A claim in provider mode may need its provider's linked providers too, and theirs: all of them (the cache).
     if None in names or isinstance(spec(obj).get("provider"), Mapping):
         return list(await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent))
-    wanted = sorted({n for n in names if isinstance(n, str) and not name_problem(n)})
-    found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in wanted))
+    if len(wanted) <= _MANY:
+        return await _get_each(lookup, namespace, wanted)
+    # Many names (a pool of thousands of entries naming as many providers): one list, not a read per name.
+    # A name it lacks is confirmed as a single name is (a get), or, when many are, by one current list.
+    listed = {str((p.get("metadata") or {}).get("name")): p
+              for p in await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent)}
+    missing = [n for n in wanted if n not in listed]
+    if len(missing) > _MANY and not consistent:
+        listed = {str((p.get("metadata") or {}).get("name")): p
+                  for p in await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=True)}
+    elif missing:
+        listed.update({str(p["metadata"]["name"]): p for p in await _get_each(lookup, namespace, missing)})
+    return [listed[n] for n in wanted if n in listed]
+
+
+async def _get_each(lookup: Lookup, namespace: str, names: Sequence[str]) -> list[Mapping[str, Any]]:
+    found = await asyncio.gather(*(lookup.get(PROVIDER.group, PROVIDER.kind, namespace, n) for n in names))
     return [provider for provider in found if provider is not None]
 
 
@@ -102,10 +120,17 @@ def _named(resource: Mapping[str, Any]) -> Any:
 async def resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, *,
                   claim: bool) -> Resolution:
     """Resolve ``obj`` (a claim, or a pool when not ``claim``) with the operator's function, in a render thread
-    under the template budget as the operator does: the event loop serving reviews only awaits."""
+    under the template budget as the operator does: the event loop serving reviews only awaits. The thread
+    is one of the tenant's turns in the render queue (a pool's: the operator namespace's), and does all that
+    grows with the object: compiling its providers, resolving, sorting thousands of errors."""
+    tenant = str((obj.get("metadata") or {}).get("namespace") or namespace)
+    return await offload(_resolve, obj, providers, namespace, claim, dt.datetime.now(dt.UTC), key=tenant)
+
+
+def _resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, claim: bool,
+             now: dt.datetime) -> Resolution:
     by_name = {str((p.get("metadata") or {}).get("name")): provider_from(p) for p in providers}
-    resolve_with = resolve_claim if claim else resolve_pool
-    resolved = await offload(resolve_with, obj, by_name, now=dt.datetime.now(dt.UTC))
+    resolved = (resolve_claim if claim else resolve_pool)(obj, by_name, now=now)
     resources = spec(obj).get("resources")
     return _sorted(resolved, resources if isinstance(resources, list) else [], namespace)
 

@@ -4,6 +4,7 @@ that a leader's writes pass at the moment they are sent."""
 from __future__ import annotations
 
 import asyncio
+import re
 import builtins
 import collections
 import os
@@ -22,6 +23,7 @@ from kubernetes_asyncio.client import Configuration
 from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from lessor.gateway.fair_slots import FairSlots
 from lessor.gateway.causes import Key, WriteCauses, key_of
 from lessor.gateway.resources import GROUP, Resource, known
 
@@ -201,8 +203,8 @@ class Gateway:
         self._http = open_session(cfg)
         self._proxy: str | None = cfg.proxy or None
         self._server_hostname: str | None = cfg.tls_server_name or None
-        self._reads = asyncio.Semaphore(READ_CONCURRENCY)
-        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        self._reads = FairSlots(READ_CONCURRENCY)  # shared out by turns between namespaces (fair_slots.py)
+        self._writes = FairSlots(WRITE_CONCURRENCY)
         self._queued: set[asyncio.Timeout] = set()  # fenced requests waiting for a slot (`drop_queued_writes`)
         self.host = (cfg.host or "").rstrip("/")
         split = urlsplit(self.host)
@@ -291,7 +293,7 @@ class Gateway:
         `fence`: asked when the request is sent (see `Fence`); what it raises, the request raises, unsent."""
         if gated:
             slots = self._reads if method == "GET" else self._writes
-            await self._hold(slots, fence)
+            await self._hold(slots, fence, _namespace_in(path))
             try:
                 return await self.request(verb, kind, method, path, params=params, body=body,
                                           content_type=content_type, accept=accept, timeout=timeout,
@@ -365,18 +367,18 @@ class Gateway:
                 raise _Refused(payload.refusal) from err
             raise
 
-    async def _hold(self, slots: asyncio.Semaphore, fence: Fence | None) -> None:
-        """Take a slot. A fenced request waits where `drop_queued_writes` can wake it to ask its fence:
-        refused, it raises without ever holding a slot; still allowed, it waits on."""
+    async def _hold(self, slots: FairSlots, fence: Fence | None, key: str) -> None:
+        """Take a slot, in `key`'s turn. A fenced request waits where `drop_queued_writes` can wake it to ask
+        its fence: refused, it raises without ever holding a slot; still allowed, it waits on."""
         if fence is None or not slots.locked():
-            await slots.acquire()
+            await slots.acquire(key)
             return
         while True:
             try:
                 async with asyncio.timeout(None) as waiting:
                     self._queued.add(waiting)
                     try:
-                        await slots.acquire()
+                        await slots.acquire(key)
                     finally:
                         self._queued.discard(waiting)
                 return
@@ -556,3 +558,12 @@ def _query_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
+
+
+_NAMESPACED = re.compile(r"/namespaces/([^/?]+)/")
+
+
+def _namespace_in(path: str) -> str:
+    """The namespace a request's path names ("" for a cluster-scoped one): whose turn it waits in."""
+    found = _NAMESPACED.search(path)
+    return found.group(1) if found else ""

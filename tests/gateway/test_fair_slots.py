@@ -1,0 +1,75 @@
+"""Write and read slots shared by turns between namespaces: one namespace's storm of requests does not hold
+another namespace's single request behind all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from lessor.gateway import Gateway
+from lessor.gateway.client import WRITE_CONCURRENCY
+from lessor.gateway.fair_slots import FairSlots
+from lessor.gateway.resources import CLIENT, NAMESPACE
+
+
+async def test_a_freed_slot_goes_to_each_waiting_key_in_turn() -> None:
+    slots = FairSlots(1)
+    order: list[str] = []
+
+    async def use(key: str, label: str) -> None:
+        await slots.acquire(key)
+        order.append(label)
+        await asyncio.sleep(0)
+        slots.release()
+
+    await slots.acquire("storm")  # held: everything below waits
+    tasks = [asyncio.create_task(use("storm", f"s{i}")) for i in range(5)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(use("canary", "c")))
+    await asyncio.sleep(0)
+    slots.release()
+    await asyncio.gather(*tasks)
+    assert order[:2] == ["s0", "c"]  # the canary waited for one of the storm's, not for all five
+    assert not slots.locked()
+
+
+async def test_a_waiter_cancelled_in_line_or_as_it_is_handed_the_slot_loses_no_slot() -> None:
+    slots = FairSlots(1)
+    await slots.acquire("a")
+    gone = asyncio.create_task(slots.acquire("b"))
+    handed = asyncio.create_task(slots.acquire("c"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await gone
+    slots.release()  # to "c", which is cancelled before it runs: the slot must come back
+    handed.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await handed
+    assert not slots.locked()
+    await asyncio.wait_for(slots.acquire("d"), 1)
+
+
+async def test_a_namespaces_write_storm_does_not_queue_another_namespaces_write_behind_it(
+        controlplane: Any, namespace: str) -> None:
+    canary_ns = f"{namespace}-canary"
+    async with await Gateway.connect(str(controlplane.kubeconfig)) as kube:
+        await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": canary_ns}})
+        try:
+            done: list[str] = []
+
+            async def client(ns: str, name: str) -> None:
+                await kube.create(CLIENT, ns, {"apiVersion": "lessor.dev/v1alpha1", "kind": "Client",
+                                               "metadata": {"name": name}})
+                done.append(name)
+
+            storm = [asyncio.create_task(client(namespace, f"s{i:03d}")) for i in range(20 * WRITE_CONCURRENCY)]
+            while not kube._writes.waiting():  # the storm fills every slot and queues the rest
+                await asyncio.sleep(0)
+            await client(canary_ns, "canary")
+            await asyncio.gather(*storm)
+        finally:
+            await kube.delete(NAMESPACE, None, canary_ns)
+    # In turn with the storm's queued writes: after at most the slots' worth in flight and one per turn.
+    assert done.index("canary") <= 3 * WRITE_CONCURRENCY, done.index("canary")

@@ -65,6 +65,7 @@ from lessor.tracefile import TRACES_FILE_ENV
 
 API = "lessor.dev/v1alpha1"
 NS = "storm"
+CANARY = "canary"  # another tenant: one client, two exporters, one lease at a time (issue 23)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,6 +204,13 @@ async def _lab(kube: Gateway, args: argparse.Namespace) -> None:
                                          for i in range(args.exporters)})
     await gather_limited([kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {
         "name": f"c{i:02d}", "labels": {"tier": ("gold", "silver", "spot")[i % 3]}}}) for i in range(args.clients)])
+    await available_exporters(kube, CANARY, {"quiet": {"slot": "quiet"}, "busy": {"slot": "busy"}})
+    await kube.create(CLIENT, CANARY, {"apiVersion": API, "kind": "Client", "metadata": {
+        "name": "canary", "labels": {"tier": "canary"}}})
+    await kube.create(POLICY, CANARY, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "canary"},
+                                       "spec": {"exporterSelector": {}, "policies": [{
+                                           "priority": 10, "maximumDuration": "8h",
+                                           "from": [{"clientSelector": {"matchLabels": {"tier": "canary"}}}]}]}})
     for name, tier, priority, spot in (("gold", "gold", 30, False), ("silver", "silver", 20, False),
                                        ("spot", "spot", 10, True)):
         await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": name},
@@ -234,6 +242,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
+        quiet = await _canary(kube, "quiet")
         before, events_before = api_requests(metrics), event_counters(metrics)
         text = metrics_text(metrics)
         restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
@@ -266,6 +275,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
                 "clientRef": {"name": f"c{i % args.clients:02d}"},
                 "selector": {"matchLabels": {"group": f"g{i % args.groups}"}}, "duration": "1h"}})
 
+        busy = asyncio.create_task(_canary(kube, "busy", after=lambda: len(created) >= args.leases // 2))
         await gather_limited([lease(i) for i in range(args.leases)], limit=32)
         created_by = time.perf_counter()
         # Every group has exporters/groups exporters, so at most that many leases per group can win.
@@ -289,6 +299,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
         live, granted = granted, dict(granted)  # the storm's grants, judged below; the release phase adds to live
         release = await _release(kube, args, live, latest) if args.release > 0 else None
+        during = await busy
         watch.cancel()
     finally:
         await stop_operator(proc)
@@ -313,7 +324,26 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         "actor_restarts": int(restarts),
         "slow_asks": int(slow_asks),  # asks without a deadline (to the topology) unanswered after 5 s
         **({"release_phase": release} if release is not None else {}),
+        "canary": {"quiet_seconds": round(quiet, 2), "during_storm_seconds": round(during, 2),
+                   "ratio": round(during / max(quiet, 1e-9), 2), "target_ratio": 2.0,
+                   "explained": "another namespace's one lease, created to Ready, alone and then while this "
+                                "storm's leases are being created (issue 23: one tenant cannot slow another)"},
     }
+
+
+async def _canary(kube: Gateway, slot: str, after: Callable[[], bool] = lambda: True) -> float:
+    """Seconds from creating the canary tenant's lease for exporter `slot` until it is Ready (polled)."""
+    while not after():
+        await asyncio.sleep(0.05)
+    started = time.perf_counter()
+    await kube.create(LEASE, CANARY, {"apiVersion": API, "kind": "Lease", "metadata": {"name": slot}, "spec": {
+        "clientRef": {"name": "canary"}, "selector": {"matchLabels": {"slot": slot}}, "duration": "1h"}})
+    while True:
+        lease = await kube.get(LEASE, CANARY, slot)
+        if any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (lease.get("status") or {}).get("conditions") or ()):
+            return time.perf_counter() - started
+        await asyncio.sleep(0.05)
 
 
 _TIERS = (Terms("", 30, False), Terms("", 20, False), Terms("", 10, True))  # gold, silver, spot: see `_lab`

@@ -46,7 +46,7 @@ from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
-from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
+from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState, tenant_of
 from lessor.probes import ProbeServer, metrics_app, serve
 from lessor.state_metrics import StateMetrics, runtime_collectors
 from lessor.telemetry import configure_telemetry, unrecorded
@@ -173,7 +173,7 @@ class Operator:
         # its state from the API, so restarting is always safe.
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=1.0)
         system.register("topology", lambda _: TopologyActor(self.topology_state), capacity=1_000_000,
-                        supervision=tolerant, ask_timeout=TOPOLOGY_ASK_TIMEOUT)
+                        supervision=tolerant, ask_timeout=TOPOLOGY_ASK_TIMEOUT, fair_key=tenant_of)
         # At a first start every exporter writes its Online condition (clients, policies and providers their
         # Valid one): thousands of starts suspended on the gateway's 24 writes in flight held ~5 KB each, and
         # the allocator kept that memory after. None of these starts waits on an actor of its own kind (they

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from . import dead_letters
 from .actor import Actor
 from .envelope import Envelope
+from .fair_inbox import FairInbox
 from .errors import ActorKilled, Undeliverable
 from .metrics import BUCKETS, Handling
 
@@ -79,7 +80,7 @@ class Cell:
         self.address = address
         self.kind = kind
         self.actor: Actor | None = None  # None: the next incarnation has yet to start
-        self.inbox: deque[Envelope] | None = None  # allocated while messages wait
+        self.inbox: deque[Envelope] | FairInbox | None = None  # allocated while messages wait
         self.keyed: dict[Hashable, Envelope] | None = None  # waiting envelopes by coalesce key
         self.control = 0
         self.state = ACTIVE
@@ -108,7 +109,8 @@ class Cell:
                 return None
         inbox = self.inbox
         if inbox is None:
-            inbox = self.inbox = deque()
+            fair_key = self.kind.fair_key
+            inbox = self.inbox = deque() if fair_key is None else FairInbox(fair_key)
         elif bounded and len(inbox) >= self.kind.capacity:
             return dead_letters.MAILBOX_FULL
         if envelope.key is not None:
@@ -193,7 +195,7 @@ class Cell:
         if self.state is ACTIVE:
             self._went_idle()
 
-    async def _drain(self, actor: Actor, inbox: deque[Envelope]) -> None:
+    async def _drain(self, actor: Actor, inbox: deque[Envelope] | FairInbox) -> None:
         """Handle waiting messages until the mailbox is empty, a system message waits, or the incarnation ends.
 
         The hot path: everything it touches per message is a local.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .actor import DEFAULT_ASK_TIMEOUT
+from .fair_inbox import FairKey
 from .metrics import KindStats
 from .supervision import Supervision
 
@@ -25,3 +26,4 @@ class Kind:
     stats: KindStats
     start_slots: asyncio.Semaphore | None = None  # at most this many of the kind inside `started()` at once
     ask_timeout: float = DEFAULT_ASK_TIMEOUT  # an ask's deadline unless the asker gives one; inf: none
+    fair_key: FairKey | None = None  # whose line a message waits in (`fair_inbox`); None: one FIFO queue

@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from . import dead_letters
 from .actor import DEFAULT_ASK_TIMEOUT, Actor
+from .fair_inbox import FairKey
 from .cell import ACTIVE, Cell
 from .dead_letters import DeadLetter, DeadLetters
 from .envelope import Envelope
@@ -140,6 +141,7 @@ class ActorSystem:
         passivate_after: float | None = None,
         max_starting: int | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        fair_key: FairKey | None = None,
     ) -> None:
         """Make `kind/...` addresses spawn `factory(address)` on their first message.
 
@@ -158,6 +160,8 @@ class ActorSystem:
         Such an ask still ends with an error if the actor is killed while
         handling it or the message goes to dead letters; waits past
         `DEFAULT_ASK_TIMEOUT` are counted (`lessor_mailbox_slow_asks`).
+        `fair_key`: for an actor that serves many tenants, the tenant of each
+        message; the mailbox then takes tenants in turn (`fair_inbox`).
         """
         if not kind or "/" in kind:
             raise ValueError(f"a kind is one non-empty address segment, not {kind!r}")
@@ -171,7 +175,8 @@ class ActorSystem:
             raise ValueError("ask_timeout must be positive (math.inf: no deadline)")
         stats = self._stats.setdefault(kind, KindStats())
         slots = asyncio.Semaphore(max_starting) if max_starting is not None else None
-        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout)
+        self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout,
+                                 fair_key)
 
     def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
         """Queue `message` for `address` and return at once.

@@ -53,6 +53,17 @@ class Synced:
     """Every informer has delivered its first list."""
 
 
+def tenant_of(message: Any) -> str | None:
+    """The namespace a message to the topology is about: its mailbox takes namespaces in turn, so one
+    namespace's storm of events and questions does not queue another's ahead of it (`mailbox.fair_inbox`).
+    None (a cluster-scoped object, `Synced`, the topology's own messages) waits for all before it."""
+    if isinstance(message, Event):
+        namespace = (message.object.get("metadata") or {}).get("namespace")
+    else:
+        namespace = getattr(message, "namespace", None)
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
 @dataclass(frozen=True, slots=True)
 class _Announce:
     """Sent to self: announce `keys[start:]`, a chunk at a time, so that the loop (probes, the actors just

@@ -1,0 +1,18 @@
+"""How `lessor run` serves Jumpstarter's gRPC protocol; a module without grpc, so the operator's config can name it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    port: int
+    endpoint: str
+    """HOST:PORT the tools dial, written into every credential's `status.endpoint` and config; the TLS
+    certificate must name HOST (gRPC checks it even when the tools are told `tls.insecure`)."""
+    cert_dir: Path | None = None
+    """Serve DIR/tls.crt and DIR/tls.key; None: a development CA and a certificate for localhost and 127.0.0.1."""
+    ca_out: Path | None = None
+    """Without cert_dir: write the development CA's PEM here, for `lessor credentials --ca-file`."""

@@ -1,0 +1,298 @@
+"""Jumpstarter's own tools against `lessor run --grpc-port`, on the real API server (docs/jumpstarter-grpc.md).
+
+The client library, `jmp` and `jmp run` are the 0.9.0 packages from PyPI (the test extra). The operator runs in
+this process with its own control plane, so that no other test's operator leases the same objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from jumpstarter.config.client import ClientConfigV1Alpha1
+from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
+from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, jumpstarter_pb2_grpc
+from prometheus_client import CollectorRegistry
+
+from lessor.certs import CertificateAuthority
+from lessor.gateway import Gateway, Resource
+from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
+from lessor.install import install
+from lessor.jumpstarter.settings import GrpcSettings
+from lessor.jumpstarter.tokens import Subject, mint, new_key_pem, load_key
+from lessor.operator import Operator, OperatorConfig
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
+from tests.polling import until
+from tests.slowness import scaled
+
+pytestmark = pytest.mark.apiserver
+
+API = "lessor.dev/v1alpha1"
+OPS = "lessor-system"
+NS = "lab"
+SECRET = Resource("", "v1", "Secret", "secrets")
+LESSOR = Path(sys.executable).parent / "lessor"  # the installed command, not the source folder
+JMP = Path(sys.executable).parent / "jmp"  # installed beside this Python by the test extra
+
+
+@dataclass
+class Lab:
+    kube: Gateway
+    kubeconfig: Path
+    endpoint: str
+    ca: Path
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+async def lab(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Lab]:
+    """Its own control plane, a namespace with a policy for team=qa, and an operator serving gRPC over TLS
+    with a certificate for localhost from a cert dir (as in production)."""
+    folder = tmp_path_factory.mktemp("grpc")
+    ca = CertificateAuthority("test-ca")
+    pair = ca.issue("lessor-grpc", hosts=("localhost",), server=True)
+    (folder / "certs").mkdir()
+    pair.write(folder / "certs", "tls")
+    (folder / "ca.pem").write_bytes(ca.cert_pem)
+    port = free_port()
+    async with ControlPlane(folder / "cp", ensure_binaries(), controller_manager=False) as cp:
+        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+            await install(kube, OPS, progress=lambda _: None)
+            await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+            await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "qa"},
+                                   "spec": {"exporterSelector": {}, "policies": [
+                                       {"priority": 10, "from": [{"clientSelector": {"matchLabels": {"team": "qa"}}}]}]}})
+            config = OperatorConfig(operator_namespace=OPS, bind_address="127.0.0.1", health_port=free_port(),
+                                    metrics_port=free_port(), exporter_heartbeat_timeout=15.0, leader_election=None,
+                                    grpc=GrpcSettings(port=port, endpoint=f"localhost:{port}", cert_dir=folder / "certs"))
+            async with await Gateway.connect(str(cp.kubeconfig), registry=CollectorRegistry()) as gateway:
+                op = Operator(config, gateway, CollectorRegistry())
+                task = asyncio.create_task(op.run())
+                try:
+                    while not op.ready()[0]:
+                        assert not task.done(), task.exception()
+                        await asyncio.sleep(0.05)
+                    yield Lab(kube, cp.kubeconfig, f"localhost:{port}", folder / "ca.pem", folder)
+                finally:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+
+async def a_client(lab: Lab, name: str, team: str = "qa") -> Mapping[str, Any]:
+    await lab.kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client",
+                                       "metadata": {"name": name, "labels": {"team": team}}})
+    return await until(lab.kube, CLIENT, NS, name,
+                       lambda o: (o.get("status") or {}).get("credential", {}).get("name") == f"{name}-client")
+
+
+async def an_exporter(lab: Lab, name: str, labels: Mapping[str, str]) -> Mapping[str, Any]:
+    await lab.kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter",
+                                         "metadata": {"name": name, "labels": dict(labels)}})
+    return await until(lab.kube, EXPORTER, NS, name,
+                       lambda o: (o.get("status") or {}).get("credential", {}).get("name") == f"{name}-exporter")
+
+
+def credentials(lab: Lab, kind: str, name: str, *extra: str) -> Path:
+    """`lessor credentials KIND NAME`, as a user runs it; the path of the config it wrote."""
+    out = lab.folder / f"{kind}-{name}.yaml"
+    done = subprocess.run([str(LESSOR), "credentials", kind, name, "-n", NS, "--kubeconfig",
+                           str(lab.kubeconfig), "--ca-file", str(lab.ca), "-o", str(out), *extra],
+                          capture_output=True, text=True, timeout=scaled(60))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def channel(lab: Lab) -> grpc.aio.Channel:
+    return grpc.aio.secure_channel(lab.endpoint, grpc.ssl_channel_credentials(lab.ca.read_bytes()))
+
+
+def metadata(kind: str, name: str, token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"), ("jumpstarter-kind", kind), ("jumpstarter-namespace", NS),
+            ("jumpstarter-name", name))
+
+
+def token_of(config: Path) -> str:
+    return str(yaml.safe_load(config.read_text())["token"])
+
+
+def ready(obj: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+def online(obj: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Online" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+async def test_every_client_and_exporter_gets_a_token_secret_and_a_config_jmp_loads(lab: Lab) -> None:
+    client = await a_client(lab, "alice")
+    assert client["status"]["endpoint"] == lab.endpoint
+    secret = await lab.kube.get(SECRET, NS, "alice-client")
+    assert secret is not None
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    config = ClientConfigV1Alpha1.from_file(credentials(lab, "client", "alice"))
+    assert (config.metadata.namespace, config.metadata.name, config.endpoint, config.token) == \
+        (NS, "alice", lab.endpoint, token)
+    assert base64.b64decode(config.tls.ca) == lab.ca.read_bytes()
+    header, claims, _ = token.split(".")
+    decoded = yaml.safe_load(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    assert decoded["sub"] == f"client:{NS}:alice:{client['metadata']['uid']}"
+    assert yaml.safe_load(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["alg"] == "ES256"
+
+
+async def test_credentials_for_an_object_without_one_says_why(lab: Lab) -> None:
+    done = subprocess.run([str(LESSOR), "credentials", "client", "nobody", "-n", NS,
+                           "--kubeconfig", str(lab.kubeconfig)], capture_output=True, text=True, timeout=scaled(60))
+    assert done.returncode == 1
+    assert "Client lab/nobody does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(lab: Lab) -> None:
+    await an_exporter(lab, "board-1", {"board": "rpi4"})
+    path = credentials(lab, "exporter", "board-1")
+    config = yaml.safe_load(path.read_text())
+    config["export"] = {"power": {"type": "jumpstarter_driver_power.driver.MockPower"}}
+    path.write_text(yaml.safe_dump(config))
+    agent = subprocess.Popen([str(JMP), "run", "--exporter-config", str(path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        exporter = await until(lab.kube, EXPORTER, NS, "board-1",
+                               lambda o: online(o) and (o.get("status") or {}).get("devices"), timeout=60)
+        registered = [c for c in exporter["status"]["conditions"] if c["type"] == "Registered"]
+        assert registered and registered[0]["status"] == "True"
+        assert exporter["status"]["exporterStatus"] == "Available"
+
+        await a_client(lab, "bob")
+        client_path = credentials(lab, "client", "bob")
+        client = ClientConfigV1Alpha1.from_file(client_path)
+        exporters = await client.list_exporters(include_online=True)
+        assert [(e.name, e.online) for e in exporters.exporters] == [("board-1", True)]
+
+        # jmp itself, as a user types it
+        jmp = [str(JMP)]
+        made = subprocess.run([*jmp, "create", "lease", "--client-config", str(client_path), "-l", "board=rpi4",
+                               "--duration", "1h", "-o", "name"], capture_output=True, text=True, timeout=scaled(60))
+        assert made.returncode == 0, made.stdout + made.stderr
+        name = made.stdout.strip().split("/")[-1]
+        lease = await until(lab.kube, LEASE, NS, name, ready)
+        assert lease["spec"]["clientRef"] == {"name": "bob"}
+        assert lease["spec"]["selector"] == {"matchLabels": {"board": "rpi4"}}
+        assert lease["spec"]["duration"] == "1h"
+        assert lease["status"]["exporterRef"] == {"name": "board-1"}
+        got = await client.list_leases()
+        assert [(item.name, item.exporter, item.get_status()) for item in got.leases] == [(name, "board-1", "In-Use")]
+
+        deleted = subprocess.run([*jmp, "delete", "lease", "--client-config", str(client_path), name],
+                                 capture_output=True, text=True, timeout=scaled(60))
+        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+        assert (await client.list_leases()).leases == []
+        await until(lab.kube, EXPORTER, NS, "board-1", lambda o: not (o.get("status") or {}).get("leaseRef"))
+    finally:
+        os.killpg(agent.pid, signal.SIGTERM)
+        try:
+            agent.wait(timeout=scaled(20))
+        except subprocess.TimeoutExpired:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait()
+
+
+async def test_a_lease_made_over_grpc_carries_tags_and_waits_with_a_pending_reason(lab: Lab) -> None:
+    await a_client(lab, "carol")
+    await an_exporter(lab, "board-2", {"board": "imx8"})  # never connected: offline
+    client = ClientConfigV1Alpha1.from_file(credentials(lab, "client", "carol"))
+    lease = await client.create_lease(duration=timedelta(minutes=30), selector="board=imx8", tags={"ci": "run-7"})
+    obj = await until(lab.kube, LEASE, NS, lease.name,
+                      lambda o: any(c["type"] == "Pending" for c in (o.get("status") or {}).get("conditions") or ()))
+    assert obj["spec"]["tags"] == {"ci": "run-7"} and obj["spec"]["duration"] == "30m"
+    listed = (await client.list_leases(tag_filter="ci=run-7")).leases
+    assert [item.name for item in listed] == [lease.name]
+    pending = [c for c in listed[0].conditions if c.type == "Pending"]
+    assert pending and pending[0].status == "True" and pending[0].reason == "Offline"
+    await client.delete_lease(lease.name)
+
+
+async def test_refusals_are_status_codes_with_messages(lab: Lab) -> None:
+    dave = token_of(credentials(lab, "client", (await a_client(lab, "dave"))["metadata"]["name"]))
+    erin = token_of(credentials(lab, "client", (await a_client(lab, "erin"))["metadata"]["name"]))
+    await an_exporter(lab, "board-3", {"board": "x86"})
+    board = token_of(credentials(lab, "exporter", "board-3"))
+    async with channel(lab) as ch:
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        parent = f"namespaces/{NS}"
+
+        async def refused(call: Any, request: Any, md: Any) -> tuple[grpc.StatusCode, str]:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call(request, metadata=md)
+            return caught.value.code(), caught.value.details() or ""
+
+        # a token signed by another key, for the right subject
+        uid = (await lab.kube.get(CLIENT, NS, "dave"))["metadata"]["uid"]
+        forged = mint(load_key(new_key_pem()), Subject("client", NS, "dave", uid))
+        code, details = await refused(clients.ListLeases, client_pb2.ListLeasesRequest(parent=parent),
+                                      metadata("Client", "dave", forged))
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "signature" in details
+        code, details = await refused(clients.ListLeases, client_pb2.ListLeasesRequest(parent=parent),
+                                      metadata("Client", "dave", "not-a-token"))
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "not a JWT" in details
+        code, details = await refused(clients.ListLeases, client_pb2.ListLeasesRequest(parent=parent),
+                                      (("jumpstarter-kind", "Client"),))
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "bearer" in details
+        # a valid token that claims to be someone else
+        code, details = await refused(clients.ListLeases, client_pb2.ListLeasesRequest(parent=parent),
+                                      metadata("Client", "erin", dave))
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "Client lab/dave" in details
+
+        # a valid token for another client's lease
+        lease = client_pb2.Lease(selector="board=x86")
+        lease.duration.FromTimedelta(timedelta(minutes=5))
+        made = await clients.CreateLease(client_pb2.CreateLeaseRequest(parent=parent, lease=lease),
+                                         metadata=metadata("Client", "dave", dave))
+        for call, request in ((clients.GetLease, client_pb2.GetLeaseRequest(name=made.name)),
+                              (clients.DeleteLease, client_pb2.DeleteLeaseRequest(name=made.name))):
+            code, details = await refused(call, request, metadata("Client", "erin", erin))
+            assert code == grpc.StatusCode.PERMISSION_DENIED and "belongs to client dave" in details
+        obj = await lab.kube.get(LEASE, NS, made.name.split("/")[-1])
+        assert obj is not None and not obj["spec"].get("release")
+        # another namespace
+        code, details = await refused(clients.CreateLease, client_pb2.CreateLeaseRequest(parent="namespaces/other",
+                                                                                          lease=lease),
+                                      metadata("Client", "dave", dave))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "namespace other" in details
+
+        # an exporter cannot lease, and a client cannot act as an exporter
+        code, details = await refused(clients.CreateLease, client_pb2.CreateLeaseRequest(parent=parent, lease=lease),
+                                      metadata("Exporter", "board-3", board))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "exporter's token cannot lease" in details
+        code, details = await refused(controller.Register, jumpstarter_pb2.RegisterRequest(),
+                                      metadata("Client", "dave", dave))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "cannot act as an exporter" in details
+
+        # bad input is INVALID_ARGUMENT naming the field
+        bad = client_pb2.Lease(selector="board in ()")
+        code, details = await refused(clients.CreateLease, client_pb2.CreateLeaseRequest(parent=parent, lease=bad),
+                                      metadata("Client", "dave", dave))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "lease.selector" in details
+
+        # a deleted and re-created client's old token no longer works
+        await lab.kube.delete(CLIENT, NS, "erin")
+        await a_client(lab, "erin")
+        code, details = await refused(clients.ListLeases, client_pb2.ListLeasesRequest(parent=parent),
+                                      metadata("Client", "erin", erin))
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "no longer exists" in details

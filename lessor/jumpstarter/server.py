@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+KEEPALIVE = (
+    # The tools ping every 20 s, with or without calls in flight: allow it (gRPC's default policy answers
+    # pings more often than every 5 min with GOAWAY "too_many_pings").
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
+)
+
 
 class OperatorBackend:
     """`service.Backend` on a running operator: the leader's actor system, its API and its informer caches."""
@@ -76,7 +84,7 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
     key = minter.key if isinstance(minter, Minter) else SigningKey(operator.context.api,
                                                                    operator.config.operator_namespace)
     backend = OperatorBackend(operator, key)
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=KEEPALIVE)
     jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend), server)
     client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(backend), server)
     host = f"[{bind_address}]" if ":" in bind_address else bind_address

@@ -107,14 +107,27 @@ async def an_exporter(lab: Lab, name: str, labels: Mapping[str, str]) -> Mapping
                        lambda o: (o.get("status") or {}).get("credential", {}).get("name") == f"{name}-exporter")
 
 
-def credentials(lab: Lab, kind: str, name: str, *extra: str) -> Path:
+async def credentials(lab: Lab, kind: str, name: str, *extra: str) -> Path:
     """`lessor credentials KIND NAME`, as a user runs it; the path of the config it wrote."""
     out = lab.folder / f"{kind}-{name}.yaml"
-    done = subprocess.run([str(LESSOR), "credentials", kind, name, "-n", NS, "--kubeconfig",
-                           str(lab.kubeconfig), "--ca-file", str(lab.ca), "-o", str(out), *extra],
-                          capture_output=True, text=True, timeout=scaled(60))
-    assert done.returncode == 0, done.stderr
+    done = await run(str(LESSOR), "credentials", kind, name, "-n", NS, "--kubeconfig", str(lab.kubeconfig),
+                     "--ca-file", str(lab.ca), "-o", str(out), *extra)
+    assert done.returncode == 0, done.stdout
     return out
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+
+
+async def run(*args: str) -> Done:
+    """A command of the user's, without blocking this loop (the operator and its gRPC server run on it)."""
+    process = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), scaled(60))
+    return Done(process.returncode or 0, out.decode())
 
 
 def channel(lab: Lab) -> grpc.aio.Channel:
@@ -146,7 +159,7 @@ async def test_every_client_and_exporter_gets_a_token_secret_and_a_config_jmp_lo
     secret = await lab.kube.get(SECRET, NS, "alice-client")
     assert secret is not None
     token = base64.b64decode(secret["data"]["token"]).decode()
-    config = ClientConfigV1Alpha1.from_file(credentials(lab, "client", "alice"))
+    config = ClientConfigV1Alpha1.from_file(await credentials(lab, "client", "alice"))
     assert (config.metadata.namespace, config.metadata.name, config.endpoint, config.token) == \
         (NS, "alice", lab.endpoint, token)
     assert base64.b64decode(config.tls.ca) == lab.ca.read_bytes()
@@ -157,15 +170,14 @@ async def test_every_client_and_exporter_gets_a_token_secret_and_a_config_jmp_lo
 
 
 async def test_credentials_for_an_object_without_one_says_why(lab: Lab) -> None:
-    done = subprocess.run([str(LESSOR), "credentials", "client", "nobody", "-n", NS,
-                           "--kubeconfig", str(lab.kubeconfig)], capture_output=True, text=True, timeout=scaled(60))
+    done = await run(str(LESSOR), "credentials", "client", "nobody", "-n", NS, "--kubeconfig", str(lab.kubeconfig))
     assert done.returncode == 1
-    assert "Client lab/nobody does not exist" in done.stderr and "Traceback" not in done.stderr
+    assert "Client lab/nobody does not exist" in done.stdout and "Traceback" not in done.stdout
 
 
 async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(lab: Lab) -> None:
     await an_exporter(lab, "board-1", {"board": "rpi4"})
-    path = credentials(lab, "exporter", "board-1")
+    path = await credentials(lab, "exporter", "board-1")
     config = yaml.safe_load(path.read_text())
     config["export"] = {"power": {"type": "jumpstarter_driver_power.driver.MockPower"}}
     path.write_text(yaml.safe_dump(config))
@@ -179,16 +191,16 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         assert exporter["status"]["exporterStatus"] == "Available"
 
         await a_client(lab, "bob")
-        client_path = credentials(lab, "client", "bob")
+        client_path = await credentials(lab, "client", "bob")
         client = ClientConfigV1Alpha1.from_file(client_path)
         exporters = await client.list_exporters(include_online=True)
         assert [(e.name, e.online) for e in exporters.exporters] == [("board-1", True)]
 
         # jmp itself, as a user types it
         jmp = [str(JMP)]
-        made = subprocess.run([*jmp, "create", "lease", "--client-config", str(client_path), "-l", "board=rpi4",
-                               "--duration", "1h", "-o", "name"], capture_output=True, text=True, timeout=scaled(60))
-        assert made.returncode == 0, made.stdout + made.stderr
+        made = await run(*jmp, "create", "lease", "--client-config", str(client_path), "-l", "board=rpi4",
+                         "--duration", "1h", "-o", "name")
+        assert made.returncode == 0, made.stdout
         name = made.stdout.strip().split("/")[-1]
         lease = await until(lab.kube, LEASE, NS, name, ready)
         assert lease["spec"]["clientRef"] == {"name": "bob"}
@@ -198,9 +210,8 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         got = await client.list_leases()
         assert [(item.name, item.exporter, item.get_status()) for item in got.leases] == [(name, "board-1", "In-Use")]
 
-        deleted = subprocess.run([*jmp, "delete", "lease", "--client-config", str(client_path), name],
-                                 capture_output=True, text=True, timeout=scaled(60))
-        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+        deleted = await run(*jmp, "delete", "lease", "--client-config", str(client_path), name)
+        assert deleted.returncode == 0, deleted.stdout
         assert (await client.list_leases()).leases == []
         await until(lab.kube, EXPORTER, NS, "board-1", lambda o: not (o.get("status") or {}).get("leaseRef"))
     finally:
@@ -215,7 +226,7 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
 async def test_a_lease_made_over_grpc_carries_tags_and_waits_with_a_pending_reason(lab: Lab) -> None:
     await a_client(lab, "carol")
     await an_exporter(lab, "board-2", {"board": "imx8"})  # never connected: offline
-    client = ClientConfigV1Alpha1.from_file(credentials(lab, "client", "carol"))
+    client = ClientConfigV1Alpha1.from_file(await credentials(lab, "client", "carol"))
     lease = await client.create_lease(duration=timedelta(minutes=30), selector="board=imx8", tags={"ci": "run-7"})
     obj = await until(lab.kube, LEASE, NS, lease.name,
                       lambda o: any(c["type"] == "Pending" for c in (o.get("status") or {}).get("conditions") or ()))
@@ -228,10 +239,10 @@ async def test_a_lease_made_over_grpc_carries_tags_and_waits_with_a_pending_reas
 
 
 async def test_refusals_are_status_codes_with_messages(lab: Lab) -> None:
-    dave = token_of(credentials(lab, "client", (await a_client(lab, "dave"))["metadata"]["name"]))
-    erin = token_of(credentials(lab, "client", (await a_client(lab, "erin"))["metadata"]["name"]))
+    dave = token_of(await credentials(lab, "client", (await a_client(lab, "dave"))["metadata"]["name"]))
+    erin = token_of(await credentials(lab, "client", (await a_client(lab, "erin"))["metadata"]["name"]))
     await an_exporter(lab, "board-3", {"board": "x86"})
-    board = token_of(credentials(lab, "exporter", "board-3"))
+    board = token_of(await credentials(lab, "exporter", "board-3"))
     async with channel(lab) as ch:
         clients = client_pb2_grpc.ClientServiceStub(ch)
         controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)

@@ -353,9 +353,11 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
     if args.command == "run":
         from lessor.admission.server import WebhookSettings
         from lessor.leader import ElectionSettings
-        from lessor.jumpstarter.settings import GrpcSettings
+        from lessor.jumpstarter.settings import GrpcSettings, require_extra
         from lessor.operator import OperatorConfig, run_operator
 
+        if args.grpc_port is not None:
+            require_extra()
         grpc = None if args.grpc_port is None else GrpcSettings(
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out,

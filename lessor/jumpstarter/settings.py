@@ -16,3 +16,13 @@ class GrpcSettings:
     """Serve DIR/tls.crt and DIR/tls.key; None: a development CA and a certificate for localhost and 127.0.0.1."""
     ca_out: Path | None = None
     """Without cert_dir: write the development CA's PEM here, for `lessor credentials --ca-file`."""
+
+
+def require_extra() -> None:
+    """Fail with the install command when grpc or the protocol stubs are missing (lessor without the extra)."""
+    try:
+        import grpc  # noqa: F401
+        import jumpstarter_protocol  # noqa: F401
+    except ImportError as err:
+        raise RuntimeError(f"--grpc-port needs the [jumpstarter] extra (pip install 'lessor[jumpstarter]'): "
+                           f"{err}") from None

@@ -59,6 +59,12 @@ class OperatorBackend:
         return [obj for informer in self.operator.informers if informer.resource.kind == kind
                 for (ns, _), obj in list(informer.store.items()) if ns == namespace]
 
+    def cached_one(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        for informer in self.operator.informers:
+            if informer.resource.kind == kind:
+                return informer.store.get((namespace, name))
+        return None
+
     def now(self) -> datetime:
         return self.operator.context.now()
 

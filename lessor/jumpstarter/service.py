@@ -76,6 +76,10 @@ class Backend(Protocol):
         """The informers' objects of `kind` in `namespace`."""
         ...
 
+    def cached_one(self, kind: str, namespace: str, name: str) -> Object | None:
+        """The informers' object, or None."""
+        ...
+
     def now(self) -> datetime: ...
 
 
@@ -216,6 +220,17 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        self._beats: dict[tuple[str, str], float] = {}  # exporter → loop time of its last heartbeat write
+
+    async def _beat(self, subject: Subject) -> None:
+        """A heartbeat, unless another of the exporter's streams wrote one less than half a period ago
+        (an agent keeps Listen and Status open at once: one write per period, not two)."""
+        now = asyncio.get_running_loop().time()
+        key = (subject.namespace, subject.name)
+        if now - self._beats.get(key, -1e9) < self._period() / 2:
+            return
+        self._beats[key] = now
+        await self._report(subject, AgentReport())
 
     async def _report(self, subject: Subject, report: AgentReport) -> None:
         written = await self.backend.ask(f"{EXPORTER.prefix}/{subject.namespace}/{subject.name}", report)
@@ -262,7 +277,7 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         loop = asyncio.get_running_loop()
         while True:
             if loop.time() >= beat:
-                await self._report(subject, AgentReport())
+                await self._beat(subject)
                 beat = loop.time() + self._period()
             current = self._holder(subject)
             if current != last:
@@ -271,13 +286,10 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
             await asyncio.sleep(min(0.5, self._period()))
 
     def _holder(self, subject: Subject) -> Any:
-        exporters = self.backend.cached(EXPORTER.kind, subject.namespace)
-        exporter = next((e for e in exporters if e["metadata"]["name"] == subject.name), None)
-        lease = lease_ref(exporter)
+        lease = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
         if lease is None:
             return jumpstarter_pb2.StatusResponse(leased=False)
-        leases = self.backend.cached(LEASE.kind, subject.namespace)
-        obj = next((o for o in leases if o["metadata"]["name"] == lease), None)
+        obj = self.backend.cached_one(LEASE.kind, subject.namespace, lease)
         client = ((obj or {}).get("spec") or {}).get("clientRef", {}).get("name", "")
         return jumpstarter_pb2.StatusResponse(leased=True, lease_name=lease, client_name=client)
 
@@ -286,7 +298,7 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         """Kept open with `lastSeen` fresh; the router hand-over of a granted lease is not served yet."""
         subject = await authenticate(self.backend, context, "exporter")
         while True:
-            await self._report(subject, AgentReport())
+            await self._beat(subject)
             await asyncio.sleep(self._period())
         yield  # an async generator: nothing is sent until the router is served
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from jumpstarter.config.client import ClientConfigV1Alpha1
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
-from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, jumpstarter_pb2_grpc
+from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from lessor.certs import CertificateAuthority
@@ -307,3 +307,72 @@ async def test_refusals_are_status_codes_with_messages(lab: Lab) -> None:
         code, details = await refused(clients.ListLeases, client_pb2.ListLeasesRequest(parent=parent),
                                       metadata("Client", "erin", erin))
         assert code == grpc.StatusCode.UNAUTHENTICATED and "no longer exists" in details
+
+
+async def test_over_grpc_a_waiting_lease_of_higher_priority_goes_first_and_the_agent_hears_who_holds_it(lab: Lab) -> None:
+    """The controller lessor replaces serves waiting leases in arrival order (a TODO in its lease controller);
+    lessor serves them by priority, over gRPC too. The exporter here is the protocol's own stubs, as an agent."""
+    await lab.kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "ops"},
+                                       "spec": {"exporterSelector": {"matchLabels": {"board": "prio"}}, "policies": [
+                                           {"priority": 30, "from": [{"clientSelector": {"matchLabels": {"team": "ops"}}}]}]}})
+    await an_exporter(lab, "board-p", {"board": "prio"})
+    agent_token = token_of(await credentials(lab, "exporter", "board-p"))
+    tokens = {}
+    for name, team in (("frank", "qa"), ("gina", "qa"), ("hank", "ops")):
+        await a_client(lab, name, team)
+        tokens[name] = token_of(await credentials(lab, "client", name))
+    heard: list[Any] = []
+    async with channel(lab) as ch:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        agent = metadata("Exporter", "board-p", agent_token)
+        register = jumpstarter_pb2.RegisterRequest(labels={"board": "prio"})
+        register.reports.add(uuid="d-1", labels={"jumpstarter.dev/name": "power"})
+        assert (await controller.Register(register, metadata=agent)).uuid
+        await controller.ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE"), message="ready"), metadata=agent)
+
+        async def listen() -> None:
+            async for response in controller.Status(jumpstarter_pb2.StatusRequest(), metadata=agent):
+                heard.append(response)
+
+        listening = asyncio.create_task(listen())
+        try:
+            await until(lab.kube, EXPORTER, NS, "board-p", online)
+
+            async def lease_for(client: str) -> str:
+                lease = client_pb2.Lease(selector="board=prio")
+                lease.duration.FromTimedelta(timedelta(minutes=10))
+                made = await clients.CreateLease(client_pb2.CreateLeaseRequest(parent=f"namespaces/{NS}", lease=lease),
+                                                 metadata=metadata("Client", client, tokens[client]))
+                return str(made.name)
+
+            first = await lease_for("frank")
+            await until(lab.kube, LEASE, NS, first.split("/")[-1], ready)
+            low = await lease_for("gina")  # waits first, at priority 10
+            await asyncio.sleep(0.5)
+            high = await lease_for("hank")  # waits later, at priority 30
+            for name in (low, high):
+                await until(lab.kube, LEASE, NS, name.split("/")[-1], lambda o: any(
+                    c["type"] == "Pending" and c["reason"] == "NotAvailable" for c in o["status"]["conditions"]))
+            await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=first),
+                                      metadata=metadata("Client", "frank", tokens["frank"]))
+            granted = await until(lab.kube, LEASE, NS, high.split("/")[-1], ready)
+            assert granted["status"]["exporterRef"] == {"name": "board-p"}
+            waiting = await clients.GetLease(client_pb2.GetLeaseRequest(name=low),
+                                             metadata=metadata("Client", "gina", tokens["gina"]))
+            assert waiting.exporter == "" and any(c.type == "Pending" and c.reason == "NotAvailable"
+                                                  for c in waiting.conditions)
+            deadline = asyncio.get_running_loop().time() + scaled(10)
+            while not any(r.leased and r.client_name == "hank" for r in heard):
+                assert asyncio.get_running_loop().time() < deadline, heard
+                await asyncio.sleep(0.1)
+            holders = [r.client_name for r in heard if r.leased]
+            assert holders[0] == "frank" and holders[-1] == "hank"
+            exporter = await lab.kube.get(EXPORTER, NS, "board-p")
+            assert exporter["status"]["devices"] == [{"uuid": "d-1", "labels": {"jumpstarter.dev/name": "power"}}]
+            assert (exporter["status"]["exporterStatus"], exporter["status"]["statusMessage"]) == ("Available", "ready")
+        finally:
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await listening

@@ -11,7 +11,7 @@ creates one, DeleteLease sets `spec.release` (as the controller lessor replaces 
 exporter actors decide the rest as for any Lease. Reads come from the operator's informer caches.
 
 Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): Dial and Listen's router hand-over, the
-controller's older lease calls, UpdateLease, RotateToken, AuditStream.
+controller's older lease calls but ReleaseLease, UpdateLease, RotateToken, AuditStream.
 """
 
 from __future__ import annotations
@@ -266,6 +266,11 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         subject = await authenticate(self.backend, context, "exporter")
         status = _STATUS_NAMES.get(common_pb2.ExporterStatus.Name(request.status), "Unspecified")
         await self._report(subject, AgentReport(exporter_status=status, message=request.message))
+        if request.release_lease:  # the older way to end the held lease (ReleaseLease is the newer)
+            held = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+            lease = await self.backend.api.get(LEASE, subject.namespace, held) if held else None
+            if lease is not None and exporter_ref(lease) == subject.name:
+                await release(self.backend.api, lease)
         return jumpstarter_pb2.ReportStatusResponse()
 
     @_guarded_stream
@@ -316,7 +321,7 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
     async def _older_lease_call(self, context: grpc.aio.ServicerContext) -> Any:
         await authenticate(self.backend, context, "client")
         raise Refusal(grpc.StatusCode.UNIMPLEMENTED,
-                      "ControllerService's lease calls are not served; use ClientService (jmp 0.9 does)")
+                      "ControllerService's lease calls are not served, but ReleaseLease; use ClientService (jmp 0.9 does)")
 
     @_guarded
     async def GetLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -328,11 +333,35 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     @_guarded
     async def ReleaseLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._older_lease_call(context)
+        """An exporter ends the lease it holds once its afterLease hook has run (or a client its own lease)."""
+        try:
+            subject = await authenticate(self.backend, context, "exporter")
+        except Refusal as refusal:
+            if refusal.code != grpc.StatusCode.PERMISSION_DENIED:
+                raise
+            subject = await authenticate(self.backend, context, "client")
+        name = request.name.rsplit("/", 1)[-1]
+        obj = await self.backend.api.get(LEASE, subject.namespace, name)
+        if obj is None:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {subject.namespace}/{name} does not exist")
+        holder = exporter_ref(obj) if subject.kind == "exporter" else \
+            ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
+        if holder != subject.name:
+            raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                          f"lease {subject.namespace}/{name} is not held by {subject.kind} {subject.name}")
+        await release(self.backend.api, obj)
+        return jumpstarter_pb2.ReleaseLeaseResponse()
 
     @_guarded
     async def ListLeases(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await self._older_lease_call(context)
+
+
+async def release(api: Api, lease: Object) -> None:
+    """End a lease as DeleteLease does: `spec.release`, which its actor turns into its end (Released)."""
+    if _active(lease):
+        await api.merge_patch(LEASE, lease["metadata"]["namespace"], lease["metadata"]["name"],
+                              {"spec": {"release": True}})
 
 
 # --- clients ------------------------------------------------------------------------------------
@@ -538,10 +567,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
     async def DeleteLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Ends the lease (`spec.release`), as the controller lessor replaces does; the object stays, ended."""
         subject = await authenticate(self.backend, context, "client")
-        obj = await self._lease(subject, request.name)
-        if _active(obj):
-            await self.backend.api.merge_patch(LEASE, obj["metadata"]["namespace"], obj["metadata"]["name"],
-                                               {"spec": {"release": True}})
+        await release(self.backend.api, await self._lease(subject, request.name))
         return empty_pb2.Empty()
 
     @_guarded

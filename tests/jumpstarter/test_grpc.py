@@ -354,7 +354,8 @@ async def test_over_grpc_a_waiting_lease_of_higher_priority_goes_first_and_the_a
             high = await lease_for("hank")  # waits later, at priority 30
             for name in (low, high):
                 await until(lab.kube, LEASE, NS, name.split("/")[-1], lambda o: any(
-                    c["type"] == "Pending" and c["reason"] == "NotAvailable" for c in o["status"]["conditions"]))
+                    c["type"] == "Pending" and c["reason"] == "NotAvailable"
+                    for c in (o.get("status") or {}).get("conditions") or ()))
             await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=first),
                                       metadata=metadata("Client", "frank", tokens["frank"]))
             granted = await until(lab.kube, LEASE, NS, high.split("/")[-1], ready)
@@ -376,3 +377,29 @@ async def test_over_grpc_a_waiting_lease_of_higher_priority_goes_first_and_the_a
             listening.cancel()
             with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                 await listening
+
+
+async def test_an_exporter_releases_the_lease_it_holds_and_no_other(lab: Lab) -> None:
+    """After its afterLease hook, an agent ends its lease with ReleaseLease; it cannot end a lease it does not hold."""
+    await an_exporter(lab, "board-r", {"board": "rel"})
+    await an_exporter(lab, "board-s", {"board": "other"})
+    mine = token_of(await credentials(lab, "exporter", "board-r"))
+    other = token_of(await credentials(lab, "exporter", "board-s"))
+    await a_client(lab, "ivan")
+    ivan = ClientConfigV1Alpha1.from_file(await credentials(lab, "client", "ivan"))
+    async with channel(lab) as ch:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        await controller.ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE")),
+            metadata=metadata("Exporter", "board-r", mine))
+        lease = await ivan.create_lease(duration=timedelta(minutes=5), selector="board=rel")
+        await until(lab.kube, LEASE, NS, lease.name, ready)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await controller.ReleaseLease(jumpstarter_pb2.ReleaseLeaseRequest(name=lease.name),
+                                          metadata=metadata("Exporter", "board-s", other))
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "is not held by exporter board-s" in (caught.value.details() or "")
+        await controller.ReleaseLease(jumpstarter_pb2.ReleaseLeaseRequest(name=lease.name),
+                                      metadata=metadata("Exporter", "board-r", mine))
+        ended = await until(lab.kube, LEASE, NS, lease.name, lambda o: (o.get("status") or {}).get("ended"))
+        assert [c["reason"] for c in ended["status"]["conditions"] if c["type"] == "Ready"] == ["Released"]

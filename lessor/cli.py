@@ -286,7 +286,8 @@ def _webhook_args(p: argparse.ArgumentParser) -> None:
 
 def _grpc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grpc-port", type=int, metavar="PORT",
-                   help="serve Jumpstarter's gRPC protocol (exporters' ControllerService, jmp's ClientService) on "
+                   help="serve Jumpstarter's gRPC protocol (exporters' ControllerService, jmp's ClientService, the "
+                   "RouterService of jmp shell) on "
                    "this port, over TLS, and mint a token Secret for every Client and Exporter (status.credential); "
                    "needs the [jumpstarter] extra. Default: not served. See docs/jumpstarter-grpc.md")
     p.add_argument("--grpc-endpoint", metavar="HOST:PORT",

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2_grpc
-from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2_grpc
+from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2_grpc, router_pb2_grpc
 
 from lessor.actors.api import Api
 from lessor.admission.server import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE
 from lessor.certs import CertificateAuthority
 from lessor.leader import NotLeader
 
+from .router import Router, RouterService
 from .service import ClientService, ControllerService
 from .settings import GrpcSettings
 from .tokens import Minter, SigningKey
@@ -85,13 +86,15 @@ def server_credentials(settings: GrpcSettings) -> grpc.ServerCredentials:
 
 @contextlib.asynccontextmanager
 async def serving(operator: Operator, settings: GrpcSettings, bind_address: str) -> AsyncIterator[grpc.aio.Server]:
-    """Serve ControllerService and ClientService on `bind_address:port` while the context is open."""
+    """Serve ControllerService, ClientService and RouterService on `bind_address:port` while the context is open."""
     minter = operator.context.credentials
     key = minter.key if isinstance(minter, Minter) else SigningKey(operator.context.api,
                                                                    operator.config.operator_namespace)
     backend = OperatorBackend(operator, key)
     server = grpc.aio.server(options=KEEPALIVE)
-    jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend), server)
+    router = Router(settings.endpoint)
+    jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend, router), server)
+    router_pb2_grpc.add_RouterServiceServicer_to_server(RouterService(router), server)
     client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(backend), server)
     host = f"[{bind_address}]" if ":" in bind_address else bind_address
     server.add_secure_port(f"{host}:{settings.port}", server_credentials(settings))

@@ -10,8 +10,10 @@ What an exporter's agent reports becomes an `AgentReport` asked of its exporter 
 creates one, DeleteLease sets `spec.release` (as the controller lessor replaces does), and the lease and
 exporter actors decide the rest as for any Lease. Reads come from the operator's informer caches.
 
-Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): Dial and Listen's router hand-over, the
-controller's older lease calls but ReleaseLease, UpdateLease, RotateToken, AuditStream.
+A client's `Dial` reaches its exporter through the router (router.py), announced on the exporter's `Listen`.
+
+Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): the controller's older lease calls but
+ReleaseLease, UpdateLease, RotateToken, AuditStream.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from lessor.model.kinds import API_VERSION, CLIENT, EXPORTER, LEASE
 from lessor.model.selectors import SelectorError, format_selector, parse_selector
 from lessor.model.times import format_time
 
+from .router import Router
 from .names import parse_parent, parse_resource, resource, selector_from_text
 from .tokens import KINDS, InvalidToken, SigningKey, Subject, verify
 
@@ -134,6 +137,7 @@ def _guarded(method: Handler[R]) -> Handler[R]:
             raise
         except Exception as err:  # noqa: BLE001 - every failure becomes a status
             refusal = _refusal(err, method.__name__)
+            log.debug("jumpstarter %s refused: %s %s", method.__name__, refusal.code.name, refusal.message)
             await context.abort(refusal.code, refusal.message)
             raise AssertionError("unreachable: abort raises") from None
 
@@ -155,6 +159,7 @@ def _guarded_stream(method: StreamHandler[R]) -> StreamHandler[R]:
             raise
         except Exception as err:  # noqa: BLE001 - every failure becomes a status
             refusal = _refusal(err, method.__name__)
+            log.debug("jumpstarter %s refused: %s %s", method.__name__, refusal.code.name, refusal.message)
             await context.abort(refusal.code, refusal.message)
 
     return wrapper
@@ -218,8 +223,9 @@ def _in_namespace(subject: Subject, namespace: str, what: str) -> None:
 class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
     """The exporter's half of `jumpstarter.v1.ControllerService`."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, router: Router) -> None:
         self.backend = backend
+        self.router = router
         self._beats: dict[tuple[str, str], float] = {}  # exporter → loop time of its last heartbeat write
 
     async def _beat(self, subject: Subject) -> None:
@@ -300,18 +306,39 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     @_guarded_stream
     async def Listen(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        """Kept open with `lastSeen` fresh; the router hand-over of a granted lease is not served yet."""
+        """The router endpoint and token of every Dial to this exporter, while it holds `lease_name`;
+        `lastSeen` kept fresh. Ends when the lease ends or moves (the exporter then stops serving it)."""
         subject = await authenticate(self.backend, context, "exporter")
-        while True:
-            await self._beat(subject)
-            await asyncio.sleep(self._period())
-        yield  # an async generator: nothing is sent until the router is served
+        async with self.router.listen(subject.namespace, subject.name) as dials:
+            while True:
+                await self._beat(subject)
+                held = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+                if request.lease_name and held != request.lease_name:
+                    return
+                try:
+                    yield await asyncio.wait_for(dials.get(), 1.0)
+                except TimeoutError:
+                    pass
 
     @_guarded
     async def Dial(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authenticate(self.backend, context, "client")
-        raise Refusal(grpc.StatusCode.UNIMPLEMENTED,
-                      "lessor does not route connections yet (Dial, jmp shell): see docs/jumpstarter-grpc.md")
+        """A client's connection to the exporter of its Ready lease, through the router (router.py)."""
+        subject = await authenticate(self.backend, context, "client")
+        namespace, name = subject.namespace, request.lease_name.rsplit("/", 1)[-1]
+        obj = await own_lease(self.backend, subject, namespace, name)
+        exporter = exporter_ref(obj)
+        if lease_ended(obj) or exporter is None or not _ready(obj):
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"lease {namespace}/{name} is not ready: {_ready_reason(obj)}")
+        if not self.router.listening(namespace, exporter):
+            raise Refusal(grpc.StatusCode.UNAVAILABLE,
+                          f"exporter {namespace}/{exporter} is not listening for lease {name} (is its agent connected?)")
+
+        def alive() -> bool:
+            current = self.backend.cached_one(LEASE.kind, namespace, name)
+            return current is not None and _active(current) and exporter_ref(current) == exporter
+
+        return self.router.dial(namespace, name, exporter, alive)
 
     @_guarded
     async def AuditStream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -429,6 +456,31 @@ def lease_message(obj: Object) -> Any:
     return message
 
 
+def _ready(obj: Object) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))
+
+
+def _ready_reason(obj: Object) -> str:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return f"{condition.get('reason')}: {condition.get('message')}"
+    return "not granted yet"
+
+
+async def own_lease(backend: Backend, subject: Subject, namespace: str, name: str) -> Object:
+    """The caller's own lease NAMESPACE/NAME: NOT_FOUND, or PERMISSION_DENIED for another client's."""
+    _in_namespace(subject, namespace, "leases")
+    obj = await backend.api.get(LEASE, namespace, name)
+    if obj is None:
+        raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {namespace}/{name} does not exist")
+    owner = ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
+    if owner != subject.name:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      f"lease {namespace}/{name} belongs to client {owner}, not to {subject.name}")
+    return obj
+
+
 def _active(obj: Object) -> bool:
     """Not ended, and not released (the actor writes its end a moment after DeleteLease sets spec.release)."""
     return not lease_ended(obj) and not (obj.get("spec") or {}).get("release")
@@ -493,15 +545,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             namespace, lease = parse_resource(name, "leases")
         except ValueError as err:
             raise _invalid(str(err)) from None
-        _in_namespace(subject, namespace, "leases")
-        obj = await self.backend.api.get(LEASE, namespace, lease)
-        if obj is None:
-            raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {namespace}/{lease} does not exist")
-        owner = ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
-        if owner != subject.name:
-            raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
-                          f"lease {namespace}/{lease} belongs to client {owner}, not to {subject.name}")
-        return obj
+        return await own_lease(self.backend, subject, namespace, lease)
 
     def _namespace(self, subject: Subject, parent: str, what: str) -> str:
         try:

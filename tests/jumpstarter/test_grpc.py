@@ -24,7 +24,7 @@ import pytest
 import yaml
 from jumpstarter.config.client import ClientConfigV1Alpha1
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
-from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc
+from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc, router_pb2, router_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from lessor.certs import CertificateAuthority
@@ -124,8 +124,10 @@ class Done:
 
 async def run(*args: str) -> Done:
     """A command of the user's, without blocking this loop (the operator and its gRPC server run on it)."""
+    # the venv's commands on PATH, as in an activated venv (`jmp shell -- j ...` runs `j` from PATH)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     process = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
-                                                   stderr=asyncio.subprocess.STDOUT)
+                                                   stderr=asyncio.subprocess.STDOUT, env=env)
     out, _ = await asyncio.wait_for(process.communicate(), scaled(60))
     return Done(process.returncode or 0, out.decode())
 
@@ -181,8 +183,9 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
     config = yaml.safe_load(path.read_text())
     config["export"] = {"power": {"type": "jumpstarter_driver_power.driver.MockPower"}}
     path.write_text(yaml.safe_dump(config))
+    log = (lab.folder / "board-1.log").open("wb")  # the agent's output, read back when a step fails
     agent = subprocess.Popen([str(JMP), "run", "--exporter-config", str(path)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         exporter = await until(lab.kube, EXPORTER, NS, "board-1",
                                lambda o: online(o) and (o.get("status") or {}).get("devices"), timeout=60)
@@ -192,6 +195,9 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
 
         await a_client(lab, "bob")
         client_path = await credentials(lab, "client", "bob")
+        config = yaml.safe_load(client_path.read_text())  # the drivers this user's client may load
+        config["drivers"] = {"allow": ["jumpstarter_driver_power.*", "jumpstarter_driver_composite.*"]}
+        client_path.write_text(yaml.safe_dump(config))
         client = ClientConfigV1Alpha1.from_file(client_path)
         exporters = await client.list_exporters(include_online=True)
         assert [(e.name, e.online) for e in exporters.exporters] == [("board-1", True)]
@@ -209,6 +215,12 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         assert lease["status"]["exporterRef"] == {"name": "board-1"}
         got = await client.list_leases()
         assert [(item.name, item.exporter, item.get_status()) for item in got.leases] == [(name, "board-1", "In-Use")]
+
+        # through lessor's router to the exporter's mock power driver, and back
+        shell = await run(*jmp, "shell", "--client-config", str(client_path), "--lease", name, "--",
+                          "j", "power", "on")
+        assert shell.returncode == 0, shell.stdout + "\n--- exporter:\n" + (lab.folder / "board-1.log").read_text()
+        assert "power on" in (lab.folder / "board-1.log").read_text()  # the mock driver itself was called
 
         deleted = await run(*jmp, "delete", "lease", "--client-config", str(client_path), name)
         assert deleted.returncode == 0, deleted.stdout
@@ -235,6 +247,12 @@ async def test_a_lease_made_over_grpc_carries_tags_and_waits_with_a_pending_reas
     assert [item.name for item in listed] == [lease.name]
     pending = [c for c in listed[0].conditions if c.type == "Pending"]
     assert pending and pending[0].status == "True" and pending[0].reason == "Offline"
+    async with channel(lab) as ch:  # nothing to connect to yet: the tools retry on "not ready"
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await jumpstarter_pb2_grpc.ControllerServiceStub(ch).Dial(
+                jumpstarter_pb2.DialRequest(lease_name=lease.name), metadata=metadata("Client", "carol", client.token or ""))
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "is not ready: Offline" in (caught.value.details() or "")
     await client.delete_lease(lease.name)
 
 
@@ -403,3 +421,64 @@ async def test_an_exporter_releases_the_lease_it_holds_and_no_other(lab: Lab) ->
                                       metadata=metadata("Exporter", "board-r", mine))
         ended = await until(lab.kube, LEASE, NS, lease.name, lambda o: (o.get("status") or {}).get("ended"))
         assert [c["reason"] for c in ended["status"]["conditions"] if c["type"] == "Ready"] == ["Released"]
+
+
+async def test_the_router_pairs_a_dial_with_the_exporters_listen_and_a_lease_that_ends_closes_them(lab: Lab) -> None:
+    await an_exporter(lab, "board-t", {"board": "route"})
+    agent = metadata("Exporter", "board-t", token_of(await credentials(lab, "exporter", "board-t")))
+    await a_client(lab, "judy")
+    await a_client(lab, "kim")
+    judy = metadata("Client", "judy", token_of(await credentials(lab, "client", "judy")))
+    kim = metadata("Client", "kim", token_of(await credentials(lab, "client", "kim")))
+    async with channel(lab) as ch:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        router = router_pb2_grpc.RouterServiceStub(ch)
+        await controller.ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE")), metadata=agent)
+        lease = client_pb2.Lease(selector="board=route")
+        lease.duration.FromTimedelta(timedelta(minutes=5))
+        made = await clients.CreateLease(client_pb2.CreateLeaseRequest(parent=f"namespaces/{NS}", lease=lease),
+                                         metadata=judy)
+        name = made.name.split("/")[-1]
+        await until(lab.kube, LEASE, NS, name, ready)
+
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # not judy's lease
+            await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=kim)
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # the exporter does not listen yet: the tools retry
+            await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=judy)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE and "not listening" in (caught.value.details() or "")
+
+        listen = controller.Listen(jumpstarter_pb2.ListenRequest(lease_name=name), metadata=agent)
+        deadline = asyncio.get_running_loop().time() + scaled(10)
+        while True:
+            try:
+                dialled = await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=judy)
+                break
+            except grpc.aio.AioRpcError as err:
+                assert err.code() == grpc.StatusCode.UNAVAILABLE and asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
+        announced = await listen.read()
+        assert (announced.router_endpoint, announced.router_token) == (lab.endpoint, dialled.router_token)
+
+        bearer = (("authorization", f"Bearer {dialled.router_token}"),)
+        client_side = router.Stream(metadata=bearer)
+        exporter_side = router.Stream(metadata=bearer)
+        await client_side.write(router_pb2.StreamRequest(payload=b"ping"))
+        assert (await exporter_side.read()).payload == b"ping"
+        for i in range(200):  # more than the router buffers: it waits for the reader, it drops nothing
+            await exporter_side.write(router_pb2.StreamRequest(payload=f"pong {i}".encode()))
+        assert [(await client_side.read()).payload for _ in range(200)] == [f"pong {i}".encode() for i in range(200)]
+
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # a token serves one client and one exporter, once
+            third = router.Stream(metadata=bearer)
+            await third.read()
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+        await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=made.name), metadata=judy)
+        for side in (client_side, exporter_side):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await asyncio.wait_for(side.read(), scaled(10))
+            assert caught.value.code() == grpc.StatusCode.ABORTED and "ended" in (caught.value.details() or "")
+        assert await asyncio.wait_for(listen.read(), scaled(10)) == grpc.aio.EOF  # the exporter stops serving it

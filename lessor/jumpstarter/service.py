@@ -194,7 +194,10 @@ async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind
         raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
                       f"the token is for {KINDS[subject.kind]} {subject.namespace}/{subject.name}, but the call says "
                       f"{said[0]} {said[1]}/{said[2]} (jumpstarter-kind, -namespace, -name)")
-    obj = await backend.api.get(CLIENT if subject.kind == "client" else EXPORTER, subject.namespace, subject.name)
+    of = CLIENT if subject.kind == "client" else EXPORTER
+    # The informers' copy (no request per call), else the API (an object created a moment ago).
+    obj = backend.cached_one(of.kind, subject.namespace, subject.name) or \
+        await backend.api.get(of, subject.namespace, subject.name)
     if obj is None or (obj.get("metadata") or {}).get("uid") != subject.uid:
         raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
                       f"the token's {KINDS[subject.kind]} {subject.namespace}/{subject.name} no longer exists "

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..api import AlreadyExists, Conflict, Kind, NotFound
+from ..api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound
+from ..context import Credentials
 from ..object_actor import ObjectActor
 
 log = logging.getLogger(__name__)
@@ -50,12 +52,40 @@ def _secret_body(obj: Mapping[str, Any], name: str, token: str) -> dict[str, Any
     }
 
 
+RETRY_AFTER = 60.0
+"""Seconds before an object whose credential could not be written is tried again (not at every heartbeat)."""
+
+_failed: dict[tuple[str, str, str], float] = {}  # (word, namespace, name) → when its last attempt failed
+
+
 async def ensure_credential(actor: ObjectActor, word: str) -> None:
-    """Give the actor's object a credential if lessor serves gRPC and it has none (or one of a former object)."""
+    """Give the actor's object a credential if lessor serves gRPC and it has none (or one of a former object).
+
+    A failure (the API refuses the Secret: RBAC, quota) is logged and tried again after `RETRY_AFTER`: it never
+    fails the actor, whose leasing does not depend on it."""
     credentials = actor.ctx.credentials
     obj = actor.obj
     if credentials is None or obj is None:
         return
+    key = (word, actor.namespace, actor.name)
+    if time.monotonic() - _failed.get(key, -RETRY_AFTER) < RETRY_AFTER:
+        return
+    try:
+        await _ensure(actor, word, credentials, obj)
+        _failed.pop(key, None)
+    except (ApiFailure, _NotOurs) as err:
+        if isinstance(err, ApiFailure) and err.reason == "NotLeader":
+            return  # this term is over: the next leader writes it
+        _failed[key] = time.monotonic()
+        log.warning("%s %s/%s: its credential could not be written (tried again in %.0fs): %s", word,
+                    actor.namespace, actor.name, RETRY_AFTER, err)
+
+
+class _NotOurs(Exception):
+    """A Secret of the credential's name that lessor did not make."""
+
+
+async def _ensure(actor: ObjectActor, word: str, credentials: Credentials, obj: Mapping[str, Any]) -> None:
     metadata = obj.get("metadata") or {}
     uid = str(metadata.get("uid") or "")
     name = secret_name(actor.name, word)
@@ -67,9 +97,8 @@ async def ensure_credential(actor: ObjectActor, word: str) -> None:
     if secret is not None and not _owned_by(secret, uid):
         labels = (secret.get("metadata") or {}).get("labels") or {}
         if labels.get(MANAGED_BY[0]) != MANAGED_BY[1]:
-            log.warning("%s %s/%s: Secret %s exists and is not lessor's; no credential written", word,
-                        actor.namespace, actor.name, name)
-            return
+            raise _NotOurs(f"Secret {actor.namespace}/{name} exists and is not lessor's (no label "
+                           f"{MANAGED_BY[0]}={MANAGED_BY[1]}): it is left alone")
     if secret is None or not _owned_by(secret, uid):
         body = _secret_body(obj, name, await credentials.mint(word, actor.namespace, actor.name, uid))
         try:

@@ -171,6 +171,22 @@ async def test_every_client_and_exporter_gets_a_token_secret_and_a_config_jmp_lo
     assert yaml.safe_load(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["alg"] == "ES256"
 
 
+async def test_a_secret_of_the_credentials_name_that_lessor_did_not_make_is_left_alone(
+        lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+    mine = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mallory-client"},
+            "data": {"token": base64.b64encode(b"the user's own").decode()}}
+    await lab.kube.create(SECRET, NS, mine)
+    await lab.kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {"name": "mallory"}})
+    deadline = asyncio.get_running_loop().time() + scaled(10)
+    while "Secret lab/mallory-client exists and is not lessor's" not in caplog.text:  # the actor's decision
+        assert asyncio.get_running_loop().time() < deadline, caplog.text
+        await asyncio.sleep(0.1)
+    client = await lab.kube.get(CLIENT, NS, "mallory")
+    assert "credential" not in (client.get("status") or {})
+    secret = await lab.kube.get(SECRET, NS, "mallory-client")
+    assert secret is not None and secret["data"] == mine["data"] and not secret["metadata"].get("ownerReferences")
+
+
 async def test_credentials_for_an_object_without_one_says_why(lab: Lab) -> None:
     done = await run(str(LESSOR), "credentials", "client", "nobody", "-n", NS, "--kubeconfig", str(lab.kubeconfig))
     assert done.returncode == 1

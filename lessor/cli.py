@@ -31,6 +31,8 @@ BENCHMARKS = {
     "mailbox": "the actor runtime: tell throughput vs a bare asyncio.Queue hop, ask latency, memory per idle actor",
     "topology": "the topology: selector queries at 100k exporters and 1k policies, build time from 50k objects",
     "templates": "the template budget: a provider override rendered in a plain sandbox, budgeted, and offloaded",
+    "grpc": "Jumpstarter's protocol on `lessor run --grpc-port`: CreateLease to Ready over gRPC, and the router's "
+            "MB/s and added latency per frame against a direct TCP copy in the same run (needs the [jumpstarter] extra)",
 }
 
 

@@ -93,3 +93,12 @@ def test_the_operator_does_not_import_grpc_unless_the_port_is_enabled(tmp_path: 
     code = "import sys, lessor.cli, lessor.operator; print('grpc' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_bench_grpc_without_the_extra_names_it_before_starting_anything(tmp_path: Path) -> None:
+    out = without_grpc("bench", "grpc", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "--frame-kib" in out.stdout
+    out = without_grpc("bench", "grpc", "--leases", "1", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "lessor[jumpstarter]" in out.stderr and "Traceback" not in out.stderr and "started" not in out.stderr

@@ -142,6 +142,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                      "and print the viewer's URL")
     dev.add_argument("--zipkin-port", type=int, default=19411,
                      help="with --traces: Zipkin's port on 127.0.0.1 (default: %(default)s)")
+    dev.add_argument("--grpc", action="store_true",
+                     help="also serve Jumpstarter's gRPC protocol (lessor run --grpc-port, the [jumpstarter] extra) "
+                     "with the development CA written to DIR/grpc-ca.pem, and print how to point jmp at it")
+    dev.add_argument("--grpc-port", type=int, default=18082,
+                     help="with --grpc: its port on localhost (default: %(default)s)")
 
     tr = sub.add_parser(
         "trace", help="print the trace of a lease's or claim's creation as a waterfall",
@@ -399,6 +404,10 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             _say(f"wrote {args.output}")
         return 0
     if args.command == "dev":
+        if args.grpc:
+            from lessor.jumpstarter.settings import require_extra
+
+            require_extra()
         from lessor.tools.dev.commands import run_dev
 
         return await run_dev(args)

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -141,6 +141,18 @@ def metadata(kind: str, name: str, token: str) -> tuple[tuple[str, str], ...]:
             ("jumpstarter-name", name))
 
 
+async def eventually(read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], what: str) -> Any:
+    """What `read` answers once `check` holds: lessor answers lists from its informers' caches, which follow
+    the API server a moment later than the test's own reads."""
+    deadline = asyncio.get_running_loop().time() + scaled(10)
+    while True:
+        value = await read()
+        if check(value):
+            return value
+        assert asyncio.get_running_loop().time() < deadline, f"{what}: {value}"
+        await asyncio.sleep(0.1)
+
+
 def token_of(config: Path) -> str:
     return str(yaml.safe_load(config.read_text())["token"])
 
@@ -203,11 +215,11 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
     agent = subprocess.Popen([str(JMP), "run", "--exporter-config", str(path)],
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        exporter = await until(lab.kube, EXPORTER, NS, "board-1",
-                               lambda o: online(o) and (o.get("status") or {}).get("devices"), timeout=60)
+        # Register (devices), then ReportStatus (Available), then the streams' heartbeats
+        exporter = await until(lab.kube, EXPORTER, NS, "board-1", lambda o: online(o) and (o.get("status") or {}).get(
+            "devices") and o["status"].get("exporterStatus") == "Available", timeout=60)
         registered = [c for c in exporter["status"]["conditions"] if c["type"] == "Registered"]
         assert registered and registered[0]["status"] == "True"
-        assert exporter["status"]["exporterStatus"] == "Available"
 
         await a_client(lab, "bob")
         client_path = await credentials(lab, "client", "bob")
@@ -215,8 +227,9 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         config["drivers"] = {"allow": ["jumpstarter_driver_power.*", "jumpstarter_driver_composite.*"]}
         client_path.write_text(yaml.safe_dump(config))
         client = ClientConfigV1Alpha1.from_file(client_path)
-        exporters = await client.list_exporters(include_online=True)
-        assert [(e.name, e.online) for e in exporters.exporters] == [("board-1", True)]
+        await eventually(lambda: client.list_exporters(include_online=True),
+                         lambda got: [(e.name, e.online) for e in got.exporters] == [("board-1", True)],
+                         "ListExporters shows board-1 online")
 
         # jmp itself, as a user types it
         jmp = [str(JMP)]
@@ -229,8 +242,9 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         assert lease["spec"]["selector"] == {"matchLabels": {"board": "rpi4"}}
         assert lease["spec"]["duration"] == "1h"
         assert lease["status"]["exporterRef"] == {"name": "board-1"}
-        got = await client.list_leases()
-        assert [(item.name, item.exporter, item.get_status()) for item in got.leases] == [(name, "board-1", "In-Use")]
+        await eventually(client.list_leases, lambda got: [(item.name, item.exporter, item.get_status())
+                                                          for item in got.leases] == [(name, "board-1", "In-Use")],
+                         "ListLeases shows the lease in use on board-1")
 
         # through lessor's router to the exporter's mock power driver, and back
         shell = await run(*jmp, "shell", "--client-config", str(client_path), "--lease", name, "--",
@@ -240,7 +254,7 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
 
         deleted = await run(*jmp, "delete", "lease", "--client-config", str(client_path), name)
         assert deleted.returncode == 0, deleted.stdout
-        assert (await client.list_leases()).leases == []
+        await eventually(client.list_leases, lambda got: got.leases == [], "the deleted lease leaves ListLeases")
         await until(lab.kube, EXPORTER, NS, "board-1", lambda o: not (o.get("status") or {}).get("leaseRef"))
     finally:
         os.killpg(agent.pid, signal.SIGTERM)
@@ -259,8 +273,9 @@ async def test_a_lease_made_over_grpc_carries_tags_and_waits_with_a_pending_reas
     obj = await until(lab.kube, LEASE, NS, lease.name,
                       lambda o: any(c["type"] == "Pending" for c in (o.get("status") or {}).get("conditions") or ()))
     assert obj["spec"]["tags"] == {"ci": "run-7"} and obj["spec"]["duration"] == "30m"
-    listed = (await client.list_leases(tag_filter="ci=run-7")).leases
-    assert [item.name for item in listed] == [lease.name]
+    listed = (await eventually(lambda: client.list_leases(tag_filter="ci=run-7"), lambda got: [
+        item.name for item in got.leases] == [lease.name] and any(c.type == "Pending" for c in got.leases[0].conditions),
+        "ListLeases by tag shows the pending lease")).leases
     pending = [c for c in listed[0].conditions if c.type == "Pending"]
     assert pending and pending[0].status == "True" and pending[0].reason == "Offline"
     async with channel(lab) as ch:  # nothing to connect to yet: the tools retry on "not ready"

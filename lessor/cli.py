@@ -99,8 +99,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "Use it with `jmp --client-config FILE` or `jmp run --exporter-config FILE` (an exporter's drivers go "
         "under `export:`). See docs/jumpstarter-grpc.md.",
     )
-    cred.add_argument("kind", choices=("client", "exporter"), help="a Client (for jmp) or an Exporter (for jmp run)")
-    cred.add_argument("name", help="the Client's or Exporter's name")
+    cred.add_argument("kind", choices=("client", "exporter", "rotate-key"),
+                      help="a Client (for jmp) or an Exporter (for jmp run); rotate-key: replace the signing key in "
+                      "the operator namespace and have the running operator mint every credential again (old tokens "
+                      "are refused from then on)")
+    cred.add_argument("name", nargs="?", help="the Client's or Exporter's name")
+    cred.add_argument("--operator-namespace", default="lessor-system",
+                      help="with rotate-key: where the signing key is (default: %(default)s)")
     cred.add_argument("-n", "--namespace", default="default", help="its namespace (default: %(default)s)")
     cred.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else $KUBECONFIG, else "
                       "~/.kube/config)")
@@ -392,6 +397,14 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         from lessor.gateway import Gateway
         from lessor.jumpstarter.configs import config_for, dump
 
+        if args.kind == "rotate-key":
+            from lessor.jumpstarter.tokens import rotate
+
+            async with await Gateway.connect(args.kubeconfig) as gateway:
+                await rotate(gateway, args.operator_namespace, _say)
+            return 0
+        if not args.name:
+            raise ValueError(f"lessor credentials {args.kind} needs the {args.kind}'s NAME")
         ca_pem = args.ca_file.read_bytes() if args.ca_file else None
         async with await Gateway.connect(args.kubeconfig) as gateway:
             text = dump(await config_for(GatewayApi(gateway), args.kind, args.namespace, args.name,

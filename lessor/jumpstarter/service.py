@@ -187,7 +187,13 @@ async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind
     try:
         subject = verify(key.public_key(), token)
     except InvalidToken as err:
-        raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+        fresh = await backend.signing_key.get(refresh=True)  # the key may have been rotated since it was read
+        if fresh is None or fresh is key:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+        try:
+            subject = verify(fresh.public_key(), token)
+        except InvalidToken as again:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(again)) from None
     said = (metadata.get("jumpstarter-kind", KINDS[subject.kind]), metadata.get("jumpstarter-namespace",
             subject.namespace), metadata.get("jumpstarter-name", subject.name))
     if said != (KINDS[subject.kind], subject.namespace, subject.name):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -22,6 +22,9 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from lessor.actors.api import AlreadyExists, Api
 from lessor.actors.leasing.credentials import SECRET
+
+if TYPE_CHECKING:
+    from lessor.gateway import Gateway
 
 SIGNING_SECRET = "lessor-jumpstarter-signing-key"
 SIGNING_KEY = "key.pem"
@@ -110,17 +113,28 @@ def verify(public: ec.EllipticCurvePublicKey, token: str) -> Subject:
     return Subject.parse(str(claims.get("sub", "")))
 
 
+REFRESH_EVERY = 2.0
+"""Seconds between two reads of the signing key that a verification failure asks for (`refresh`)."""
+
+
 class SigningKey:
-    """The operator namespace's signing key, read once (or created: `create=True`, the leader's minting)."""
+    """The operator namespace's signing key (created by `create=True`, the leader's minting).
+
+    Kept once read; `refresh` reads it again if it was read more than `max_age` seconds ago: minting always
+    does, a failed verification does at most every `REFRESH_EVERY` seconds, so that `lessor credentials
+    rotate-key` takes effect without a restart."""
 
     def __init__(self, api: Api, namespace: str) -> None:
         self.api = api
         self.namespace = namespace
         self._key: ec.EllipticCurvePrivateKey | None = None
+        self._read_at = -REFRESH_EVERY
 
-    async def get(self, *, create: bool = False) -> ec.EllipticCurvePrivateKey | None:
-        if self._key is not None:
+    async def get(self, *, create: bool = False, refresh: bool = False,
+                  max_age: float = REFRESH_EVERY) -> ec.EllipticCurvePrivateKey | None:
+        if self._key is not None and (not refresh or time.monotonic() - self._read_at < max_age):
             return self._key
+        self._read_at = time.monotonic()
         secret = await self.api.get(SECRET, self.namespace, SIGNING_SECRET)
         if secret is None and create:
             body: dict[str, Any] = {
@@ -148,9 +162,46 @@ class Minter:
         self.endpoint = endpoint
 
     async def mint(self, kind: str, namespace: str, name: str, uid: str) -> str:
-        key = await self.key.get(create=True)
+        key = await self.key.get(create=True, refresh=True, max_age=0.0)  # the current key, even just rotated
         assert key is not None
         return mint(key, Subject(kind, namespace, name, uid))
 
 
-__all__ = ["InvalidToken", "Minter", "SigningKey", "Subject", "mint", "verify"]
+async def rotate(gateway: Gateway, namespace: str, say: Callable[[str], None]) -> int:
+    """`lessor credentials rotate-key`: a new signing key, and every credential lessor made is minted again.
+
+    The key Secret gets a new key; every Client's and Exporter's credential Secret that lessor made is deleted
+    and its `status.credential` cleared, so that their actors mint a new token with the new key (while lessor
+    serves gRPC). Old tokens are refused from then on. The number of credentials to be minted again."""
+    from lessor.actors.leasing.credentials import MANAGED_BY, secret_name
+    from lessor.api_adapter import GatewayApi
+    from lessor.gateway import resources
+    from lessor.model.kinds import CLIENT, EXPORTER
+
+    api = GatewayApi(gateway)
+    secret = await api.get(SECRET, namespace, SIGNING_SECRET)
+    data = {SIGNING_KEY: base64.b64encode(new_key_pem()).decode()}
+    if secret is None:
+        await api.create(SECRET, namespace, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {
+            "name": SIGNING_SECRET, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "lessor"}},
+            "data": data})
+    else:
+        await api.merge_patch(SECRET, namespace, SIGNING_SECRET, {"data": data})
+    say(f"replaced the signing key in Secret {namespace}/{SIGNING_SECRET}")
+    count = 0
+    for kind, resource, word in ((CLIENT, resources.CLIENT, "client"), (EXPORTER, resources.EXPORTER, "exporter")):
+        for obj in (await gateway.list(resource))[0]:
+            metadata = obj.get("metadata") or {}
+            name, ns = metadata.get("name", ""), metadata.get("namespace", "")
+            if not ((obj.get("status") or {}).get("credential") or {}).get("name"):
+                continue
+            held = await api.get(SECRET, ns, secret_name(name, word))
+            if held is not None and ((held.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY[0]) == MANAGED_BY[1]:
+                await api.delete(SECRET, ns, secret_name(name, word))
+            await api.merge_patch(kind, ns, name, {"status": {"credential": None}}, subresource="status")
+            count += 1
+    say(f"{count} credentials will be minted again with the new key by the running operator")
+    return count
+
+
+__all__ = ["InvalidToken", "Minter", "SigningKey", "Subject", "mint", "rotate", "verify"]

@@ -28,7 +28,7 @@ from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jum
 from prometheus_client import CollectorRegistry
 
 from lessor.certs import CertificateAuthority
-from lessor.gateway import Gateway, Resource
+from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
 from lessor.install import install
 from lessor.jumpstarter.settings import GrpcSettings
@@ -513,3 +513,32 @@ async def test_the_router_pairs_a_dial_with_the_exporters_listen_and_a_lease_tha
                 await asyncio.wait_for(side.read(), scaled(10))
             assert caught.value.code() == grpc.StatusCode.ABORTED and "ended" in (caught.value.details() or "")
         assert await asyncio.wait_for(listen.read(), scaled(10)) == grpc.aio.EOF  # the exporter stops serving it
+
+
+async def test_rotating_the_key_mints_every_credential_again_and_refuses_the_old_tokens(lab: Lab) -> None:
+    """Last in this module: every token before it is replaced."""
+    await a_client(lab, "zed")
+    old = token_of(await credentials(lab, "client", "zed"))
+    parent = client_pb2.ListLeasesRequest(parent=f"namespaces/{NS}")
+    async with channel(lab) as ch:
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        await clients.ListLeases(parent, metadata=metadata("Client", "zed", old))
+        done = await run(str(LESSOR), "credentials", "rotate-key", "--kubeconfig", str(lab.kubeconfig),
+                         "--operator-namespace", OPS)
+        assert done.returncode == 0, done.stdout
+        assert "replaced the signing key" in done.stdout and "minted again" in done.stdout
+
+        async def token() -> str | None:
+            try:
+                secret = await lab.kube.get(SECRET, NS, "zed-client")
+            except ApiError as err:
+                assert err.not_found
+                return None
+            return base64.b64decode(secret["data"]["token"]).decode()
+
+        new = await eventually(token, lambda t: t is not None and t != old, "a new token for zed")
+        await until(lab.kube, CLIENT, NS, "zed", lambda o: (o.get("status") or {}).get("credential"))
+        await clients.ListLeases(parent, metadata=metadata("Client", "zed", new))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await clients.ListLeases(parent, metadata=metadata("Client", "zed", old))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED and "signature" in (caught.value.details() or "")

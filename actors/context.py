@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from .api import Api
 from .events import NO_EVENTS, Recorder
@@ -13,6 +14,14 @@ from .inflight import InFlight
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class Credentials(Protocol):
+    """Mints the tokens of Jumpstarter's tools (lessor.jumpstarter.tokens.Minter); see leasing/credentials.py."""
+
+    endpoint: str
+
+    async def mint(self, kind: str, namespace: str, name: str, uid: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -32,3 +41,5 @@ class Context:
     """Kubernetes Events for `kubectl describe` (`actors/events.py`); records nothing by default."""
     inflight: InFlight = field(default_factory=InFlight)
     """Commit writes still in flight, by object: an actor's next incarnation waits for them (`inflight.py`)."""
+    credentials: Credentials | None = None
+    """Set while lessor serves Jumpstarter's gRPC protocol: clients and exporters get a token Secret."""

@@ -32,6 +32,8 @@ BENCHMARKS = {
     "mailbox": "the actor runtime: tell throughput vs a bare asyncio.Queue hop, ask latency, memory per idle actor",
     "topology": "the topology: selector queries at 100k exporters and 1k policies, build time from 50k objects",
     "templates": "the template budget: a provider override rendered in a plain sandbox, budgeted, and offloaded",
+    "grpc": "Jumpstarter's protocol on `lessor run --grpc-port`: CreateLease to Ready over gRPC, and the router's "
+            "MB/s and added latency per frame against a direct TCP copy in the same run (needs the [jumpstarter] extra)",
 }
 
 
@@ -88,6 +90,35 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _kube_args(run)
     _run_args(run)
     _webhook_args(run)
+    _grpc_args(run)
+
+    cred = sub.add_parser(
+        "credentials", help="write the config that Jumpstarter's jmp tools read for a Client or an Exporter",
+        description="Print (or write to --output) the ClientConfig or ExporterConfig (jumpstarter.dev/v1alpha1) "
+        "of a Client or an Exporter: the gRPC endpoint, the TLS trust and the token from the Secret named by its "
+        "status.credential, which lessor keeps while `lessor run --grpc-port` serves Jumpstarter's protocol. "
+        "Use it with `jmp --client-config FILE` or `jmp run --exporter-config FILE` (an exporter's drivers go "
+        "under `export:`). See docs/jumpstarter-grpc.md.",
+    )
+    cred.add_argument("kind", choices=("client", "exporter", "rotate-key"),
+                      help="a Client (for jmp) or an Exporter (for jmp run); rotate-key: replace the signing key in "
+                      "the operator namespace and have the running operator mint every credential again (old tokens "
+                      "are refused from then on)")
+    cred.add_argument("name", nargs="?", help="the Client's or Exporter's name")
+    cred.add_argument("--operator-namespace", default="lessor-system",
+                      help="with rotate-key: where the signing key is (default: %(default)s)")
+    cred.add_argument("-n", "--namespace", default="default", help="its namespace (default: %(default)s)")
+    cred.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else $KUBECONFIG, else "
+                      "~/.kube/config)")
+    cred.add_argument("--endpoint", metavar="HOST:PORT",
+                      help="the endpoint the tools dial (default: the object's status.endpoint)")
+    cred.add_argument("--ca-file", type=Path, metavar="PEM",
+                      help="trust this CA for the endpoint's certificate (embedded as tls.ca; default: the "
+                      "system's trust store)")
+    cred.add_argument("--insecure", action="store_true",
+                      help="tls.insecure: the tools trust whatever certificate the endpoint presents (it must "
+                      "still name the endpoint's host)")
+    cred.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of standard output")
 
     dev = sub.add_parser(
         "dev", help="control plane + CRDs + operator + samples, in one process tree",
@@ -118,6 +149,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     dev.add_argument("--zipkin-port", type=int, default=19411,
                      help="with --traces: Zipkin's port on 127.0.0.1 (default: %(default)s)")
     _trace_leader_election(dev)
+    dev.add_argument("--grpc", action="store_true",
+                     help="also serve Jumpstarter's gRPC protocol (lessor run --grpc-port, the [jumpstarter] extra) "
+                     "with the development CA written to DIR/grpc-ca.pem, and print how to point jmp at it")
+    dev.add_argument("--grpc-port", type=int, default=18082,
+                     help="with --grpc: its port on localhost (default: %(default)s)")
 
     tr = sub.add_parser(
         "trace", help="print the trace of a lease's or claim's creation as a waterfall",
@@ -273,6 +309,23 @@ def _webhook_args(p: argparse.ArgumentParser) -> None:
                    "still reach the user (default: %(default)s)")
 
 
+def _grpc_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grpc-port", type=int, metavar="PORT",
+                   help="serve Jumpstarter's gRPC protocol (exporters' ControllerService, jmp's ClientService, the "
+                   "RouterService of jmp shell) on "
+                   "this port, over TLS, and mint a token Secret for every Client and Exporter (status.credential); "
+                   "needs the [jumpstarter] extra. Default: not served. See docs/jumpstarter-grpc.md")
+    p.add_argument("--grpc-endpoint", metavar="HOST:PORT",
+                   help="with --grpc-port: the endpoint the tools dial, written into status.endpoint and the configs "
+                   "of `lessor credentials` (default: localhost:PORT)")
+    p.add_argument("--grpc-cert-dir", type=Path, metavar="DIR",
+                   help="with --grpc-port: serve DIR/tls.crt and DIR/tls.key, which must name the endpoint's host "
+                   "(default: a development CA and a certificate for localhost and 127.0.0.1)")
+    p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
+                   help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
+                   "--ca-file`")
+
+
 def _seconds(text: str) -> float:
     from lessor.templates import parse_duration
 
@@ -326,8 +379,15 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
     if args.command == "run":
         from lessor.admission.server import WebhookSettings
         from lessor.leader import ElectionSettings
+        from lessor.jumpstarter.settings import GrpcSettings, require_extra
         from lessor.operator import OperatorConfig, run_operator
 
+        if args.grpc_port is not None:
+            require_extra()
+        grpc = None if args.grpc_port is None else GrpcSettings(
+            port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
+            cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out,
+        )
         webhook = None if args.no_webhook else WebhookSettings(
             port=args.webhook_port, cert_dir=args.webhook_cert_dir,
             timeout=args.webhook_timeout, margin=args.webhook_margin,
@@ -342,10 +402,38 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
                 lease_duration=args.leader_elect_lease_duration, renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period, traced=args.trace_leader_election,
             ) if args.leader_elect else None,
-            api_unreachable_timeout=args.api_unreachable_timeout, max_loop_lag=args.max_loop_lag,
+            api_unreachable_timeout=args.api_unreachable_timeout, max_loop_lag=args.max_loop_lag, grpc=grpc,
         ))
         return 0
+    if args.command == "credentials":
+        from lessor.api_adapter import GatewayApi
+        from lessor.gateway import Gateway
+        from lessor.jumpstarter.configs import config_for, dump
+
+        if args.kind == "rotate-key":
+            from lessor.jumpstarter.tokens import rotate
+
+            async with await Gateway.connect(args.kubeconfig) as gateway:
+                await rotate(gateway, args.operator_namespace, _say)
+            return 0
+        if not args.name:
+            raise ValueError(f"lessor credentials {args.kind} needs the {args.kind}'s NAME")
+        ca_pem = args.ca_file.read_bytes() if args.ca_file else None
+        async with await Gateway.connect(args.kubeconfig) as gateway:
+            text = dump(await config_for(GatewayApi(gateway), args.kind, args.namespace, args.name,
+                                         endpoint=args.endpoint, ca_pem=ca_pem, insecure=args.insecure))
+        if args.output is None:
+            sys.stdout.write(text)
+        else:
+            args.output.write_text(text, encoding="utf-8")
+            args.output.chmod(0o600)  # it holds a bearer token
+            _say(f"wrote {args.output}")
+        return 0
     if args.command == "dev":
+        if args.grpc:
+            from lessor.jumpstarter.settings import require_extra
+
+            require_extra()
         from lessor.tools.dev.commands import run_dev
 
         return await run_dev(args)

@@ -29,6 +29,7 @@ from lessor.admission.server import CertificateFiles, WebhookSettings, developme
 from lessor.actors.provisioning.claim import ClaimActor
 from lessor.actors.provisioning.protocol import KINDS
 from lessor.actors.context import Context
+from lessor.actors.leasing.client import ClientActor
 from lessor.actors.leasing.exporter import ONLINE, ExporterActor
 from lessor.actors.provisioning.handle import HandleActor
 from lessor.actors.leasing.lease import LeaseActor
@@ -40,6 +41,8 @@ from lessor.api_adapter import GatewayApi
 from lessor.created_kinds import CreatedKinds, KindsActor
 from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
+from lessor.jumpstarter.settings import GrpcSettings
+from lessor.jumpstarter.tokens import Minter, SigningKey
 from lessor.leader import ElectionSettings, leadership
 from lessor.memory import settle_after_start
 from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
@@ -78,6 +81,8 @@ class OperatorConfig:
     """/readyz fails once the API server has not answered for this long."""
     max_loop_lag: float = 5.0
     """/healthz fails while the event loop lags more than this."""
+    grpc: GrpcSettings | None = None
+    """Jumpstarter's gRPC protocol (docs/jumpstarter-grpc.md); None: not served, and no credentials minted."""
 
 
 class Operator:
@@ -108,11 +113,14 @@ class Operator:
         # Events are writes like any other: fenced by the leadership, reported as the leader's identity.
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
                                     instance=self.leadership.identity, registry=registry)
+        api = GatewayApi(gateway, fence=self.leadership.fence, refused=self.leadership.refused)
         self.context = Context(
-            api=GatewayApi(gateway, fence=self.leadership.fence, refused=self.leadership.refused),
+            api=api,
             operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
             decision_window=config.decision_window, events=self.events,
+            credentials=Minter(SigningKey(api, config.operator_namespace), config.grpc.endpoint)
+            if config.grpc else None,
         )
         self.system: ActorSystem | None = None
         self._accepting = asyncio.Event()  # set while `system` takes the informers' events
@@ -186,8 +194,10 @@ class Operator:
         system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant)
         system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant)
         # The Valid condition of clients, policies and providers; idle ones passivate (a change wakes them).
-        for prefix, rule in (("client", CLIENT_RULE), ("policy", POLICY_RULE), ("provider", PROVIDER_RULE)):
-            system.register(prefix, functools.partial(ValidActor, ctx=self.context, rule=rule),
+        # A Client's actor also keeps its Jumpstarter credential when gRPC is served (leasing/credentials.py).
+        for prefix, actor, rule in (("client", ClientActor, CLIENT_RULE), ("policy", ValidActor, POLICY_RULE),
+                                    ("provider", ValidActor, PROVIDER_RULE)):
+            system.register(prefix, functools.partial(actor, ctx=self.context, rule=rule),
                             capacity=1000, supervision=tolerant, passivate_after=60.0, max_starting=WRITING_STARTS)
 
     async def run(self) -> None:
@@ -197,7 +207,7 @@ class Operator:
         log.info("health on :%d, metrics on :%d%s", self.config.health_port, self.config.metrics_port,
                  " (HTTPS, authorized by the API server)" if self.config.metrics_secure else "")
         try:
-            async with self._webhook(), asyncio.TaskGroup() as tasks:
+            async with self._webhook(), self._grpc(), asyncio.TaskGroup() as tasks:
                 self.created_kinds.attach(tasks)
                 tasks.create_task(self.events.run(), name="events")
                 for informer in self.informers:
@@ -270,6 +280,13 @@ class Operator:
         lookup = CacheLookup(self.informers, GatewayLookup(self.gateway))
         return webhook(self.gateway, registry, lookup, settings, self.config.bind_address,
                        metrics=WebhookMetrics(self.registry))
+
+    def _grpc(self) -> contextlib.AbstractAsyncContextManager[object]:
+        if self.config.grpc is None:
+            return contextlib.nullcontext()
+        from lessor.jumpstarter.server import serving  # grpc and the stubs only when the endpoint is enabled
+
+        return serving(self, self.config.grpc, self.config.bind_address)
 
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))

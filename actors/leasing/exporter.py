@@ -45,7 +45,7 @@ from typing import Any
 from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 
-from ..api import EXPORTER, LEASE
+from ..api import EXPORTER, LEASE, Conflict, NotFound
 from ..conditions import find_condition, merge_condition, new_condition
 from ..context import Context
 from .protocol import (
@@ -66,6 +66,8 @@ from .protocol import (
 )
 from ..object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from ..observed import Observed
+from .agent import AgentReport, agent_status
+from .credentials import ensure_credential
 from .exporter_state import exporter_online, exporter_ready, may_take
 from ..queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
@@ -145,6 +147,7 @@ class ExporterActor(ObjectActor):
             if lease != holder:
                 self._evict(lease, holder or "")
         await self._update_online()
+        await ensure_credential(self, "exporter")
         if self.holder is not None and self.holder.lease != adopted:  # `_verify` found another holder
             holder_obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.holder.lease))
         await self._heal(holder_obj)
@@ -207,6 +210,8 @@ class ExporterActor(ObjectActor):
             case _Heal(lease=lease):
                 if self.holder is not None and self.holder.lease == lease:
                     await self._heal(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
+            case AgentReport():
+                return await self._agent_report(message)
             case _HeartbeatDue():
                 was = self._available()
                 await self._update_online()
@@ -242,7 +247,35 @@ class ExporterActor(ObjectActor):
             await self._update_online()
             if self.obj is not None and self._available() != was:
                 self._tell_waiters()
+            await ensure_credential(self, "exporter")
         self._schedule_decision()
+
+    async def _agent_report(self, report: AgentReport) -> bool:
+        """Write what the agent reported over gRPC (agent.py) as it would itself, then judge as on any change."""
+        if self.obj is None:
+            return False
+        was = self._available()
+        for _ in range(3):  # a conflict is usually a lease commit: the report applies to any version
+            patch = {"metadata": {"resourceVersion": self.obj["metadata"]["resourceVersion"]},
+                     "status": agent_status(report, self.ctx.now())}
+            try:
+                self.obj = await self.ctx.api.merge_patch(EXPORTER, self.namespace, self.name, patch,
+                                                          subresource="status")
+                break
+            except Conflict:  # take the newer version as an observation (its holder), then report again
+                fresh = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+                if fresh is None:
+                    self.stop()
+                    return False
+                await self._observed_exporter(fresh)
+            except NotFound:
+                self.stop()
+                return False
+        await self._update_online()
+        if self.obj is not None and self._available() != was:
+            self._tell_waiters()
+        self._schedule_decision()
+        return self.obj is not None
 
     async def _observed_lease(self, lease: str, obj: Mapping[str, Any] | None) -> None:
         ended = obj is None or lease_ended(obj)

@@ -80,6 +80,8 @@ def _ports(args: argparse.Namespace) -> dict[str, int]:
         ports["--prometheus-port"] = args.prometheus_port
     if args.traces:
         ports["--zipkin-port"] = args.zipkin_port
+    if args.grpc:
+        ports["--grpc-port"] = args.grpc_port
     return ports
 
 
@@ -140,10 +142,12 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
                            "OTEL_EXPORTER_ZIPKIN_ENDPOINT": spans_endpoint(args.zipkin_port)})
         _say(f"tracing the operator into Zipkin and {traces}: `lessor trace lease NAMESPACE/NAME` prints "
              "one lease's trace")
+    grpc_ca = (args.dir / "grpc-ca.pem").resolve()  # Jumpstarter's tools trust the development CA through it
+    grpc = ["--grpc-port", str(args.grpc_port), "--grpc-ca-out", str(grpc_ca)] if args.grpc else []
     operator = Child("lessor run", [
         sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
         "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",
-        "--health-port", str(args.health_port), "--metrics-port", str(args.metrics_port), *webhook,
+        "--health-port", str(args.health_port), "--metrics-port", str(args.metrics_port), *webhook, *grpc,
         *(["--trace-leader-election"] if args.trace_leader_election else []),
     ], cp.directory / "logs" / "operator.log")
     # cwd outside the source tree, so `-m lessor` imports the installed package
@@ -177,6 +181,10 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
             graph = f"    open {graph_url(args.prometheus_port)}\n"
         if args.traces:
             graph += f"    open {search_url(args.zipkin_port)}   # traces\n"
+        if args.grpc:
+            graph += (f"    # Jumpstarter's tools, on localhost:{args.grpc_port} (docs/jumpstarter-grpc.md):\n"
+                      f"    lessor credentials client NAME -n NAMESPACE --kubeconfig {out} --ca-file {grpc_ca} "
+                      "-o client.yaml\n    jmp get exporters --client-config client.yaml --with online\n")
         _say(f"ready. In another terminal:\n\n    export KUBECONFIG={out}\n"
              f"    kubectl get lessor -A\n{graph}\nCtrl-C stops everything.")
         await _until_stopped(cp.wait(), _child_exit(operator), *waits)

@@ -1,0 +1,173 @@
+"""The router: a client's `Dial` and its exporter's `Listen` meet on one `RouterService.Stream` pair.
+
+`Dial` (a client, its own Ready lease) makes a one-use token, tells the exporter through its open `Listen`
+stream, and answers the client the same endpoint and token. Both then open `RouterService.Stream` with the
+token as bearer; the router pairs the two calls and copies each side's frames to the other, through a
+bounded queue per direction (a slow reader slows its writer: backpressure, nothing dropped), until either
+side's call ends, or the lease ends or moves to another exporter (both streams are then closed). A side
+that finishes sending half-closes: the other side gets a GOAWAY frame and may still send.
+
+In memory, on the replica that answered `Dial`: the exporter's `Listen` and both streams must reach the
+same replica (the leader; see docs/jumpstarter-grpc.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import logging
+
+import grpc
+from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, router_pb2, router_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+FRAMES_IN_FLIGHT = 64
+"""Frames one direction holds before its writer waits for the reader."""
+
+_EOF = object()
+"""In a side's queue: the other side finished sending (it is told with a GOAWAY frame, and may still send)."""
+
+PAIRING_TIMEOUT = 30.0
+"""Seconds a token waits for its other side (the exporter may take a moment to dial in)."""
+
+
+@dataclass
+class _Side:
+    frames: asyncio.Queue[Any] = field(default_factory=lambda: asyncio.Queue(FRAMES_IN_FLIGHT))
+    joined: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class _Pair:
+    """One dialled connection: the client's side and the exporter's, and whether its lease still holds."""
+
+    namespace: str
+    lease: str
+    exporter: str
+    alive: Callable[[], bool]
+    sides: list[_Side] = field(default_factory=lambda: [_Side(), _Side()])
+    taken: int = 0
+
+
+class Router:
+    """The open `Listen` streams (by exporter) and the dialled pairs (by token)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self._listeners: dict[tuple[str, str], asyncio.Queue[Any]] = {}
+        self._pairs: dict[str, _Pair] = {}
+
+    def listening(self, namespace: str, exporter: str) -> bool:
+        return (namespace, exporter) in self._listeners
+
+    @contextlib.asynccontextmanager
+    async def listen(self, namespace: str, exporter: str) -> AsyncIterator[asyncio.Queue[Any]]:
+        """The exporter's `Listen`: the ListenResponses of the Dials to it, while the context is open."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._listeners[(namespace, exporter)] = queue
+        try:
+            yield queue
+        finally:
+            if self._listeners.get((namespace, exporter)) is queue:
+                del self._listeners[(namespace, exporter)]
+
+    def dial(self, namespace: str, lease: str, exporter: str, alive: Callable[[], bool]) -> Any:
+        """A new pair for the lease; the exporter is told at once. The DialResponse for the client."""
+        token = secrets.token_urlsafe(32)
+        self._pairs[token] = _Pair(namespace, lease, exporter, alive)
+        asyncio.get_running_loop().call_later(PAIRING_TIMEOUT, self._expire, token)
+        self._listeners[(namespace, exporter)].put_nowait(
+            jumpstarter_pb2.ListenResponse(router_endpoint=self.endpoint, router_token=token))
+        return jumpstarter_pb2.DialResponse(router_endpoint=self.endpoint, router_token=token)
+
+    def _expire(self, token: str) -> None:
+        pair = self._pairs.get(token)
+        if pair is not None and pair.taken < 2:
+            del self._pairs[token]
+            for side in pair.sides:
+                with contextlib.suppress(asyncio.QueueFull):
+                    side.frames.put_nowait(None)  # a side that joined alone stops waiting
+
+    def take(self, token: str) -> tuple[_Pair, _Side, _Side] | None:
+        """Join the pair of `token`: (pair, this side, the other side); None if the token is unknown or used."""
+        pair = self._pairs.get(token)
+        if pair is None:
+            return None
+        mine, theirs = pair.sides[pair.taken], pair.sides[1 - pair.taken]
+        pair.taken += 1
+        if pair.taken == 2:
+            del self._pairs[token]  # one use
+        mine.joined.set()
+        return pair, mine, theirs
+
+
+class RouterService(router_pb2_grpc.RouterServiceServicer):
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    # grpc.aio also takes a coroutine that writes with `context.write` (the stubs type only generators)
+    async def Stream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[override]
+        metadata = {key.lower(): value for key, value in context.invocation_metadata() or ()}
+        scheme, _, token = str(metadata.get("authorization", "")).partition(" ")
+        joined = self.router.take(token) if scheme.lower() == "bearer" else None
+        if joined is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                "not a router token of a Dial (each is used by one client and one exporter, once)")
+            return
+        pair, mine, theirs = joined
+        try:
+            await asyncio.wait_for(theirs.joined.wait(), PAIRING_TIMEOUT)
+        except TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"the other side of lease {pair.namespace}/{pair.lease}'s connection never came")
+            return
+
+        async def forward() -> None:
+            """This side's frames to the other side's queue (waits while it is full); its end as `_EOF`."""
+            async for frame in request_iterator:
+                await theirs.frames.put(frame)
+            await theirs.frames.put(_EOF)
+
+        reader = asyncio.create_task(forward())
+        getting: asyncio.Task[Any] | None = None
+        peer_done = False
+        reason = "both sides ended"
+        try:
+            while not (peer_done and reader.done()):
+                if getting is None:
+                    getting = asyncio.create_task(mine.frames.get())
+                waiting = {getting} if reader.done() else {getting, reader}
+                done, _ = await asyncio.wait(waiting, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                if reader in done and reader.exception() is not None:
+                    raise reader.exception()  # type: ignore[misc]
+                if getting in done:
+                    frame, getting = getting.result(), None
+                    if frame is None:
+                        reason = "the other side is gone"
+                        return
+                    if frame is _EOF:  # the other side is done sending: half-close, as the tools expect
+                        peer_done = True
+                        frame = router_pb2.StreamRequest(frame_type=router_pb2.FRAME_TYPE_GOAWAY)
+                    await context.write(router_pb2.StreamResponse(payload=frame.payload, frame_type=frame.frame_type))
+                elif not done and not pair.alive():
+                    reason = "its lease ended"
+                    await context.abort(grpc.StatusCode.ABORTED,
+                                        f"lease {pair.namespace}/{pair.lease} ended: its connections are closed")
+        except BaseException as err:
+            reason = f"{type(err).__name__}: {err}"
+            raise
+        finally:
+            log.debug("router: a stream of lease %s/%s closed (%s)", pair.namespace, pair.lease, reason)
+            if getting is not None:
+                getting.cancel()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await reader
+            with contextlib.suppress(asyncio.QueueFull):
+                theirs.frames.put_nowait(None)

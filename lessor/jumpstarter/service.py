@@ -1,0 +1,637 @@
+"""Jumpstarter's `ControllerService` (for exporters) and `ClientService` (for clients) on lessor's actors.
+
+Every call first authenticates its bearer token (`authenticate`): a token lessor did not sign, or one for an
+object that no longer exists, is UNAUTHENTICATED; a token of the wrong kind for the service (an exporter
+asking for a lease) or for another client's lease is PERMISSION_DENIED. Every failure is a gRPC status with
+a message (`_guarded`), never a traceback.
+
+What an exporter's agent reports becomes an `AgentReport` asked of its exporter actor, which writes it
+(actors/leasing/agent.py). A client's lease calls are the Lease objects it would write by hand: CreateLease
+creates one, DeleteLease sets `spec.release` (as the controller lessor replaces does), and the lease and
+exporter actors decide the rest as for any Lease. Reads come from the operator's informer caches.
+
+A client's `Dial` reaches its exporter through the router (router.py), announced on the exporter's `Listen`.
+
+Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): the controller's older lease calls but
+ReleaseLease, UpdateLease, RotateToken, AuditStream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+import grpc
+from google.protobuf import empty_pb2
+from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
+from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc, kubernetes_pb2
+
+from lessor.actors.api import AlreadyExists, Api, ApiFailure, NotFound
+from lessor.actors.leasing.agent import AgentReport
+from lessor.actors.leasing.exporter_state import exporter_online
+from lessor.actors.leasing.spec import format_go_duration, parse_go_duration
+from lessor.leader import NotLeader
+from lessor.mailbox import AskTimeout, MailboxError
+from lessor.model.fields import exporter_ref, lease_ended, lease_ref, timestamp
+from lessor.model.kinds import API_VERSION, CLIENT, EXPORTER, LEASE
+from lessor.model.selectors import SelectorError, format_selector, parse_selector
+from lessor.model.times import format_time
+
+from .router import Router
+from .names import parse_parent, parse_resource, resource, selector_from_text
+from .tokens import KINDS, InvalidToken, SigningKey, Subject, verify
+
+log = logging.getLogger(__name__)
+
+Object = Mapping[str, Any]
+
+# status.exporterStatus ↔ the protocol's enum (the names the lease controller writes).
+_STATUS_NAMES = {
+    "EXPORTER_STATUS_UNSPECIFIED": "Unspecified",
+    "EXPORTER_STATUS_OFFLINE": "Offline",
+    "EXPORTER_STATUS_AVAILABLE": "Available",
+    "EXPORTER_STATUS_BEFORE_LEASE_HOOK": "BeforeLeaseHook",
+    "EXPORTER_STATUS_LEASE_READY": "LeaseReady",
+    "EXPORTER_STATUS_AFTER_LEASE_HOOK": "AfterLeaseHook",
+    "EXPORTER_STATUS_BEFORE_LEASE_HOOK_FAILED": "BeforeLeaseHookFailed",
+    "EXPORTER_STATUS_AFTER_LEASE_HOOK_FAILED": "AfterLeaseHookFailed",
+}
+_STATUS_VALUES = {text: common_pb2.ExporterStatus.Value(enum) for enum, text in _STATUS_NAMES.items()}
+
+
+class Backend(Protocol):
+    """What the operator gives the services (lessor/jumpstarter/server.py builds it)."""
+
+    api: Api
+    signing_key: SigningKey
+    heartbeat_timeout: timedelta
+
+    async def ask(self, address: str, message: Any) -> Any:
+        """Ask an actor of the leader's system; NotLeader on a follower."""
+        ...
+
+    def cached(self, kind: str, namespace: str) -> list[Object]:
+        """The informers' objects of `kind` in `namespace`."""
+        ...
+
+    def cached_one(self, kind: str, namespace: str, name: str) -> Object | None:
+        """The informers' object, or None."""
+        ...
+
+    def now(self) -> datetime: ...
+
+
+class Refusal(Exception):
+    """Answer the call with `code` and `message`."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _api_code(err: ApiFailure) -> grpc.StatusCode:
+    if isinstance(err, NotFound):
+        return grpc.StatusCode.NOT_FOUND
+    if isinstance(err, AlreadyExists):
+        return grpc.StatusCode.ALREADY_EXISTS
+    return {400: grpc.StatusCode.INVALID_ARGUMENT, 422: grpc.StatusCode.INVALID_ARGUMENT,
+            403: grpc.StatusCode.PERMISSION_DENIED, 409: grpc.StatusCode.ABORTED,
+            429: grpc.StatusCode.RESOURCE_EXHAUSTED}.get(err.status, grpc.StatusCode.UNAVAILABLE)
+
+
+def _refusal(err: BaseException, method: str) -> Refusal:
+    """The status a failure is answered with: what the caller can act on, never a traceback."""
+    match err:
+        case Refusal():
+            return err
+        case NotLeader():
+            return Refusal(grpc.StatusCode.UNAVAILABLE, f"this lessor replica cannot serve the call, {err}")
+        case ApiFailure():
+            return Refusal(_api_code(err), f"the Kubernetes API refused: {err}")
+        case AskTimeout():
+            return Refusal(grpc.StatusCode.UNAVAILABLE, "lessor's actors did not answer in time; try again")
+        case MailboxError():
+            return Refusal(grpc.StatusCode.UNAVAILABLE, f"lessor is busy: {err}")
+    log.exception("jumpstarter %s failed", method, exc_info=err)
+    return Refusal(grpc.StatusCode.INTERNAL, f"lessor failed on {method}: {type(err).__name__}: {err}")
+
+
+R = TypeVar("R")
+Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
+
+
+def _guarded(method: Handler[R]) -> Handler[R]:
+    """A unary handler whose every failure is a status with a message."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every failure becomes a status
+            refusal = _refusal(err, method.__name__)
+            log.debug("jumpstarter %s refused: %s %s", method.__name__, refusal.code.name, refusal.message)
+            await context.abort(refusal.code, refusal.message)
+            raise AssertionError("unreachable: abort raises") from None
+
+    return wrapper
+
+
+StreamHandler = Callable[[Any, Any, grpc.aio.ServicerContext], AsyncIterator[R]]
+
+
+def _guarded_stream(method: StreamHandler[R]) -> StreamHandler[R]:
+    """A streaming handler whose every failure is a status with a message."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+        try:
+            async for item in method(self, request, context):
+                yield item
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every failure becomes a status
+            refusal = _refusal(err, method.__name__)
+            log.debug("jumpstarter %s refused: %s %s", method.__name__, refusal.code.name, refusal.message)
+            await context.abort(refusal.code, refusal.message)
+
+    return wrapper
+
+
+# --- authentication ----------------------------------------------------------------------------
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {key.lower(): value for key, value in context.invocation_metadata() or ()
+            if isinstance(value, str)}
+
+
+async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind: str) -> Subject:
+    """The caller, if its bearer token is lessor's and names a live object of `kind` ("client", "exporter")."""
+    metadata = _metadata(context)
+    scheme, _, token = metadata.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      "no bearer token: send the metadata 'authorization: Bearer <token>' "
+                      "(lessor credentials client|exporter NAME writes a config with it)")
+    key = await backend.signing_key.get()
+    if key is None:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED, "lessor has issued no token yet, so this one is not lessor's")
+    try:
+        subject = verify(key.public_key(), token)
+    except InvalidToken as err:
+        fresh = await backend.signing_key.get(refresh=True)  # the key may have been rotated since it was read
+        if fresh is None or fresh is key:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+        try:
+            subject = verify(fresh.public_key(), token)
+        except InvalidToken as again:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(again)) from None
+    said = (metadata.get("jumpstarter-kind", KINDS[subject.kind]), metadata.get("jumpstarter-namespace",
+            subject.namespace), metadata.get("jumpstarter-name", subject.name))
+    if said != (KINDS[subject.kind], subject.namespace, subject.name):
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"the token is for {KINDS[subject.kind]} {subject.namespace}/{subject.name}, but the call says "
+                      f"{said[0]} {said[1]}/{said[2]} (jumpstarter-kind, -namespace, -name)")
+    of = CLIENT if subject.kind == "client" else EXPORTER
+    # The informers' copy (no request per call), else the API (an object created a moment ago).
+    obj = backend.cached_one(of.kind, subject.namespace, subject.name) or \
+        await backend.api.get(of, subject.namespace, subject.name)
+    if obj is None or (obj.get("metadata") or {}).get("uid") != subject.uid:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"the token's {KINDS[subject.kind]} {subject.namespace}/{subject.name} no longer exists "
+                      "(the token was made for an object since deleted)")
+    if subject.kind != kind:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      "an exporter's token cannot lease: this service is for clients" if kind == "client" else
+                      "a client's token cannot act as an exporter: this service is for exporters")
+    return subject
+
+
+def _invalid(message: str) -> Refusal:
+    return Refusal(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def _in_namespace(subject: Subject, namespace: str, what: str) -> None:
+    if namespace != subject.namespace:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      f"{KINDS[subject.kind]} {subject.namespace}/{subject.name} may not use {what} in namespace "
+                      f"{namespace}")
+
+
+# --- exporters ----------------------------------------------------------------------------------
+
+
+class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
+    """The exporter's half of `jumpstarter.v1.ControllerService`."""
+
+    def __init__(self, backend: Backend, router: Router) -> None:
+        self.backend = backend
+        self.router = router
+        self._beats: dict[tuple[str, str], float] = {}  # exporter → loop time of its last heartbeat write
+
+    async def _beat(self, subject: Subject) -> None:
+        """A heartbeat, unless another of the exporter's streams wrote one less than half a period ago
+        (an agent keeps Listen and Status open at once: one write per period, not two)."""
+        now = asyncio.get_running_loop().time()
+        key = (subject.namespace, subject.name)
+        if now - self._beats.get(key, -1e9) < self._period() / 2:
+            return
+        self._beats[key] = now
+        await self._report(subject, AgentReport())
+
+    async def _report(self, subject: Subject, report: AgentReport) -> None:
+        written = await self.backend.ask(f"{EXPORTER.prefix}/{subject.namespace}/{subject.name}", report)
+        if written is False:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"Exporter {subject.namespace}/{subject.name} is gone")
+
+    def _period(self) -> float:
+        """How often an open stream refreshes `lastSeen`: three times per heartbeat timeout."""
+        return max(self.backend.heartbeat_timeout.total_seconds() / 3, 0.05)
+
+    @_guarded
+    async def Register(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "exporter")
+        devices = []
+        for report in request.reports:
+            device: dict[str, Any] = {"uuid": report.uuid, "labels": dict(report.labels)}
+            if report.HasField("parent_uuid"):
+                device["parent_uuid"] = report.parent_uuid
+            devices.append(device)
+        await self._report(subject, AgentReport(devices=tuple(devices)))
+        return jumpstarter_pb2.RegisterResponse(uuid=subject.uid)
+
+    @_guarded
+    async def Unregister(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "exporter")
+        await self._report(subject, AgentReport(devices=(), exporter_status="Offline",
+                                                message=f"unregistered: {request.reason}" if request.reason else
+                                                "unregistered"))
+        return jumpstarter_pb2.UnregisterResponse()
+
+    @_guarded
+    async def ReportStatus(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "exporter")
+        status = _STATUS_NAMES.get(common_pb2.ExporterStatus.Name(request.status), "Unspecified")
+        await self._report(subject, AgentReport(exporter_status=status, message=request.message))
+        if request.release_lease:  # the older way to end the held lease (ReleaseLease is the newer)
+            held = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+            lease = await self.backend.api.get(LEASE, subject.namespace, held) if held else None
+            if lease is not None and exporter_ref(lease) == subject.name:
+                await release(self.backend.api, lease)
+        return jumpstarter_pb2.ReportStatusResponse()
+
+    @_guarded_stream
+    async def Status(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        """Who holds the exporter, at once and at every change; `lastSeen` kept fresh while it is open."""
+        subject = await authenticate(self.backend, context, "exporter")
+        last: Any = None
+        beat = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            if loop.time() >= beat:
+                await self._beat(subject)
+                beat = loop.time() + self._period()
+            current = self._holder(subject)
+            if current != last:
+                last = current
+                yield current
+            await asyncio.sleep(min(0.5, self._period()))
+
+    def _holder(self, subject: Subject) -> Any:
+        lease = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+        if lease is None:
+            return jumpstarter_pb2.StatusResponse(leased=False)
+        obj = self.backend.cached_one(LEASE.kind, subject.namespace, lease)
+        client = ((obj or {}).get("spec") or {}).get("clientRef", {}).get("name", "")
+        return jumpstarter_pb2.StatusResponse(leased=True, lease_name=lease, client_name=client)
+
+    @_guarded_stream
+    async def Listen(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        """The router endpoint and token of every Dial to this exporter, while it holds `lease_name`;
+        `lastSeen` kept fresh. Ends when the lease ends or moves (the exporter then stops serving it)."""
+        subject = await authenticate(self.backend, context, "exporter")
+        async with self.router.listen(subject.namespace, subject.name) as dials:
+            while True:
+                await self._beat(subject)
+                held = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+                if request.lease_name and held != request.lease_name:
+                    return
+                try:
+                    yield await asyncio.wait_for(dials.get(), 1.0)
+                except TimeoutError:
+                    pass
+
+    @_guarded
+    async def Dial(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """A client's connection to the exporter of its Ready lease, through the router (router.py)."""
+        subject = await authenticate(self.backend, context, "client")
+        namespace, name = subject.namespace, request.lease_name.rsplit("/", 1)[-1]
+        obj = await own_lease(self.backend, subject, namespace, name)
+        exporter = exporter_ref(obj)
+        if lease_ended(obj) or exporter is None or not _ready(obj):
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"lease {namespace}/{name} is not ready: {_ready_reason(obj)}")
+        if not self.router.listening(namespace, exporter):
+            raise Refusal(grpc.StatusCode.UNAVAILABLE,
+                          f"exporter {namespace}/{exporter} is not listening for lease {name} (is its agent connected?)")
+
+        def alive() -> bool:
+            current = self.backend.cached_one(LEASE.kind, namespace, name)
+            return current is not None and _active(current) and exporter_ref(current) == exporter
+
+        return self.router.dial(namespace, name, exporter, alive)
+
+    @_guarded
+    async def AuditStream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+        await authenticate(self.backend, context, "exporter")
+        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not keep exporters' audit streams")
+
+    async def _older_lease_call(self, context: grpc.aio.ServicerContext) -> Any:
+        await authenticate(self.backend, context, "client")
+        raise Refusal(grpc.StatusCode.UNIMPLEMENTED,
+                      "ControllerService's lease calls are not served, but ReleaseLease; use ClientService (jmp 0.9 does)")
+
+    @_guarded
+    async def GetLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._older_lease_call(context)
+
+    @_guarded
+    async def RequestLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._older_lease_call(context)
+
+    @_guarded
+    async def ReleaseLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """An exporter ends the lease it holds once its afterLease hook has run (or a client its own lease)."""
+        try:
+            subject = await authenticate(self.backend, context, "exporter")
+        except Refusal as refusal:
+            if refusal.code != grpc.StatusCode.PERMISSION_DENIED:
+                raise
+            subject = await authenticate(self.backend, context, "client")
+        name = request.name.rsplit("/", 1)[-1]
+        obj = await self.backend.api.get(LEASE, subject.namespace, name)
+        if obj is None:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {subject.namespace}/{name} does not exist")
+        holder = exporter_ref(obj) if subject.kind == "exporter" else \
+            ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
+        if holder != subject.name:
+            raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                          f"lease {subject.namespace}/{name} is not held by {subject.kind} {subject.name}")
+        await release(self.backend.api, obj)
+        return jumpstarter_pb2.ReleaseLeaseResponse()
+
+    @_guarded
+    async def ListLeases(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._older_lease_call(context)
+
+
+async def release(api: Api, lease: Object) -> None:
+    """End a lease as DeleteLease does: `spec.release`, which its actor turns into its end (Released)."""
+    if _active(lease):
+        await api.merge_patch(LEASE, lease["metadata"]["namespace"], lease["metadata"]["name"],
+                              {"spec": {"release": True}})
+
+
+# --- clients ------------------------------------------------------------------------------------
+
+
+def _time(value: Any) -> Any:
+    when = timestamp(value)
+    if when is None:
+        return None
+    stamp = kubernetes_pb2.Time()
+    stamp.seconds = int(when.timestamp())
+    return stamp
+
+
+def _conditions(obj: Object) -> list[Any]:
+    found = []
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if not isinstance(condition, Mapping):
+            continue
+        message = kubernetes_pb2.Condition(type=condition.get("type", ""), status=condition.get("status", ""),
+                                           reason=condition.get("reason", ""), message=condition.get("message", ""))
+        if isinstance(condition.get("observedGeneration"), int):
+            message.observedGeneration = condition["observedGeneration"]
+        if (when := _time(condition.get("lastTransitionTime"))) is not None:
+            message.lastTransitionTime.CopyFrom(when)
+        found.append(message)
+    return found
+
+
+def _timestamp_pb(field: Any, value: Any) -> None:
+    when = timestamp(value)
+    if when is not None:
+        field.FromDatetime(when.astimezone(UTC).replace(tzinfo=None))
+
+
+def lease_message(obj: Object) -> Any:
+    """A Lease object as the CLI reads it (`jumpstarter.client.v1.Lease`)."""
+    metadata, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    namespace = metadata.get("namespace", "")
+    message = client_pb2.Lease(
+        name=resource(namespace, "leases", metadata.get("name", "")),
+        selector=format_selector(spec.get("selector")) if spec.get("selector") else "",
+        client=resource(namespace, "clients", (spec.get("clientRef") or {}).get("name", "")),
+        exporter_name=(spec.get("exporterRef") or {}).get("name", ""),
+        allow_disabled=bool(spec.get("allowDisabled")),
+        conditions=_conditions(obj),
+    )
+    if (holder := exporter_ref(obj)) is not None:
+        message.exporter = resource(namespace, "exporters", holder)
+    for key, value in (spec.get("tags") or {}).items():
+        message.tags[key] = value
+    if spec.get("duration"):
+        try:
+            message.duration.FromTimedelta(parse_go_duration(spec["duration"], "spec.duration"))
+        except ValueError:
+            pass  # the lease shows itself Invalid; the CLI shows no duration
+    _timestamp_pb(message.begin_time, spec.get("beginTime"))
+    _timestamp_pb(message.end_time, spec.get("endTime"))
+    _timestamp_pb(message.effective_begin_time, status.get("beginTime"))
+    if lease_ended(obj):
+        _timestamp_pb(message.effective_end_time, status.get("endTime"))
+    begin, end = timestamp(status.get("beginTime")), timestamp(status.get("endTime"))
+    if begin is not None and end is not None:
+        message.effective_duration.FromTimedelta(end - begin)
+    return message
+
+
+def _ready(obj: Object) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))
+
+
+def _ready_reason(obj: Object) -> str:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return f"{condition.get('reason')}: {condition.get('message')}"
+    return "not granted yet"
+
+
+async def own_lease(backend: Backend, subject: Subject, namespace: str, name: str) -> Object:
+    """The caller's own lease NAMESPACE/NAME: NOT_FOUND, or PERMISSION_DENIED for another client's."""
+    _in_namespace(subject, namespace, "leases")
+    obj = await backend.api.get(LEASE, namespace, name)
+    if obj is None:
+        raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {namespace}/{name} does not exist")
+    owner = ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
+    if owner != subject.name:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      f"lease {namespace}/{name} belongs to client {owner}, not to {subject.name}")
+    return obj
+
+
+def _active(obj: Object) -> bool:
+    """Not ended, and not released (the actor writes its end a moment after DeleteLease sets spec.release)."""
+    return not lease_ended(obj) and not (obj.get("spec") or {}).get("release")
+
+
+def _selector_filter(text: str, field: str) -> Callable[[Mapping[str, str] | None], bool]:
+    if not text:
+        return lambda _: True
+    try:
+        selector = parse_selector(selector_from_text(text), field)
+    except (ValueError, SelectorError) as err:
+        raise _invalid(f"{field}: {err}") from None
+    return selector.matches
+
+
+def _new_lease(subject: Subject, name: str, lease: Any) -> dict[str, Any]:
+    """The Lease object a CreateLease asks for, field by field as the CRD has them."""
+    spec: dict[str, Any] = {"clientRef": {"name": subject.name}}
+    if lease.selector:
+        try:
+            spec["selector"] = selector_from_text(lease.selector)
+        except ValueError as err:
+            raise _invalid(f"lease.selector: {err}") from None
+    if lease.exporter_name:
+        spec["exporterRef"] = {"name": lease.exporter_name}
+    if lease.HasField("duration"):
+        spec["duration"] = format_go_duration(lease.duration.ToTimedelta())
+    if lease.HasField("begin_time"):
+        spec["beginTime"] = format_time(lease.begin_time.ToDatetime(tzinfo=UTC))
+    if lease.HasField("end_time"):
+        spec["endTime"] = format_time(lease.end_time.ToDatetime(tzinfo=UTC))
+    if lease.tags:
+        spec["tags"] = dict(lease.tags)
+    if lease.allow_disabled:
+        spec["allowDisabled"] = True
+    return {"apiVersion": API_VERSION, "kind": LEASE.kind,
+            "metadata": {"name": name, "namespace": subject.namespace}, "spec": spec}
+
+
+class ClientService(client_pb2_grpc.ClientServiceServicer):
+    """`jumpstarter.client.v1.ClientService`: a client's exporters and leases."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def _exporter_message(self, obj: Object) -> Any:
+        metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
+        exporter_status = status.get("exporterStatus") if isinstance(status.get("exporterStatus"), str) else ""
+        online = exporter_online(timestamp(status.get("lastSeen")), exporter_status, now=self.backend.now(),
+                                 timeout=self.backend.heartbeat_timeout)
+        return client_pb2.Exporter(
+            name=resource(metadata.get("namespace", ""), "exporters", metadata.get("name", "")),
+            labels=dict(metadata.get("labels") or {}), online=online,
+            status=_STATUS_VALUES.get(exporter_status or "Unspecified", 0),
+            status_message=str(status.get("statusMessage") or ""),
+            enabled=(obj.get("spec") or {}).get("enabled") is not False,
+        )
+
+    async def _lease(self, subject: Subject, name: str) -> Object:
+        """The client's own lease named `namespaces/NS/leases/NAME`."""
+        try:
+            namespace, lease = parse_resource(name, "leases")
+        except ValueError as err:
+            raise _invalid(str(err)) from None
+        return await own_lease(self.backend, subject, namespace, lease)
+
+    def _namespace(self, subject: Subject, parent: str, what: str) -> str:
+        try:
+            namespace = parse_parent(parent)
+        except ValueError as err:
+            raise _invalid(str(err)) from None
+        _in_namespace(subject, namespace, what)
+        return namespace
+
+    @_guarded
+    async def GetExporter(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "client")
+        try:
+            namespace, name = parse_resource(request.name, "exporters")
+        except ValueError as err:
+            raise _invalid(str(err)) from None
+        _in_namespace(subject, namespace, "exporters")
+        obj = await self.backend.api.get(EXPORTER, namespace, name)
+        if obj is None:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"exporter {namespace}/{name} does not exist")
+        return self._exporter_message(obj)
+
+    @_guarded
+    async def ListExporters(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "client")
+        namespace = self._namespace(subject, request.parent, "exporters")
+        wanted = _selector_filter(request.filter, "filter")
+        exporters = sorted(self.backend.cached(EXPORTER.kind, namespace), key=lambda o: o["metadata"]["name"])
+        return client_pb2.ListExportersResponse(
+            exporters=[self._exporter_message(o) for o in exporters if wanted(o["metadata"].get("labels"))])
+
+    @_guarded
+    async def GetLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "client")
+        return lease_message(await self._lease(subject, request.name))
+
+    @_guarded
+    async def ListLeases(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """The caller's own leases (only the active ones with `only_active`), by name."""
+        subject = await authenticate(self.backend, context, "client")
+        namespace = self._namespace(subject, request.parent, "leases")
+        labels = _selector_filter(request.filter, "filter")
+        tags = _selector_filter(request.tag_filter, "tag_filter")
+        leases = [
+            obj for obj in self.backend.cached(LEASE.kind, namespace)
+            if ((obj.get("spec") or {}).get("clientRef") or {}).get("name") == subject.name
+            and (_active(obj) or not request.only_active)
+            and labels(obj["metadata"].get("labels")) and tags((obj.get("spec") or {}).get("tags"))
+        ]
+        leases.sort(key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]))
+        return client_pb2.ListLeasesResponse(leases=[lease_message(o) for o in leases])
+
+    @_guarded
+    async def CreateLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        subject = await authenticate(self.backend, context, "client")
+        namespace = self._namespace(subject, request.parent, "leases")
+        name = request.lease_id or str(uuid.uuid4())
+        body = _new_lease(subject, name, request.lease)
+        created = await self.backend.api.create(LEASE, namespace, body)
+        return lease_message(created)
+
+    @_guarded
+    async def DeleteLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Ends the lease (`spec.release`), as the controller lessor replaces does; the object stays, ended."""
+        subject = await authenticate(self.backend, context, "client")
+        await release(self.backend.api, await self._lease(subject, request.name))
+        return empty_pb2.Empty()
+
+    @_guarded
+    async def UpdateLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await authenticate(self.backend, context, "client")
+        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not update leases over gRPC yet")
+
+    @_guarded
+    async def RotateToken(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await authenticate(self.backend, context, "client")
+        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not rotate tokens over gRPC yet")
+
+
+__all__ = ["Backend", "ClientService", "ControllerService", "authenticate", "lease_message"]

@@ -1,0 +1,28 @@
+"""How `lessor run` serves Jumpstarter's gRPC protocol; a module without grpc, so the operator's config can name it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    port: int
+    endpoint: str
+    """HOST:PORT the tools dial, written into every credential's `status.endpoint` and config; the TLS
+    certificate must name HOST (gRPC checks it even when the tools are told `tls.insecure`)."""
+    cert_dir: Path | None = None
+    """Serve DIR/tls.crt and DIR/tls.key; None: a development CA and a certificate for localhost and 127.0.0.1."""
+    ca_out: Path | None = None
+    """Without cert_dir: write the development CA's PEM here, for `lessor credentials --ca-file`."""
+
+
+def require_extra() -> None:
+    """Fail with the install command when grpc or the protocol stubs are missing (lessor without the extra)."""
+    try:
+        import grpc  # noqa: F401
+        import jumpstarter_protocol  # noqa: F401
+    except ImportError as err:
+        raise RuntimeError(f"--grpc-port needs the [jumpstarter] extra (pip install 'lessor[jumpstarter]'): "
+                           f"{err}") from None

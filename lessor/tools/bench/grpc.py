@@ -1,0 +1,234 @@
+"""Benchmark of Jumpstarter's protocol on lessor (`lessor run --grpc-port`): a lease over gRPC, and the router.
+
+- CreateLease → Ready: one client asks for one exporter over gRPC and polls GetLease (as `jmp` does) until
+  Ready, then deletes the lease and waits for the exporter to be free; `--leases` times.
+- The router: a Dial of the granted lease, the exporter's Listen and the two RouterService streams, as the
+  tools use them; bytes per second one way in `--frame-kib` frames, and the round trip of a small frame
+  (each way through the router), against a direct TCP connection on loopback in the same run.
+
+On a fresh local control plane, the operator a separate `lessor run` process with the development certificate.
+Needs the [jumpstarter] extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway.resources import CLIENT, EXPORTER, NAMESPACE, POLICY
+from lessor.install import install
+from lessor.jumpstarter.settings import require_extra
+from lessor.tools.bench.common import machine, percentile, say, start_operator, stop_operator, wait_http
+from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane.processes import free_port
+
+API = "lessor.dev/v1alpha1"
+NS = "bench"
+SECRET = Resource("", "v1", "Secret", "secrets")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--leases", type=int, default=30, help="leases asked for one after another (default: %(default)s)")
+    parser.add_argument("--megabytes", type=int, default=64, help="bytes sent one way through the router (default: %(default)s)")
+    parser.add_argument("--frame-kib", type=int, default=32, help="payload per frame (default: %(default)s)")
+    parser.add_argument("--pings", type=int, default=500, help="round trips of a small frame (default: %(default)s)")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    require_extra()
+    with tempfile.TemporaryDirectory(prefix="lessor-bench-") as folder:
+        tmp = Path(folder)
+        async with ControlPlane(tmp / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
+            async with await Gateway.connect(str(cp.kubeconfig)) as kube:
+                await install(kube, "lessor-system", progress=say)
+                await _lab(kube)
+                port, health, metrics = free_port(), free_port(), free_port()
+                proc = start_operator(cp.kubeconfig, tmp, health, metrics, "--no-leader-elect", "--grpc-port",
+                                      str(port), "--grpc-ca-out", str(tmp / "ca.pem"))
+                try:
+                    await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
+                    client, agent = await _token(kube, CLIENT, "c", "client"), await _token(kube, EXPORTER, "e",
+                                                                                            "exporter")
+                    result = await _measure(args, f"localhost:{port}", (tmp / "ca.pem").read_bytes(), client, agent, kube)
+                finally:
+                    await stop_operator(proc)
+    return {"benchmark": "grpc", "machine": machine(),
+            "setup": {"leases": args.leases, "megabytes": args.megabytes, "frame_kib": args.frame_kib,
+                      "pings": args.pings}, **result}
+
+
+async def _lab(kube: Gateway) -> None:
+    await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "all"},
+                                   "spec": {"exporterSelector": {}, "policies": [{"from": [{"clientSelector": {}}]}]}})
+    await kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {"name": "c"}})
+    await kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter",
+                                     "metadata": {"name": "e", "labels": {"board": "bench"}}})
+
+
+async def _token(kube: Gateway, resource: Resource, name: str, word: str) -> str:
+    """The token of the object's credential, once the operator wrote it."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            secret = await kube.get(SECRET, NS, f"{name}-{word}")
+            return base64.b64decode(secret["data"]["token"]).decode()
+        except ApiError as err:
+            if not err.not_found:
+                raise
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the operator wrote no credential for {resource.kind} {name}")
+
+
+async def _measure(args: argparse.Namespace, endpoint: str, ca: bytes, client_token: str, agent_token: str,
+                   kube: Gateway) -> dict[str, Any]:
+    import grpc
+    from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
+    from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc, router_pb2_grpc
+
+    client = (("authorization", f"Bearer {client_token}"), ("jumpstarter-kind", "Client"),
+              ("jumpstarter-namespace", NS), ("jumpstarter-name", "c"))
+    agent = (("authorization", f"Bearer {agent_token}"), ("jumpstarter-kind", "Exporter"),
+             ("jumpstarter-namespace", NS), ("jumpstarter-name", "e"))
+    async with grpc.aio.secure_channel(endpoint, grpc.ssl_channel_credentials(ca)) as channel:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(channel)
+        clients = client_pb2_grpc.ClientServiceStub(channel)
+        available = jumpstarter_pb2.ReportStatusRequest(status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE"))
+
+        async def granted() -> str:
+            """A new lease, Ready: its name, and the seconds from CreateLease to a GetLease that says Ready."""
+            lease = client_pb2.Lease(selector="board=bench")
+            lease.duration.FromTimedelta(timedelta(minutes=10))
+            made = await clients.CreateLease(client_pb2.CreateLeaseRequest(parent=f"namespaces/{NS}", lease=lease),
+                                             metadata=client)
+            while True:
+                got = await clients.GetLease(client_pb2.GetLeaseRequest(name=made.name), metadata=client)
+                if any(c.type == "Ready" and c.status == "True" for c in got.conditions):
+                    return str(made.name)
+                await asyncio.sleep(0.005)
+
+        async def released(name: str) -> None:
+            await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=name), metadata=client)
+            while ((await kube.get(EXPORTER, NS, "e")) or {}).get("status", {}).get("leaseRef"):
+                await asyncio.sleep(0.01)
+
+        say(f"{args.leases} leases over gRPC, one after another")
+        ready_ms = []
+        for i in range(args.leases):
+            if i % 10 == 0:
+                await controller.ReportStatus(available, metadata=agent)  # a heartbeat: the exporter stays Online
+            start = time.perf_counter()
+            name = await granted()
+            ready_ms.append((time.perf_counter() - start) * 1000)
+            await released(name)
+
+        say("the router: a Dial, the exporter's Listen, two streams")
+        await controller.ReportStatus(available, metadata=agent)
+        name = await granted()
+        listen = controller.Listen(jumpstarter_pb2.ListenRequest(lease_name=name.rsplit("/", 1)[-1]), metadata=agent)
+        while True:
+            try:
+                dialled = await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name.rsplit("/", 1)[-1]),
+                                                metadata=client)
+                break
+            except grpc.aio.AioRpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                await asyncio.sleep(0.05)
+        await listen.read()
+        bearer = (("authorization", f"Bearer {dialled.router_token}"),)
+        router = router_pb2_grpc.RouterServiceStub(channel)
+        near, far = router.Stream(metadata=bearer), router.Stream(metadata=bearer)
+        routed = await _router_figures(near, far, args)
+        listen.cancel()
+        await released(name)
+    direct = await _tcp_figures(args)
+    return {
+        "create_to_ready_ms": {"p50": round(percentile(ready_ms, 50), 1), "p99": round(percentile(ready_ms, 99), 1),
+                               "mean": round(statistics.fmean(ready_ms), 1)},
+        "router": routed,
+        "direct_tcp": direct,
+        "router_to_tcp_throughput": round(routed["megabytes_per_second"] / max(direct["megabytes_per_second"], 1e-9), 4),
+        "added_latency_per_frame_us": round((routed["round_trip_us"]["p50"] - direct["round_trip_us"]["p50"]) / 2, 1),
+        "explained": "create_to_ready_ms: CreateLease to the first GetLease that says Ready (polled every 5 ms), one "
+                     "lease at a time; router: one way in frames of frame_kib, then round trips of a 16-byte frame "
+                     "(client → router → exporter → router → client); direct_tcp: the same over one loopback TCP "
+                     "connection; added_latency_per_frame_us: half the difference of the round trips' medians",
+    }
+
+
+async def _router_figures(near: Any, far: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from jumpstarter_protocol.jumpstarter.v1 import router_pb2
+
+    frame = b"x" * (args.frame_kib * 1024)
+    frames = max(1, args.megabytes * 1024 // args.frame_kib)
+
+    async def send() -> None:
+        for _ in range(frames):
+            await near.write(router_pb2.StreamRequest(payload=frame))
+
+    async def receive() -> None:
+        got = 0
+        while got < frames * len(frame):
+            got += len((await far.read()).payload)
+
+    start = time.perf_counter()
+    await asyncio.gather(send(), receive())
+    seconds = time.perf_counter() - start
+    trips = []
+    for _ in range(args.pings):
+        start = time.perf_counter()
+        await near.write(router_pb2.StreamRequest(payload=b"p" * 16))
+        await far.read()
+        await far.write(router_pb2.StreamRequest(payload=b"q" * 16))
+        await near.read()
+        trips.append((time.perf_counter() - start) * 1e6)
+    near.cancel()
+    far.cancel()
+    return {"megabytes_per_second": round(frames * len(frame) / seconds / 1e6, 1), "round_trip_us": _spread(trips)}
+
+
+async def _tcp_figures(args: argparse.Namespace) -> dict[str, Any]:
+    """The same bytes and round trips over one loopback TCP connection, for comparison."""
+    frame = b"x" * (args.frame_kib * 1024)
+    frames = max(1, args.megabytes * 1024 // args.frame_kib)
+    accepted: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    server = await asyncio.start_server(lambda r, w: accepted.put_nowait((r, w)), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    far_reader, far_writer = await accepted.get()
+
+    async def send() -> None:
+        for _ in range(frames):
+            writer.write(frame)
+            await writer.drain()
+
+    start = time.perf_counter()
+    await asyncio.gather(send(), far_reader.readexactly(frames * len(frame)))
+    seconds = time.perf_counter() - start
+    trips = []
+    for _ in range(args.pings):
+        start = time.perf_counter()
+        writer.write(b"p" * 16)
+        await writer.drain()
+        await far_reader.readexactly(16)
+        far_writer.write(b"q" * 16)
+        await far_writer.drain()
+        await reader.readexactly(16)
+        trips.append((time.perf_counter() - start) * 1e6)
+    writer.close()
+    far_writer.close()
+    server.close()
+    return {"megabytes_per_second": round(frames * len(frame) / seconds / 1e6, 1), "round_trip_us": _spread(trips)}
+
+
+def _spread(samples: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(samples, 50), 1), "p99": round(percentile(samples, 99), 1)}

@@ -14,8 +14,35 @@ import ctypes.util
 import gc
 import logging
 import sys
+import time
 
 log = logging.getLogger(__name__)
+
+
+class StartupFreezer:
+    """Until the first start-up is quiet, freeze what is there every `every` watch events: the first lists
+    fill the caches, then (at a first start) every exporter's Online write comes back as an event while the
+    actors build their state.
+
+    The collector's full pass walks every tracked object, holding the interpreter lock throughout (the
+    probes' thread waits too): over a 10,000-exporter cache, a few tenths of a second, and start-up makes
+    several as the heap grows. Frozen objects are skipped by it (refcounting still frees them), so each
+    pass walks only what came since the last freeze. What is frozen is never collected as a cycle, so the
+    freezer also stops `for_seconds` after it began, quiet or not: a cluster too busy ever to be quiet
+    must not freeze its garbage for good.
+    """
+
+    __slots__ = ("every", "seen", "until")
+
+    def __init__(self, every: int = 2000, for_seconds: float = 300.0) -> None:
+        self.every = every
+        self.seen = 0
+        self.until = time.monotonic() + for_seconds
+
+    def note(self) -> None:
+        self.seen += 1
+        if self.seen % self.every == 0 and time.monotonic() < self.until:
+            gc.freeze()
 
 
 def settle_after_start() -> bool:

@@ -44,7 +44,7 @@ from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
 from lessor.jumpstarter.settings import GrpcSettings
 from lessor.jumpstarter.tokens import Minter, SigningKey
 from lessor.leader import ElectionSettings, leadership
-from lessor.memory import settle_after_start
+from lessor.memory import StartupFreezer, settle_after_start
 from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.topology import Topology
@@ -125,6 +125,7 @@ class Operator:
         self.system: ActorSystem | None = None
         self._accepting = asyncio.Event()  # set while `system` takes the informers' events
         self._settled = False  # start-up memory frozen and trimmed (lessor/memory.py)
+        self._freezer: StartupFreezer | None = StartupFreezer()  # until start-up is quiet, freeze as caches fill
 
     def ready(self) -> tuple[bool, str]:
         waiting = [i.resource.kind for i in self.informers if not i.synced.is_set()]
@@ -140,6 +141,8 @@ class Operator:
 
     async def on_event(self, event: WatchEvent) -> None:
         kind = event.object.get("kind", "")
+        if self._freezer is not None:
+            self._freezer.note()
         self.state_metrics.observe(event)
         informers = [*self.informers, *self.created_kinds.informers.values()]
         self._events.labels(kind).set(sum(len(i.store) for i in informers if i.resource.kind == kind))
@@ -302,6 +305,7 @@ class Operator:
         joins the frozen objects, and the heap their start-up used goes back to the system."""
         await _quiet(system)
         settle_after_start()
+        self._freezer = None  # the first start-up's work is done: what is new from now on is collected as usual
 
 
 def idle_heartbeat(event: WatchEvent) -> bool:

@@ -122,6 +122,13 @@ def _refusal(err: BaseException, method: str) -> Refusal:
     return Refusal(grpc.StatusCode.INTERNAL, f"lessor failed on {method}: {type(err).__name__}: {err}")
 
 
+async def _abort(context: grpc.aio.ServicerContext, err: BaseException, method: str) -> None:
+    """End the call with the status `err` is answered with (`abort` raises)."""
+    refusal = _refusal(err, method)
+    log.debug("jumpstarter %s refused: %s %s", method, refusal.code.name, refusal.message)
+    await context.abort(refusal.code, refusal.message)
+
+
 R = TypeVar("R")
 Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
 
@@ -136,9 +143,7 @@ def _guarded(method: Handler[R]) -> Handler[R]:
         except asyncio.CancelledError:
             raise
         except Exception as err:  # noqa: BLE001 - every failure becomes a status
-            refusal = _refusal(err, method.__name__)
-            log.debug("jumpstarter %s refused: %s %s", method.__name__, refusal.code.name, refusal.message)
-            await context.abort(refusal.code, refusal.message)
+            await _abort(context, err, method.__name__)
             raise AssertionError("unreachable: abort raises") from None
 
     return wrapper
@@ -158,9 +163,7 @@ def _guarded_stream(method: StreamHandler[R]) -> StreamHandler[R]:
         except asyncio.CancelledError:
             raise
         except Exception as err:  # noqa: BLE001 - every failure becomes a status
-            refusal = _refusal(err, method.__name__)
-            log.debug("jumpstarter %s refused: %s %s", method.__name__, refusal.code.name, refusal.message)
-            await context.abort(refusal.code, refusal.message)
+            await _abort(context, err, method.__name__)
 
     return wrapper
 

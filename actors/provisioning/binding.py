@@ -50,11 +50,6 @@ def healthy(handle: Mapping[str, Any]) -> bool:
     return (handle.get("status") or {}).get("healthy") is not False
 
 
-def seconds(moment: datetime) -> datetime:
-    """Lifespans are written to the second; start and end are computed from the same truncated moment."""
-    return moment.replace(microsecond=0)
-
-
 def preference(handle: Mapping[str, Any]) -> tuple[bool, float, str, str]:
     """Ready handles first, then the highest `spec.preferenceScore`, then the oldest: the order in which
     handles are handed out."""

@@ -43,11 +43,11 @@ from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.handles import claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
-from lessor.model.times import format_time
+from lessor.model.times import format_time, whole_seconds
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
-from .binding import binding_patch, ending, free_standing, preference, seconds
+from .binding import binding_patch, ending, free_standing, preference
 from .claim_approval import ApprovalWait, approval_state, approval_wait
 from .protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
 from .claim_spec import (
@@ -318,7 +318,7 @@ class ClaimActor(ObjectActor):
         first = spec.resources[0].provider if spec.resources else None
         if not spec.valid or first is None:
             return False
-        start = seconds(self.ctx.now())
+        start = whole_seconds(self.ctx.now())
         found = await self.ask(TOPOLOGY, FreeHandles(self.ctx.operator_namespace, first.name))
         candidates = sorted((h for h in found if free_standing(h) and not ending(h, start)
                              and matches_handle(spec, h)), key=preference)
@@ -388,7 +388,7 @@ class ClaimActor(ObjectActor):
     async def _create_handle(self, spec: ClaimSpec) -> None:
         """No pool has a match: a handle of our own, from our templates, bound from birth."""
         assert self.obj is not None
-        now = self.ctx.now().replace(microsecond=0)  # lifespans are written to the second
+        now = whole_seconds(self.ctx.now())  # lifespans are written to the second
         config, _ = await self._lifespan_config(spec.lifespan.to_spec(), None)
         lifespan, _ = claim_lifespan_of(config, self.obj, start=now, now=now)
         body: dict[str, Any] = {
@@ -530,7 +530,7 @@ class ClaimActor(ObjectActor):
         config, _ = await self._lifespan_config(handle_lifespan, self.handle)
         if config.default is None:
             return None
-        now = now.replace(microsecond=0)
+        now = whole_seconds(now)
         limit, _ = config.limit(created=created_at(self.obj) or now, now=now)
         end = now + config.default if limit is None else min(now + config.default, limit)
         current = timestamp(handle_lifespan.get("end"))

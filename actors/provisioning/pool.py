@@ -52,7 +52,7 @@ from .claim_spec import (
 from ..conditions import merge_condition, same_conditions
 from ..context import Context
 from ..events import NORMAL
-from .binding import binding_patch, free, healthy, preference, ready, seconds
+from .binding import binding_patch, free, healthy, preference, ready
 from .handle_index import IndexedHandles
 from .handle_render import carried_to_handles
 from .lifespan import LifespanConfig, handle_lifespan_spec, unclaimed_end
@@ -61,6 +61,7 @@ from ..observed import Observed
 from .pool_scaling import Scaling, next_at, scaling_of, scalings_for, status_of
 from .provider import Provider, load_providers
 from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
+from lessor.model.times import whole_seconds
 from lessor.model.labels import POOL_SCALING
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ class PoolActor(ObjectActor):
         for want in wanting.values():
             mine = self._bound_to(want.namespace, want.claim)
             if mine is not None:  # asked again (a restart, a lost answer): the same handle
-                self._answer(want, HandleBound(self.name, mine, seconds(self.ctx.now())))
+                self._answer(want, HandleBound(self.name, mine, whole_seconds(self.ctx.now())))
                 continue
             handle = self._best_match(want.spec, taken)
             if handle is None:
@@ -228,7 +229,7 @@ class PoolActor(ObjectActor):
                 continue
             taken.add(name_of(handle))
             plans.append((want, handle))
-        start = seconds(self.ctx.now())
+        start = whole_seconds(self.ctx.now())
         written = await _gather(self._commit(want, handle, start) for want, handle in plans)
         for (want, _handle), latest in zip(plans, written):
             holder = claim_of(latest)
@@ -331,7 +332,7 @@ class PoolActor(ObjectActor):
         assert self.spec is not None
         metadata: dict[str, Any] = {"generateName": "guid-", "namespace": self.namespace}
         unclaimed = self.lifespan.unclaimed
-        wait_end = seconds(self.ctx.now()) + unclaimed if unclaimed is not None else None
+        wait_end = whole_seconds(self.ctx.now()) + unclaimed if unclaimed is not None else None
         if scaling is not None:
             metadata["labels"] = {POOL_SCALING: scaling}
         body: dict[str, Any] = {

@@ -45,9 +45,14 @@ async def test_an_unbound_pool_handle_shows_the_end_of_its_wait_and_a_claim_gets
     await scenario.put(scenario.poolboy("ResourceClaim", "test-lifespan-3", {"resources": [
         {"provider": scenario.provider_ref(provider), "template": {"spec": {"vars": {}}}}]}))
     claim = await until(kube, CLAIM, ns, "test-lifespan-3", lambda c: bound_to(c) is not None and all(
-        key in ((c.get("status") or {}).get("lifespan") or {}) for key in ("start", "end")))
+        key in ((c.get("status") or {}).get("lifespan") or {}) for key in ("start", "end", "firstReady"))
+        and seconds_between(c["status"]["lifespan"]["firstReady"], c["status"]["lifespan"]["end"]) == 23)
     assert bound_to(claim) == handle["metadata"]["name"]
-    assert seconds_between(claim["status"]["lifespan"]["start"], claim["status"]["lifespan"]["end"]) == 23
+    # The default counts from the claim's first Ready (docs/api.md), which is its binding's second on a quiet
+    # machine and may be a second later on a busy one.
+    lifespan = claim["status"]["lifespan"]
+    assert seconds_between(lifespan["firstReady"], lifespan["end"]) == 23
+    assert 0 <= seconds_between(lifespan["start"], lifespan["firstReady"])
 
 
 async def test_the_pool_replaces_an_unbound_handle_at_the_end_its_spec_shows(scenario: Scenario) -> None:

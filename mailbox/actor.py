@@ -96,15 +96,18 @@ class Actor:
             raise ValueError(f"{address} cannot ask itself: it would wait on its own mailbox")
         return await self._cell.system._ask(address, message, self._cell.address, timeout)
 
-    def schedule(self, key: Hashable, message: Any, *, delay: float | None = None, at: datetime | None = None) -> None:
-        """Send `message` to self after `delay` seconds or at the aware datetime `at`; replaces the timer `key`."""
+    def schedule(self, key: Hashable, message: Any, *, delay: float | None = None, at: datetime | None = None,
+                 on_behalf_of: Cause | None = None) -> None:
+        """Send `message` to self after `delay` seconds or at the aware datetime `at`; replaces the timer `key`.
+        It fires in the trace that armed it; with `on_behalf_of`, in that cause's trace instead, linked to the
+        one in hand (a lease resolving again because a policy arrived goes on in its own story)."""
         if at is not None:
             if delay is not None or at.tzinfo is None:
                 raise ValueError("give either delay or a timezone-aware at, not both")
             delay = (at - datetime.now(UTC)).total_seconds()
         elif delay is None:
             raise ValueError("give delay or at")
-        self._cell.system._schedule(self._cell.address, key, message, delay)
+        self._cell.system._schedule(self._cell.address, key, message, delay, on_behalf_of)
 
     def cancel(self, key: Hashable) -> bool:
         """Cancel the timer `key`; False if there was none pending."""

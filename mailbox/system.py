@@ -27,8 +27,8 @@ from .kind import Kind
 from .metrics import NO_KIND, KindStats, MailboxCollector
 from .supervision import Supervision
 from .storms import FailureLog
-from .timers import Timers
-from .tracing import Tracing
+from .timers import TimerTrace, Timers
+from .tracing import Cause, Tracing
 
 log = logging.getLogger(__name__)
 
@@ -306,18 +306,25 @@ class ActorSystem:
             if self._closing and not self._cells:
                 self._emptied.set()
 
-    def _schedule(self, address: str, key: Hashable, message: Any, delay: float) -> None:
+    def _schedule(self, address: str, key: Hashable, message: Any, delay: float,
+                  on_behalf_of: Cause | None = None) -> None:
         if self._closing:
             return
-        context = self._tracing.armed() if self._tracing.enabled else None
+        context: TimerTrace = None
+        if self._tracing.enabled:
+            context = self._tracing.armed()
+            if on_behalf_of is not None and on_behalf_of.sampled:
+                context = (on_behalf_of.context, context) if context is not None else on_behalf_of.context
         self._timers.schedule(address, key, message, delay, context)
 
-    def _timer_due(self, address: str, message: Any, context: Context | None) -> None:
+    def _timer_due(self, address: str, message: Any, context: TimerTrace) -> None:
         # Timer messages skip the mailbox bound: an actor's own keyed timers
         # are few, and dropping one (a lease's expiry) would be a silent bug.
-        # The delivery continues the trace that armed it (a child, and a link that says so).
-        self._tell(address, message, address, None, (context,) if context is not None else (), bounded=False,
-                   parent=context)
+        # The delivery continues the trace that armed it (a child, and a link that says so), or the cause it
+        # was armed on behalf of (a child of that, linked to the one that armed it).
+        parent, link = context if isinstance(context, tuple) else (context, context)
+        self._tell(address, message, address, None, (link,) if link is not None else (), bounded=False,
+                   parent=parent)
 
     def _escalated(self, address: str, error: BaseException) -> None:
         if self._on_escalation is None:

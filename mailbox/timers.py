@@ -21,7 +21,10 @@ from typing import Any
 
 from opentelemetry.context import Context
 
-Fire = Callable[[str, Any, Context | None], None]
+TimerTrace = Context | tuple[Context, Context] | None
+"""The trace a timer goes on in when it fires: the one that armed it, or (parent, link) when armed on behalf of
+another (`Actor.schedule(on_behalf_of=)`)."""
+Fire = Callable[[str, Any, TimerTrace], None]
 
 _RESOLUTION = time.get_clock_info("monotonic").resolution  # what asyncio allows a timer to fire early by
 _COMPACT_AT = 256  # cancelled timers stay in the heap until due; past this many (and half of it), it is rebuilt
@@ -42,7 +45,7 @@ class Timers:
         # when it armed the timer. `_run` sets no variable, so one serves all.
         self._context = contextvars.Context()
 
-    def schedule(self, address: str, key: Hashable, message: Any, delay: float, context: Context | None) -> None:
+    def schedule(self, address: str, key: Hashable, message: Any, delay: float, context: TimerTrace) -> None:
         """Arm `key` for `address`, replacing any timer already armed under that key."""
         self.cancel(address, key)
         loop = asyncio.get_running_loop()
@@ -136,7 +139,7 @@ class _Timer:
 
     __slots__ = ("when", "address", "key", "message", "context", "live")
 
-    def __init__(self, when: float, address: str, key: Hashable, message: Any, context: Context | None) -> None:
+    def __init__(self, when: float, address: str, key: Hashable, message: Any, context: TimerTrace) -> None:
         self.when, self.address, self.key, self.message, self.context = when, address, key, message, context
         self.live = True
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from lessor.mailbox import Cause
 from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
 from lessor.model.keys import actor_address
 from lessor.model.times import format_time
@@ -111,7 +112,7 @@ class _ShowPending:
 
 class LeaseActor(ObjectActor):
     __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes",
-                 "settling", "settle_due", "rechecks")
+                 "settling", "settle_due", "rechecks", "story")
     kind = LEASE
 
     def __init__(self, address: str, ctx: Context) -> None:
@@ -128,6 +129,7 @@ class LeaseActor(ObjectActor):
         self.settling: frozenset[str] = frozenset()  # candidates asked to Settle that have not answered
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
+        self.story: Cause | None = None  # the trace this incarnation started in (see `_resolve_again`)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -136,6 +138,8 @@ class LeaseActor(ObjectActor):
         # activation with no commit of this process in flight has none: a new leader's thousands of leases
         # start without asking every candidate first (a starved new leader once spent minutes on that).
         self.settle_due = self.restarted or not self.ctx.inflight.idle()
+        cause = self.cause()
+        self.story = cause.detached() if cause is not None else None
         # The topology's copy, not an API read per activation: at worst it trails our own last
         # write, and redoing a decision is safe (the exporter's commit point arbitrates).
         self.obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.name))
@@ -168,7 +172,7 @@ class LeaseActor(ObjectActor):
                 self._exporter_changed(message.name, message.object)
             case Observed():  # a client or policy changed: resolve again, once per burst
                 if self.exporter is None:
-                    self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
+                    self._resolve_again(_REEVALUATE_DELAY)
             case Offer():
                 self.offers[message.exporter] = message
                 if self.settling:
@@ -262,9 +266,15 @@ class LeaseActor(ObjectActor):
         liveness changes only matter for the Offline/NotReady reason shown.
         """
         if obj is None or name not in self.wanted or _shape(obj) != self.shapes.get(name):
-            self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY)
+            self._resolve_again(_REEVALUATE_DELAY)
         elif self.pending is not None and self.pending.reason in (Reason.OFFLINE, Reason.NOT_READY):
-            self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
+            self._resolve_again(_REEVALUATE_DELAY * 5)
+
+    def _resolve_again(self, delay: float) -> None:
+        """Resolve again soon, because another object changed. The grant that may follow belongs to this
+        lease's story, not to the policy, client or exporter that changed (linked to it): a lease seen before
+        its policy is still one trace from its creation to its Ready."""
+        self.schedule("evaluate", _Evaluate(), delay=delay, on_behalf_of=self.story)
 
     async def _observed_self(self, obj: Mapping[str, Any] | None) -> None:
         if obj is None:  # deleted: give everything back, write nothing

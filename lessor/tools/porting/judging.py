@@ -22,6 +22,8 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lessor.model.fields import mapping_at
+from lessor.model.views import Meta, View
 from lessor.templates import strings_in
 
 #: (field as the manifest spells it, what is wrong)
@@ -121,7 +123,7 @@ def judged(objects: Sequence[Mapping[str, Any]], *, api: str,
     for i, obj in ours:
         if obj.get("kind") == "ResourceProvider":
             try:
-                providers[str(_mapping(obj.get("metadata")).get("name"))] = provider_from(obj)
+                providers[Meta.of(obj).name] = provider_from(obj)
             except Exception as error:  # a shape lessor's CRD would refuse
                 found.setdefault(i, []).append(_unreadable(error))
     used: set[str] = set()
@@ -131,7 +133,7 @@ def judged(objects: Sequence[Mapping[str, Any]], *, api: str,
         except Exception as error:  # a shape lessor's CRD would refuse
             found.setdefault(i, []).append(_unreadable(error))
     for i, obj in ours:
-        name = str(_mapping(obj.get("metadata")).get("name"))
+        name = Meta.of(obj).name
         if obj.get("kind") == "ResourceProvider" and name not in used and name in providers and providers[name].links:
             try:
                 found.setdefault(i, []).extend(_links_with_defaults(providers[name], providers, now))
@@ -150,7 +152,7 @@ def _judged_one(obj: Mapping[str, Any], providers: Mapping[str, Any], used: set[
     from lessor.actors.provisioning.validity import KIND_NOT_FIXED, provider_errors
 
     found: list[Found] = []
-    kind, spec = obj.get("kind"), _mapping(obj.get("spec"))
+    kind, spec = obj.get("kind"), View.of(obj).spec
     if kind == "ResourceProvider":
         link_only = bool(spec.get("linkedResourceProviders")) and "definition" not in _mapping(spec.get("template"))
         for refused in provider_errors(obj):
@@ -219,7 +221,7 @@ def _links_known(provider: Any, providers: Mapping[str, Any], seen: set[str]) ->
 def _as_created(obj: Mapping[str, Any], now: dt.datetime) -> dict[str, Any]:
     """The object with what the API server adds on creation, which templates may read."""
     metadata = {"uid": "00000000-0000-0000-0000-000000000000", "creationTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "generation": 1, **_mapping(obj.get("metadata"))}
+                "generation": 1, **mapping_at(obj, "metadata")}
     return {**obj, "metadata": metadata}
 
 

@@ -28,7 +28,9 @@ from lessor.leader import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
 from .convert import Note, convert_object
+from lessor.model.fields import lease_ended, mapping_at
 from lessor.model.labels import LEASE_ENDED
+from lessor.model.views import Meta, View
 
 
 @dataclass
@@ -125,19 +127,19 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
     # outside --namespace) is not migrated, or lessor would end it and delete what it made.
     migrated_claims: dict[tuple[str, str], dict[str, Any]] = {}
     for obj in claims:
-        metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
-        end = (status.get("lifespan") or {}).get("end") or ((obj.get("spec") or {}).get("lifespan") or {}).get("end")
+        view = View.of(obj)
+        end = mapping_at(view.status, "lifespan").get("end") or mapping_at(view.spec, "lifespan").get("end")
         if end and _past(end, now):
             plan.notes.append(Note(_subject(obj), "(object)", f"its lifespan ended at {end}: not migrated, so "
                                                               "lessor does not provision it again"))
             continue
-        migrated_claims[(str(metadata.get("namespace")), str(metadata.get("name")))] = obj
+        migrated_claims[(view.namespace, view.name)] = obj
     live_handles = set()
     for obj in handles:
-        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if Meta.of(obj).deleting:
             plan.notes.append(Note(_subject(obj), "(object)", "being deleted: not migrated"))
             continue
-        claim = (obj.get("spec") or {}).get("resourceClaim")
+        claim = View.of(obj).spec.get("resourceClaim")
         if isinstance(claim, Mapping) and (str(claim.get("namespace")), str(claim.get("name"))) not in migrated_claims:
             plan.notes.append(Note(_subject(obj), "spec.resourceClaim", f"its claim {claim.get('namespace')}/"
                                                                         f"{claim.get('name')} is not migrated, so "
@@ -146,23 +148,23 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
         new = _create(gateway, handle_steps, HANDLE, obj, ops, keep=_handle_with_references)
         if new is None:
             continue
-        live_handles.add(new["metadata"]["name"])
-        end = ((new.get("spec") or {}).get("lifespan") or {}).get("end")
+        created = View.of(new)
+        live_handles.add(created.name)
+        end = mapping_at(created.spec, "lifespan").get("end")
         if end and _past(end, now):
             plan.notes.append(Note(_subject(obj), "spec.lifespan.end", f"{end} has passed: lessor deletes the "
                                                                       "handle and its resources, as Poolboy would",
                                    False))
         await _plan_adoptions(gateway, adoptions, obj, new, group)
     for obj in migrated_claims.values():
-        status = obj.get("status") or {}
-        handle = (status.get("resourceHandle") or {}).get("name")
+        handle = mapping_at(View.of(obj).status, "resourceHandle").get("name")
         bound = {"resourceHandle": {"name": handle, "namespace": ops}} if handle in live_handles else None
         if handle and handle not in live_handles:
             plan.notes.append(Note(_subject(obj), "status.resourceHandle", f"ResourceHandle {handle} is gone: "
                                                                            "lessor binds or creates another"))
         _create(gateway, claim_steps, CLAIM, obj, ops, status=bound)
     for obj in scalings:  # with its count, or the pool would create what Poolboy already did
-        status = obj.get("status") or {}
+        status = View.of(obj).status
         made = {key: status[key] for key in ("count", "state") if key in status}
         _create(gateway, scaling_steps, SCALING, obj, ops, status=made or None)
     for obj in pools:
@@ -179,8 +181,8 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
 
 def _handle_with_references(old: Mapping[str, Any], new: dict[str, Any]) -> None:
     """The references Poolboy keeps in status (v1.17) or spec (older), on lessor's `spec.resources`."""
-    status_resources = (old.get("status") or {}).get("resources") or []
-    for index, entry in enumerate((new.get("spec") or {}).get("resources") or []):
+    status_resources = _entries(View.of(old).status)
+    for index, entry in enumerate(_entries(View.of(new).spec)):
         reference = entry.get("reference") or (status_resources[index].get("reference")
                                                if index < len(status_resources) else None)
         if isinstance(reference, Mapping):
@@ -191,8 +193,8 @@ def _handle_with_references(old: Mapping[str, Any], new: dict[str, Any]) -> None
 async def _plan_adoptions(gateway: Gateway, plan: Plan, old: Mapping[str, Any], new: Mapping[str, Any],
                           group: str) -> None:
     """Adopt each resource the Poolboy handle lists, if it is there and carries Poolboy's marks for it."""
-    old_meta = old.get("metadata") or {}
-    for index, entry in enumerate((new.get("spec") or {}).get("resources") or []):
+    old_meta = Meta.of(old)
+    for index, entry in enumerate(_entries(View.of(new).spec)):
         reference = entry.get("reference")
         if not isinstance(reference, Mapping) or not reference.get("name"):
             continue
@@ -207,24 +209,24 @@ async def _plan_adoptions(gateway: Gateway, plan: Plan, old: Mapping[str, Any], 
                 raise
             plan.notes.append(Note(_subject(old), field_name, f"{what} does not exist: lessor creates it"))
             continue
-        annotations = (live.get("metadata") or {}).get("annotations") or {}
+        live_meta = Meta.of(live)
+        annotations = live_meta.annotations
         theirs = (annotations.get(f"{group}/resource-handle-name"),
                   annotations.get(f"{group}/resource-handle-namespace"))
         uid = annotations.get(f"{group}/resource-handle-uid")
-        if theirs != (old_meta.get("name"), old_meta.get("namespace")) or (uid and uid != old_meta.get("uid")):
+        if theirs != (old_meta.name, old_meta.namespace) or (uid and uid != old_meta.uid):
             plan.notes.append(Note(_subject(old), field_name, f"{what} does not carry Poolboy's marks for this "
                                                               "handle: not adopted, and lessor will not touch it "
                                                               "(the claim shows ResourceConflict)"))
             continue
         provider = ((entry.get("provider") or {}).get("name")) or ""
         labels, marks = tracking(new, provider)
-        live_labels = (live.get("metadata") or {}).get("labels") or {}
-        if all(live_labels.get(k) == v for k, v in labels.items()) and all(annotations.get(k) == v
+        if all(live_meta.labels.get(k) == v for k, v in labels.items()) and all(annotations.get(k) == v
                                                                           for k, v in marks.items()):
             continue
-        version = (live.get("metadata") or {}).get("resourceVersion")
+        version = live_meta.resource_version or None
         namespace = reference.get("namespace") if res.namespaced else None
-        handle = f"ResourceHandle {new['metadata']['namespace']}/{new['metadata']['name']}"
+        handle = f"ResourceHandle {Meta.of(new).namespace}/{Meta.of(new).name}"
         plan.steps.append(Step(f"adopt {what} for {handle}",
                                _adopter(gateway, res, namespace, reference["name"], version, labels, marks,
                                         f"adopted {what} for {handle}")))
@@ -252,14 +254,14 @@ async def _jumpstarter_plan(gateway: Gateway, namespaces: Sequence[str], group: 
             kind, kind.lower() + "s"))
         for namespace in _scopes(namespaces):
             for obj in await _listed(gateway, old_res, namespace, hint):
-                status = obj.get("status") if keep_status and isinstance(obj.get("status"), Mapping) else None
+                status = View.of(obj).status if keep_status else None
                 _create(gateway, plan, new_res, obj, None, status=status,
                         keep=_ended_label if kind == "Lease" else None)
     return plan
 
 
 def _ended_label(old: Mapping[str, Any], new: dict[str, Any]) -> None:
-    if (old.get("status") or {}).get("ended") is True:
+    if lease_ended(old):
         new["metadata"].setdefault("labels", {})[LEASE_ENDED] = "true"
 
 
@@ -275,7 +277,7 @@ async def _no_running_operator(gateway: Gateway, operator_namespace: str, now: d
         if error.not_found:
             return
         raise
-    spec = lease.get("spec") or {}
+    spec = View.of(lease).spec
     renewed, holder = spec.get("renewTime"), spec.get("holderIdentity")
     duration = float(spec.get("leaseDurationSeconds") or 15)
     if holder and renewed and not _past(renewed, now - timedelta(seconds=2 * duration)):
@@ -295,8 +297,9 @@ def _create(gateway: Gateway, plan: Plan, res: Resource, old: Mapping[str, Any],
         return None
     if keep is not None:
         keep(old, new)
-    namespace = new["metadata"].get("namespace")
-    text = f"{res.kind} {namespace}/{new['metadata']['name']}"
+    created = Meta.of(new)
+    namespace, name = created.namespace or None, created.name
+    text = f"{res.kind} {namespace or ''}/{name}"
 
     async def create() -> str:
         try:
@@ -306,7 +309,7 @@ def _create(gateway: Gateway, plan: Plan, res: Resource, old: Mapping[str, Any],
                 raise
             return f"exists: {text} (left as it is)"
         if status:
-            await gateway.patch_status(res, namespace, new["metadata"]["name"], dict(status))
+            await gateway.patch_status(res, namespace, name, dict(status))
         return f"created: {text}" + (" with its status" if status else "")
 
     plan.steps.append(Step(f"create {text}" + (" with its status" if status else ""), create))
@@ -328,8 +331,14 @@ async def _listed(gateway: Gateway, res: Resource, namespace: str | None, hint: 
 
 
 def _subject(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    return f"{obj.get('kind')} {metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
+    meta = Meta.of(obj)
+    return f"{obj.get('kind')} {meta.namespace}/{meta.name}"
+
+
+def _entries(fields: Mapping[str, Any]) -> list[Any]:
+    """`resources` of a spec or status: the entries that are mappings (a user may write any shape)."""
+    value = fields.get("resources")
+    return [e if isinstance(e, Mapping) else {} for e in value] if isinstance(value, list) else []
 
 
 def _past(value: Any, now: datetime) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound, Object
 from lessor.gateway import ApiError, Gateway, Resource
@@ -116,17 +117,18 @@ class GatewayApi:
     async def apply(self, kind: Kind, namespace: str, name: str, body: Object) -> Object:
         try:
             resource, fence = await self._writable(kind, what := f"apply {kind.kind} {namespace}/{name}")
-            await self._adopt_created_fields(resource, namespace, name)
+            await self._adopt_created_fields(resource, namespace, name, body)
             return slim(await self.gateway.apply(resource, namespace, name, body, force=True, fence=fence))
         except ApiError as err:
             raise self._failure(err, what) from err
 
-    async def _adopt_created_fields(self, resource: Resource, namespace: str, name: str) -> None:
+    async def _adopt_created_fields(self, resource: Resource, namespace: str, name: str, body: Object) -> None:
         """Hand the fields the operator's own create set (an `Update` entry of its field manager) to its
         applies, so an apply that leaves one out removes it: server-side apply removes only fields that its
-        manager's `Apply` entry owns. Done before the first apply rather than after each create, since most
-        created resources are never applied to and the hand-over is a write. If it fails, the apply still runs
-        and the next one tries again."""
+        manager's `Apply` entry owns. Done only before an apply that leaves out a field the create set: most
+        created resources are never applied to, and most first applies (a pooled handle's resource getting
+        its claim's values) keep every created field, so they own them too and need no hand-over, which is a
+        write. If it fails, the apply still runs and the next one tries again."""
         try:
             current = await self.gateway.get(resource, namespace, name)
         except ApiError:
@@ -134,7 +136,8 @@ class GatewayApi:
         metadata = current.get("metadata") or {}
         entries = metadata.get("managedFields") or []
         ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and not e.get("subresource")]
-        if not any(e.get("operation") == "Update" for e in ours):
+        created = [e for e in ours if e.get("operation") == "Update"]
+        if not created or all(_keeps(body, e.get("fieldsV1") or {}) for e in created):
             return
         fields: Object = {}
         for entry in ours:
@@ -161,6 +164,22 @@ class GatewayApi:
             if err.not_found:
                 return
             raise self._failure(err, what) from err
+
+
+def _keeps(body: Any, fields: Any) -> bool:
+    """Whether `body` sets every field of the `fieldsV1` set `fields`. Only maps are followed (`f:` keys); a
+    set naming list items (`k:`, `v:`, `i:`) or of another shape counts as not kept: the hand-over is then done,
+    which is always correct, only a write dearer."""
+    if not isinstance(fields, dict):
+        return False
+    for key, sub in fields.items():
+        if key == ".":
+            continue
+        if not key.startswith("f:") or not isinstance(body, dict) or key[2:] not in body:
+            return False
+        if sub and not _keeps(body[key[2:]], sub):
+            return False
+    return True
 
 
 def _union(a: Object, b: Object) -> Object:

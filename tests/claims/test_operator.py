@@ -614,6 +614,24 @@ async def test_a_field_an_allowed_update_removes_leaves_the_created_resource(
     assert ("lessor", "Update") not in managers, managers
 
 
+async def test_a_created_field_kept_by_the_first_update_is_still_removed_by_a_later_one(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    """An update that keeps every field the create set hands nothing over (a write saved); the one that later
+    leaves a created field out still removes it."""
+    env = await lab.provider("env", **configmap_provider(
+        updateFilters=[{"pathMatch": "/data/(extra|more)", "allowedOps": ["add", "remove", "replace"]}]))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small", "extra": "x"}}))
+    cm_name = reference(await until(kube, CLAIM, namespace, "c1", ready))["name"]
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "small", "extra": "x", "more": "y"}}}]}})
+    cm = await until(kube, CONFIGMAP, OPS, cm_name, lambda c: c["data"].get("more") == "y")
+    assert ("lessor", "Update") in {(m["manager"], m["operation"]) for m in cm["metadata"]["managedFields"]}
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "small"}}}]}})
+    cm = await until(kube, CONFIGMAP, OPS, cm_name, lambda c: c["data"] == {"size": "small"})
+    assert ("lessor", "Update") not in {(m["manager"], m["operation"]) for m in cm["metadata"]["managedFields"]}
+
+
 async def test_a_bound_claim_cannot_change_the_kind_or_add_resources(kube: Gateway, namespace: str, lab: Lab) -> None:
     env = await lab.provider("env", **configmap_provider(updateFilters=[{"pathMatch": ".*"}]))
     await claim(kube, namespace, "c1", resource(env, {"data": {"a": "b"}}))

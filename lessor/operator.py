@@ -213,8 +213,12 @@ class Operator:
             async with self._webhook(), self._grpc(), asyncio.TaskGroup() as tasks:
                 self.created_kinds.attach(tasks)
                 tasks.create_task(self.events.run(), name="events")
+                # One trace of the start-up's listings, not a root per kind.
+                listing = self._tracer.start_span("list informers", kind=trace.SpanKind.INTERNAL)
+                first_lists = trace.set_span_in_context(listing)
                 for informer in self.informers:
-                    tasks.create_task(informer.run(), name=f"informer {informer.resource.kind}")
+                    tasks.create_task(informer.run(first_list_in=first_lists), name=f"informer {informer.resource.kind}")
+                tasks.create_task(self._end_when_synced(listing), name="end the listings' span")
                 tasks.create_task(self.loop_lag.run(), name="loop lag watchdog")
                 tasks.create_task(self.reachability.run(), name="API reachability")
                 tasks.create_task(self.leadership.run(), name="leader election")
@@ -226,6 +230,12 @@ class Operator:
             await self.leadership.release()
             for runner in runners:
                 await runner.cleanup()
+
+    async def _end_when_synced(self, span: trace.Span) -> None:
+        try:
+            await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        finally:
+            span.end()
 
     async def _serve_metrics(self) -> web.AppRunner:
         if not self.config.metrics_secure:

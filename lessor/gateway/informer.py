@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
 
 from lessor.gateway.client import ApiError, Gateway, failure_code
 from lessor.gateway.resources import Resource
@@ -101,13 +103,20 @@ class Informer:
         self.expirations = 0
         self.handler_failures = 0
 
-    async def run(self) -> None:
-        """Run until cancelled; transient errors are retried with backoff, never raised."""
+    async def run(self, *, first_list_in: Context | None = None) -> None:
+        """Run until cancelled; transient errors are retried with backoff, never raised. `first_list_in`: the
+        trace the first listing's requests belong to (the operator's start-up), rather than a root each."""
         failures = 0
         while True:
             try:
                 if self.resource_version is None:
-                    await self._relist()
+                    token = otel_context.attach(first_list_in) if first_list_in is not None else None
+                    try:
+                        await self._relist()
+                    finally:
+                        if token is not None:
+                            otel_context.detach(token)
+                            first_list_in = None
                 await self._watch()
                 failures = 0
             except _Expired:

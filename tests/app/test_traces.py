@@ -244,6 +244,20 @@ async def test_a_lease_seen_before_its_policy_is_still_one_trace_from_its_creati
 
 
 @pytest.mark.apiserver
+async def test_the_start_up_listings_are_one_trace(tmp_path: Path) -> None:
+    """A viewer opened after `lessor run` shows one start-up trace with every kind's listing in it, not a root per
+    kind to scroll past."""
+    async with traced_operator(tmp_path) as (_, spans):
+        finished = spans.get_finished_spans()
+    lists = [s for s in finished if s.kind == SpanKind.CLIENT and attributes(s).get("lessor.api.verb") == "list"]
+    assert {attributes(s).get("lessor.api.kind") for s in lists} >= {"Exporter", "Lease", "ResourceClaim"}, \
+        [s.name for s in lists]
+    traces = {s.context.trace_id for s in lists}
+    assert len(traces) == 1, [s.name for s in lists]
+    assert [s.name for s in finished if s.parent is None and s.context.trace_id in traces] == ["list informers"]
+
+
+@pytest.mark.apiserver
 async def test_heartbeats_that_change_nothing_start_no_trace_and_an_exporter_back_online_is_traced(
         tmp_path: Path) -> None:
     """After Ready, the agent's heartbeat (a new `status.lastSeen` every second here) re-reads the exporter and

@@ -77,15 +77,34 @@ def percentile(samples: list[float], p: float) -> float:
 WRITE_VERBS = ("create", "update", "patch", "delete")
 
 
-async def gather_limited(coros: list[Any], limit: int = 32) -> None:
-    """Run `coros` with at most `limit` in flight: a client that floods the API server measures the client."""
+PROGRESS_EVERY = 10.0
+"""Seconds between two progress lines of a long set-up (creating 50,000 exporters takes minutes)."""
+
+
+async def gather_limited(coros: list[Any], limit: int = 32, what: str = "") -> None:
+    """Run `coros` with at most `limit` in flight: a client that floods the API server measures the client.
+    With `what`, says how far it got every `PROGRESS_EVERY` seconds."""
     gate = asyncio.Semaphore(limit)
+    done = 0
 
     async def one(coro: Any) -> None:
+        nonlocal done
         async with gate:
             await coro
+        done += 1
 
-    await asyncio.gather(*(one(c) for c in coros))
+    async def report() -> None:
+        start = time.monotonic()
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY)
+            say(f"{what}: {done:,} of {len(coros):,} ({done / (time.monotonic() - start):.0f}/s)")
+
+    reporting = asyncio.create_task(report()) if what else None
+    try:
+        await asyncio.gather(*(one(c) for c in coros))
+    finally:
+        if reporting is not None:
+            reporting.cancel()
 
 
 def start_operator(kubeconfig: Path, tmp: Path, health: int, metrics: int, *extra: str,
@@ -196,7 +215,7 @@ async def available_exporters(kube: Gateway, namespace: str, labels: dict[str, d
                                                 "metadata": {"name": name, "labels": marks}})
         await kube.patch_status(EXPORTER, namespace, name, {"lastSeen": now, "exporterStatus": "Available"})
 
-    await gather_limited([exporter(name, marks) for name, marks in labels.items()])
+    await gather_limited([exporter(name, marks) for name, marks in labels.items()], what="exporters created")
 
 
 def ready_at(granted: dict[str, float]) -> Callable[[WatchEvent], None]:

@@ -119,13 +119,14 @@ async def _lab(kube: Gateway, n: int) -> None:
     say(f"creating {n} exporters, {n // 10} clients and {n // 10} policies")
     await available_exporters(kube, NS, {f"e{i:06d}": {"board": "rpi", "group": f"g{i // GROUP}"} for i in range(n)})
     await gather_limited([kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {
-        "name": f"c{i:06d}", "labels": {"group": f"g{i // 2}"}}}) for i in range(n // 10)], limit=32)
+        "name": f"c{i:06d}", "labels": {"group": f"g{i // 2}"}}}) for i in range(n // 10)], limit=32,
+        what="clients created")
     await gather_limited([kube.create(POLICY, NS, {
         "apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": f"p{i:06d}"},
         "spec": {"exporterSelector": {"matchLabels": {"group": f"g{i // 2}"}}, "policies": [{
             "priority": 10 + i % 2, "maximumDuration": "8h",
             "from": [{"clientSelector": {"matchLabels": {"group": f"g{i // 2}"}}}]}]}})
-        for i in range(n // 10)], limit=32)
+        for i in range(n // 10)], limit=32, what="policies created")
 
 
 async def _bytes_per_exporter(kube: Gateway) -> dict[str, int]:

@@ -308,7 +308,7 @@ class ClaimActor(ObjectActor):
             log.warning("claim %s/%s: setting the providers' labels failed: %s", self.namespace, self.name, error)
 
     async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
-        """The pools that may hold a match: in the claim's mode, with the same providers (`pool_uses`)."""
+        """The pools that may hold a match: in the claim's mode, with the same providers (`PoolView.uses`)."""
         wanted = _uses(self.view, spec)
         pools = [PoolView.of(pool) for pool in await self.ask(TOPOLOGY, ListObjects(POOL.kind,
                                                                                   self.ctx.operator_namespace))]
@@ -778,9 +778,8 @@ class ClaimActor(ObjectActor):
                          gen: int | None) -> dict[str, Any]:
         """Ready by each provider's rule on the states the handle reports; the handle's refusals first."""
         assert self.obj is not None
-        rendered = handle.rendered
-        if rendered is not None and rendered.get("status") == "False":
-            return new_condition(READY, False, rendered.get("reason") or "NotRendered", rendered.get("message", ""),
+        if (refusal := handle.refusal) is not None:
+            return new_condition(READY, False, refusal.get("reason") or "NotRendered", refusal.get("message", ""),
                                  now=now, observed_generation=gen)
         readiness = []
         for index, entry in enumerate(resources):

@@ -29,7 +29,7 @@ from lessor.mailbox import Actor
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import ALL_OPS, json_equal
 from lessor.model.kinds import PROVIDER
-from lessor.model.views.provisioning import ClaimView, HandleView, ProviderView
+from lessor.model.views.provisioning import ClaimView, HandleView, ProviderView, condition
 from lessor.templates import (
     TemplateError,
     check_expression,
@@ -180,16 +180,14 @@ class Provider:
                 return Readiness(False, "readinessCheck is false")
             except TemplateError as error:
                 return Readiness(None, f"readinessCheck could not be evaluated: {error.message}")
-        conditions = mapping_at(state, "status").get("conditions")  # any kind of resource: no view of its own
-        for condition in conditions if isinstance(conditions, list) else ():
-            if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-                if condition.get("status") == "True":
-                    return Readiness(True)
-                reason = condition.get("reason") or condition.get("status")
-                detail = condition.get("message") or ""
-                status = f"Ready is {condition.get('status')} ({reason})"
-                return Readiness(False, f"{status}: {detail}" if detail else status)
-        return Readiness(True)
+        # any kind of resource: no view of its own, its status conditions are all that is read
+        ready = condition(mapping_at(state, "status").get("conditions"), "Ready")
+        if ready is None or ready.get("status") == "True":
+            return Readiness(True)
+        reason = ready.get("reason") or ready.get("status")
+        detail = ready.get("message") or ""
+        status = f"Ready is {ready.get('status')} ({reason})"
+        return Readiness(False, f"{status}: {detail}" if detail else status)
 
     def healthy(self, state: Mapping[str, Any] | None, *, handle: Mapping[str, Any] | None = None,
                 claim: Mapping[str, Any] | None = None, now: datetime) -> bool | None:

@@ -286,6 +286,12 @@ class HandleView(View):
         return condition(self.status.get("conditions"), "Rendered")
 
     @property
+    def refusal(self) -> Mapping[str, Any] | None:
+        """Its `Rendered` condition when it is False: its actor refuses to render a resource (and says why)."""
+        rendered = self.rendered
+        return rendered if rendered is not None and rendered.get("status") == "False" else None
+
+    @property
     def scaling(self) -> str | None:
         """The ResourcePoolScaling it was created for (its label)."""
         return self.scaling_of(self.body)

@@ -77,6 +77,9 @@ def test_a_handle_reads_what_its_actor_and_its_claim_decide_on() -> None:
     assert handle.preference_score == 7.0 and handle.resource_labels == {"team": "qa"}
     assert handle.ready and not handle.healthy and HandleView.ready_of(body) and not HandleView.healthy_of(body)
     assert handle.rendered == {"type": "Rendered", "status": "True", "observedGeneration": 4}
+    assert handle.refusal is None
+    refused = {"type": "Rendered", "status": "False", "reason": "TemplateError"}
+    assert HandleView.of({"status": {"conditions": ["junk", refused]}}).refusal == refused
     assert handle.scaling == "burst" == HandleView.scaling_of(body) and handle.guid == "k3x9"
 
 
@@ -91,7 +94,7 @@ def test_a_malformed_handle_reads_as_missing(junk: Any) -> None:
     assert handle.provider in (None, {}, {"name": 5}) and handle.vars in ({}, {"name": 5})
     assert all(entry == {} for entry in handle.resources) and all(entry == {} for entry in handle.reported)
     assert handle.preference_score == (7.0 if junk == 7 else 0.0)  # a number is a number, anything else none
-    assert handle.ready is (junk is True) and handle.healthy and handle.rendered is None
+    assert handle.ready is (junk is True) and handle.healthy and handle.rendered is None and handle.refusal is None
     assert handle.scaling is None and handle.guid == "plain"
 
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .fields import mapping_at
 from .jsonpatch import escape
 
 from .labels import CLAIM_TEMPLATES
@@ -13,7 +14,7 @@ from .labels import CLAIM_TEMPLATES
 
 def claim_of(handle: Mapping[str, Any] | None) -> tuple[str, str] | None:
     """(namespace, name) of the claim a handle is bound to; None while unbound."""
-    ref = ((handle or {}).get("spec") or {}).get("resourceClaim") or {}
+    ref = mapping_at(mapping_at(handle, "spec"), "resourceClaim")
     name, namespace = ref.get("name"), ref.get("namespace")
     return (namespace, name) if isinstance(name, str) and name and isinstance(namespace, str) else None
 

@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, ignored, name_of, timestamp
+from lessor.model.fields import deleting, ignored
 from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.handles import claim_of, templates_record
+from lessor.model.views.provisioning import HandleView
 from lessor.templates import format_timestamp
 
 from .claim_spec import ClaimSpec, bound_templates
@@ -33,30 +34,25 @@ def free(handle: Mapping[str, Any]) -> bool:
 
 def free_standing(handle: Mapping[str, Any]) -> bool:
     """Free and in no pool: a handle a claim may bind by itself."""
-    return free(handle) and not (handle.get("spec") or {}).get("resourcePool")
+    return free(handle) and not HandleView.of(handle).pooled
 
 
 def ending(handle: Mapping[str, Any], now: datetime) -> bool:
     """Its `spec.lifespan.end` has come: it is about to go, and is bound by nobody."""
-    end = timestamp(((handle.get("spec") or {}).get("lifespan") or {}).get("end"))
+    end = HandleView.of(handle).lifespan_end
     return end is not None and end <= now
 
 
-def ready(handle: Mapping[str, Any]) -> bool:
-    return (handle.get("status") or {}).get("ready") is True
-
-
-def healthy(handle: Mapping[str, Any]) -> bool:
-    return (handle.get("status") or {}).get("healthy") is not False
+ready = HandleView.ready_of
+healthy = HandleView.healthy_of
 
 
 def preference(handle: Mapping[str, Any]) -> tuple[bool, float, str, str]:
     """Ready handles first, then the highest `spec.preferenceScore`, then the oldest: the order in which
     handles are handed out."""
-    created = created_at(handle)
-    score = (handle.get("spec") or {}).get("preferenceScore")
-    score = float(score) if isinstance(score, int | float) and not isinstance(score, bool) else 0.0
-    return not ready(handle), -score, format_timestamp(created) if created else "", name_of(handle)
+    view = HandleView.of(handle)
+    created = view.meta.created
+    return not view.ready, -view.preference_score, format_timestamp(created) if created else "", view.name
 
 
 def binding_patch(handle: Mapping[str, Any], spec: ClaimSpec, claim: Mapping[str, Any], claim_key: tuple[str, str],
@@ -68,25 +64,25 @@ def binding_patch(handle: Mapping[str, Any], spec: ClaimSpec, claim: Mapping[str
 
     The lifespan settings are the handle's own; `lifespan` stands in for a handle that has none (a
     free-standing one binds with the claim's providers' settings, as a handle the claim made would have)."""
-    handle_spec = handle.get("spec") or {}
+    view = HandleView.of(handle)
     # a setting written as a template (the pool's, as in Poolboy) is rendered for the claim it binds
-    config, _ = rendered_lifespan(handle_spec.get("lifespan"), claim=claim, handle=handle, now=start)
+    config, _ = rendered_lifespan(view.lifespan_given, claim=claim, handle=handle, now=start)
     if lifespan is not None and config == LifespanConfig():
         config = lifespan
     claim_lifespan, _ = claim_lifespan_of(config, claim, start=start, now=start)
-    resources = copy.deepcopy(list(handle_spec.get("resources") or []))
-    reported = (handle.get("status") or {}).get("resources") or []
+    resources = [copy.deepcopy(dict(entry)) for entry in view.resources]
+    reported = view.reported
     for index, (entry, template) in enumerate(zip(resources, bound_templates(spec, handle))):
         entry["template"] = template
         found = reported[index] if index < len(reported) else None
-        reference = found.get("reference") if isinstance(found, Mapping) else None
+        reference = found.get("reference") if found is not None else None
         if not entry.get("reference") and isinstance(reference, Mapping):
             entry["reference"] = copy.deepcopy(reference)
     namespace, name = claim_key
     lifespan_spec: dict[str, Any] = handle_lifespan_spec(config, claim_lifespan.end if claim_lifespan else None)
     lifespan_spec.setdefault("end", None)  # an unbound pool handle's end (its wait for a claim) ends with the wait
     patch: dict[str, Any] = {
-        "metadata": {"resourceVersion": handle["metadata"]["resourceVersion"],
+        "metadata": {"resourceVersion": view.meta.resource_version,
                      "annotations": {CLAIM_TEMPLATES: templates_record(spec.templates)}},
         "spec": {
             "resourceClaim": {"name": name, "namespace": namespace},

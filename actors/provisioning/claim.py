@@ -44,6 +44,8 @@ from lessor.model.handles import claim_of, record_templates_op, recorded_templat
 from lessor.model.jsonpatch import apply as apply_patch
 from lessor.model.keys import actor_address
 from lessor.model.times import format_time, whole_seconds
+from lessor.model.views.meta import Meta
+from lessor.model.views.provisioning import ClaimView, HandleView, PoolView, view_of
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
@@ -60,10 +62,9 @@ from .claim_spec import (
     valid_condition,
 )
 from .claim_updates import plan_update
-from ..conditions import BOUND, READY, find_condition, merge_condition, new_condition, same_conditions
+from ..conditions import BOUND, READY, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import NORMAL, WARNING, record_transitions
-from lessor.model.labels import POOL_NAME
 from .handle_render import status_summary
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, rendered_lifespan
 from ..object_actor import ObjectActor, Written, commit
@@ -105,7 +106,7 @@ class _Ended:
 
 class ClaimActor(ObjectActor):
     __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
-                 "update_errors", "decided_generation", "holding")
+                 "update_errors", "decided_generation", "holding", "_view", "_handle_view")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     wake_kinds = (PROVIDER.kind,)
     honours_ignore = True
@@ -123,6 +124,23 @@ class ClaimActor(ObjectActor):
         self.update_errors: list[ResourceError] = []
         self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
         self.holding: bool | None = None  # the status waits for the handle (True), or waited long enough (False)
+        self._view: ClaimView | None = None
+        self._handle_view: HandleView | None = None
+
+    @property
+    def view(self) -> ClaimView:
+        """The claim as last observed (or written), typed; built once per version."""
+        assert self.obj is not None
+        self._view = view_of(ClaimView, self.obj, self._view)
+        return self._view
+
+    @property
+    def handle_view(self) -> HandleView | None:
+        """The bound handle as last observed (or written), typed; built once per version."""
+        if self.handle is None:
+            return None
+        self._handle_view = view_of(HandleView, self.handle, self._handle_view)
+        return self._handle_view
 
     # --- life ---------------------------------------------------------------------------
 
@@ -142,16 +160,16 @@ class ClaimActor(ObjectActor):
         if self._detached():  # its handle is gone for good: it waits for its end, and binds nothing
             for extra in named:
                 await self._delete_extra(extra)
-            end = _lifespan_end(self.obj.get("status"))
+            end = self.view.lifespan_end
             if not await self._ended(end) and end is not None:
                 self.schedule("end", _Ended(end), at=end)
             return
-        mine = ((self.obj.get("status") or {}).get("resourceHandle") or {}).get("name")
+        mine = self.view.resource_handle
         if mine:
             self.decided_generation = generation(self.obj)  # an end clamped before is not clamped anew
             self.handle = next((h for h in named if name_of(h) == mine), None) \
                 or await self.ctx.api.get(HANDLE, self.ctx.operator_namespace, mine)
-            if self.handle is None and await self._ended(_lifespan_end(self.obj.get("status"))):
+            if self.handle is None and await self._ended(self.view.lifespan_end):
                 return
         if self.handle is None and named:
             self.handle = min(named, key=lambda h: (created_at(h) or self.ctx.now(), name_of(h)))
@@ -167,9 +185,12 @@ class ClaimActor(ObjectActor):
             case Observed(kind=CLAIM.kind, object=None):
                 await self._deleted()
             case Observed(kind=CLAIM.kind, object=Mapping() as obj) if newer(obj, self.obj):
-                changed = generation(obj) != generation(self.obj) or approval_state(obj) != approval_state(self.obj) \
-                    or _seen_by_templates(obj) != _seen_by_templates(self.obj)
-                self.obj = obj
+                before, after = (self.view if self.obj is not None else None), ClaimView.of(obj)
+                # templates (lifespan settings, checks) read labels and annotations: a change of them counts too
+                changed = before is None or after.meta.generation != before.meta.generation \
+                    or approval_state(obj) != approval_state(self.obj) \
+                    or after.seen_by_templates != before.seen_by_templates
+                self.obj, self._view = obj, after
                 if changed:
                     await self._evaluate()
             case Observed(kind=HANDLE.kind, name=name, object=obj):
@@ -208,15 +229,16 @@ class ClaimActor(ObjectActor):
     async def _observed_handle(self, name: str, obj: Mapping[str, Any] | None) -> None:
         if self.handle is not None and name == name_of(self.handle):
             if obj is None:  # our handle is gone: at the end of the lifespan so are we, else it is replaced
-                end = _lifespan_end(self.handle.get("spec"))
+                end = HandleView.of(self.handle).lifespan_end
                 self.handle, self.base = None, None
                 if not await self._ended(end):
                     await self._evaluate()
                     if self.handle is None:
                         await self._write_status()  # Bound no more until another handle is found
             elif newer(obj, self.handle):
-                vars_changed = (obj.get("spec") or {}).get("vars") != (self.handle.get("spec") or {}).get("vars")
-                self.handle = obj
+                before, after = HandleView.of(self.handle), HandleView.of(obj)
+                vars_changed = after.vars != before.vars
+                self.handle, self._handle_view = obj, after
                 if vars_changed and self.obj is not None:  # the claim's checks see the handle's vars
                     await self._evaluate()
                     return
@@ -250,7 +272,7 @@ class ClaimActor(ObjectActor):
         if not self.spec.valid:
             await self._write_status()
             return
-        start = timestamp(((self.obj.get("spec") or {}).get("lifespan") or {}).get("start"))
+        start = self.view.requested_start
         if start is not None and start > now:
             self.schedule("start", _Evaluate(), at=start)
             await self._write_status()
@@ -266,10 +288,10 @@ class ClaimActor(ObjectActor):
         """The providers' `resourceClaimLabels` and `resourceClaimAnnotations` on the claim, as the pool/claim tool
         sets them (so claims can be selected by what they use); a user who changes one sees it set again."""
         assert self.obj is not None and self.spec is not None
-        metadata = self.obj.get("metadata") or {}
+        meta = self.view.meta
         patch: dict[str, dict[str, str]] = {}
         for section in ("labels", "annotations"):
-            current = metadata.get(section) or {}
+            current = meta.labels if section == "labels" else meta.annotations
             for resource in self.spec.resources:
                 if resource.provider is None:
                     continue
@@ -286,14 +308,15 @@ class ClaimActor(ObjectActor):
             log.warning("claim %s/%s: setting the providers' labels failed: %s", self.namespace, self.name, error)
 
     async def _matching_pools(self, spec: ClaimSpec) -> list[str]:
-        """The pools that may hold a match: in the claim's mode, with the same providers (`pool_uses`)."""
-        wanted = _uses(self.obj or {}, spec)
-        pools = await self.ask(TOPOLOGY, ListObjects(POOL.kind, self.ctx.operator_namespace))
-        matching = [pool for pool in pools if not deleting(pool) and not ignored(pool) and pool_uses(pool) == wanted]
-        pinned = (((self.obj or {}).get("metadata") or {}).get("annotations") or {}).get(POOL_NAME)
+        """The pools that may hold a match: in the claim's mode, with the same providers (`PoolView.uses`)."""
+        wanted = _uses(self.view, spec)
+        pools = [PoolView.of(pool) for pool in await self.ask(TOPOLOGY, ListObjects(POOL.kind,
+                                                                                  self.ctx.operator_namespace))]
+        matching = [pool for pool in pools if not pool.meta.deleting and not pool.meta.ignored and pool.uses == wanted]
+        pinned = self.view.pinned_pool
         if pinned:  # the claim asks for one pool (Poolboy's resource-pool-name annotation): only that one is asked
-            matching = [pool for pool in matching if name_of(pool) == pinned]
-        return [name_of(pool) for pool in sorted(matching, key=_preferred_first)]
+            matching = [pool for pool in matching if pool.name == pinned]
+        return [pool.name for pool in sorted(matching, key=_preferred_first)]
 
     async def _ask_next(self) -> None:
         assert self.spec is not None
@@ -359,11 +382,11 @@ class ClaimActor(ObjectActor):
         """Why this claim may not get a handle of its own (`spec.disableCreation` of the claim or of one of its
         providers), or "" when it may."""
         assert self.obj is not None and self.spec is not None
-        if (self.obj.get("spec") or {}).get("disableCreation") is True:
+        if self.view.disable_creation:
             return "spec.disableCreation is true"
         for resource in self.spec.resources:
             provider = resource.provider
-            if provider is not None and (provider.definition.get("spec") or {}).get("disableCreation") is True:
+            if provider is not None and provider.view.disable_creation:
                 return f"ResourceProvider {provider.name} has disableCreation"
         return ""
 
@@ -458,17 +481,17 @@ class ClaimActor(ObjectActor):
 
     async def _update_templates(self, spec: ClaimSpec, now: datetime) -> None:
         """Patch the allowed part of the claim's change into the handle; keep the refused part as errors."""
-        assert self.obj is not None and self.handle is not None
-        entries = (self.handle.get("spec") or {}).get("resources") or []
-        base = self.base if self.base is not None else recorded_templates(self.handle)
+        assert self.obj is not None and (handle := self.handle_view) is not None
+        entries = handle.resources
+        base = self.base if self.base is not None else recorded_templates(handle.body)
         if base is None:  # a handle bound before the record was kept
             base = [_project(entry.get("template") or {}, resource.template)
                     for entry, resource in zip(entries, spec.resources)]
-        plan = await offload(plan_update, base, spec, self.handle, key=self.namespace, claim=self.obj, now=now)
+        plan = await offload(plan_update, base, spec, handle.body, key=self.namespace, claim=self.obj, now=now)
         self.update_errors = list(plan.errors)
         provider = spec.provider_reference()
         provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \
-            if provider is not None and not plan.errors and (self.handle.get("spec") or {}).get("provider") != provider \
+            if provider is not None and not plan.errors and handle.provider != provider \
             else []
         if not plan.changed and not provider_ops:
             return
@@ -478,8 +501,8 @@ class ClaimActor(ObjectActor):
                 base[update.index] = apply_patch(base[update.index], list(update.applied))
         try:
             self.handle = await self.ctx.api.json_patch(
-                HANDLE, self.ctx.operator_namespace, name_of(self.handle),
-                [*plan.handle_patch(self.handle), record_templates_op(self.handle, base), *provider_ops])
+                HANDLE, self.ctx.operator_namespace, handle.name,
+                [*plan.handle_patch(handle.body), record_templates_op(handle.body, base), *provider_ops])
         except NotFound:
             return  # its deletion event tells us
         except ApiFailure as error:
@@ -491,15 +514,13 @@ class ClaimActor(ObjectActor):
     async def _update_end(self, now: datetime) -> None:
         """A requested end within the limits is honoured as asked; one beyond them is clamped when asked,
         and not moved later by re-evaluating (relativeMaximum counts from the moment of the request)."""
-        assert self.obj is not None and self.handle is not None
-        requested = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end")
-        if requested is None:
+        assert self.obj is not None and (handle := self.handle_view) is not None
+        if self.view.requested_end_text is None:
             return
-        handle_spec = self.handle.get("spec") or {}
-        config, _ = await self._lifespan_config(handle_spec.get("lifespan"), self.handle)
-        start = timestamp(((self.obj.get("status") or {}).get("lifespan") or {}).get("start")) or now
+        config, _ = await self._lifespan_config(handle.lifespan_given, handle.body)
+        start = self.view.lifespan_start or now
         lifespan, _ = claim_lifespan_of(config, self.obj, start=start, now=now)
-        current = timestamp((handle_spec.get("lifespan") or {}).get("end"))
+        current = handle.lifespan_end
         if lifespan is None or lifespan.end is None or lifespan.end == current:
             return
         asked_anew = generation(self.obj) != self.decided_generation
@@ -523,17 +544,16 @@ class ClaimActor(ObjectActor):
     async def _default_end_from_first_ready(self, now: datetime) -> datetime | None:
         """On first Ready, a claim that asked for no end gets the default lifespan from now (as the pool/claim
         tool resets it): time spent provisioning is not taken from it. Still within the limits."""
-        assert self.obj is not None and self.handle is not None
-        if ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end") is not None:
+        assert self.obj is not None and (handle := self.handle_view) is not None
+        if self.view.requested_end_text is not None:
             return None
-        handle_lifespan = (self.handle.get("spec") or {}).get("lifespan") or {}
-        config, _ = await self._lifespan_config(handle_lifespan, self.handle)
+        config, _ = await self._lifespan_config(handle.lifespan, handle.body)
         if config.default is None:
             return None
         now = whole_seconds(now)
-        limit, _ = config.limit(created=created_at(self.obj) or now, now=now)
+        limit, _ = config.limit(created=self.view.meta.created or now, now=now)
         end = now + config.default if limit is None else min(now + config.default, limit)
-        current = timestamp(handle_lifespan.get("end"))
+        current = handle.lifespan_end
         if current is not None and end <= current:
             return None
         return end if await self._write_end(end) else None
@@ -561,29 +581,28 @@ class ClaimActor(ObjectActor):
             return
         assert self.obj is not None and self.spec is not None
         now = self.ctx.now()
-        status = self.obj.get("status") or {}
+        status = self.view.status
         gen = generation(self.obj)
-        handle = self.handle
-        config, lifespan_errors = await self._lifespan_config(
-            ((handle or {}).get("spec") or {}).get("lifespan"), handle)
+        handle, hview = self.handle, self.handle_view
+        config, lifespan_errors = await self._lifespan_config(hview.lifespan_given if hview else None, handle)
         lifespan_problems = [ResourceError("spec.lifespan", f"ResourceHandle {name_of(handle or {})}'s {error}",
                                            "ProviderTemplateError") for error in lifespan_errors]
         resources = status_resources(self.spec, status.get("resources"), self.update_errors)
         conditions = merge_condition(status.get("conditions"), valid_condition(
             [*self.spec.all_errors, *self.update_errors, *lifespan_problems], now=now, generation=gen))
         lifespan = dict(status.get("lifespan") or {})
-        if handle is None:
+        if handle is None or hview is None:
             for entry in resources:
                 entry.pop("reference", None)
                 entry.pop("state", None)
             bound, ready = self._unbound_conditions(now, gen)
         else:
-            _copy_states(resources, handle)
-            bound = new_condition(BOUND, True, "Bound", self._bound_message(handle, config, now),
+            _copy_states(resources, hview)
+            bound = new_condition(BOUND, True, "Bound", self._bound_message(hview, config, now),
                                   now=now, observed_generation=gen)
-            ready = await offload(self._ready_condition, handle, resources, now, gen,  # readinessCheck templates
+            ready = await offload(self._ready_condition, hview, resources, now, gen,  # readinessCheck templates
                                   key=self.namespace)
-            lifespan = self._lifespan_status(handle, config, lifespan, now)
+            lifespan = self._lifespan_status(hview, config, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_time(now)
                 if (end := await self._default_end_from_first_ready(now)) is not None:
@@ -618,7 +637,7 @@ class ClaimActor(ObjectActor):
         states and readiness this status would copy are about to change. Waiting makes a claim's way to
         Ready one status write, not one per step of its handle. A handle that does not report within
         `_SETTLE` (its actor stuck or given up) does not hold the status any longer than that."""
-        if self.handle is None or not _behind(self.handle):
+        if self.handle_view is None or not _behind(self.handle_view):
             if self.holding is not None:
                 self.holding = None
                 self.cancel("settle")
@@ -663,7 +682,7 @@ class ClaimActor(ObjectActor):
         if when is None:
             return False
         now, gen, handle = self.ctx.now(), generation(self.obj), self.handle
-        end = _lifespan_end(status)
+        end = _status_end(status)
         until = f"until its lifespan ends at {format_timestamp(end)}" if end is not None else "until it is deleted"
         message = (f"spec.autoDetach.when is true ({when}): ResourceHandle {name_of(handle)} and its resources "
                    f"are deleted; the claim stays, {until}")
@@ -697,8 +716,8 @@ class ClaimActor(ObjectActor):
         logged and recorded as a Warning Event (`AutoDeleteFailed`, `AutoDetachFailed`).
         """
         assert self.obj is not None
-        when = ((self.obj.get("spec") or {}).get(field) or {}).get("when")
-        if not isinstance(when, str) or not when.strip():
+        when = self.view.when(field)
+        if when is None:
             return None
         first = self.spec.resources[0].provider if self.spec is not None and self.spec.resources else None
         claim = {**self.obj, "status": dict(status)}
@@ -716,11 +735,11 @@ class ClaimActor(ObjectActor):
         return when if due else None
 
     def _detached(self) -> bool:
-        return mapping_at(mapping_at(self.obj, "status"), "resourceHandle").get("detached") is True
+        return self.obj is not None and self.view.detached
 
     def _unbound_conditions(self, now: datetime, gen: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
         assert self.obj is not None and self.spec is not None
-        start = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("start")
+        start = self.view.requested_start_text
         if not self.spec.valid:
             bound = new_condition(BOUND, False, "NotValid", "the claim is not valid (see Valid)",
                                   now=now, observed_generation=gen)
@@ -743,28 +762,24 @@ class ClaimActor(ObjectActor):
                               observed_generation=gen)
         return bound, ready
 
-    def _bound_message(self, handle: Mapping[str, Any], config: LifespanConfig, now: datetime) -> str:
-        assert self.obj is not None
-        pool = ((handle.get("spec") or {}).get("resourcePool") or {}).get("name")
-        message = f"ResourceHandle {name_of(handle)}" + (f" from ResourcePool {pool}" if pool else "")
-        requested_text = ((self.obj.get("spec") or {}).get("lifespan") or {}).get("end")
-        requested = timestamp(requested_text)
-        handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
-        end = timestamp(handle_lifespan.get("end"))
+    def _bound_message(self, handle: HandleView, config: LifespanConfig, now: datetime) -> str:
+        pool = handle.pool
+        message = f"ResourceHandle {handle.name}" + (f" from ResourcePool {pool}" if pool else "")
+        requested_text, requested = self.view.requested_end_text, self.view.requested_end
+        end = handle.lifespan_end
         if requested is not None and end is not None and requested > end:
-            created = created_at(self.obj) or now
+            created = self.view.meta.created or now
             _, limited_by = config.limit(created=created, now=now)
             message += (f"; spec.lifespan.end {requested_text} is later than allowed by the "
                         f"{limited_by or 'handle'}; the lifespan ends at {format_timestamp(end)}")
         return message
 
-    def _ready_condition(self, handle: Mapping[str, Any], resources: Sequence[Mapping[str, Any]], now: datetime,
+    def _ready_condition(self, handle: HandleView, resources: Sequence[Mapping[str, Any]], now: datetime,
                          gen: int | None) -> dict[str, Any]:
         """Ready by each provider's rule on the states the handle reports; the handle's refusals first."""
         assert self.obj is not None
-        rendered = find_condition((handle.get("status") or {}).get("conditions"), "Rendered")
-        if rendered is not None and rendered.get("status") == "False":
-            return new_condition(READY, False, rendered.get("reason") or "NotRendered", rendered.get("message", ""),
+        if (refusal := handle.refusal) is not None:
+            return new_condition(READY, False, refusal.get("reason") or "NotRendered", refusal.get("message", ""),
                                  now=now, observed_generation=gen)
         readiness = []
         for index, entry in enumerate(resources):
@@ -775,7 +790,8 @@ class ClaimActor(ObjectActor):
             if entry.get("state") is None and entry.get("waitingFor"):
                 readiness.append((label, Readiness(False, f"not created yet: waits for {entry['waitingFor']}")))
                 continue
-            readiness.append((label, provider.readiness(entry.get("state"), handle=handle, claim=self.obj, now=now)))
+            readiness.append((label, provider.readiness(entry.get("state"), handle=handle.body, claim=self.obj,
+                                                        now=now)))
         return ready_condition(readiness, now=now, generation=gen)
 
     async def _lifespan_config(self, lifespan: Any, handle: Mapping[str, Any] | None
@@ -787,9 +803,9 @@ class ClaimActor(ObjectActor):
         return await offload(rendered_lifespan, lifespan, key=self.namespace, claim=self.obj, handle=handle,
                              now=self.ctx.now())
 
-    def _lifespan_status(self, handle: Mapping[str, Any], config: LifespanConfig, lifespan: dict[str, Any],
+    def _lifespan_status(self, handle: HandleView, config: LifespanConfig, lifespan: dict[str, Any],
                          now: datetime) -> dict[str, Any]:
-        handle_lifespan = (handle.get("spec") or {}).get("lifespan") or {}
+        handle_lifespan = handle.lifespan
         rendered = config.to_spec()  # a setting written as a template shows as what it gave for this claim
         start = format_time(self.bound_at) if self.bound_at else lifespan.get("start") or format_time(now)
         result = {"start": start}
@@ -804,28 +820,20 @@ class ClaimActor(ObjectActor):
         return result
 
 
-def _seen_by_templates(claim: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """The claim's labels and annotations: templates (lifespan settings, checks) may read them, so a change
-    re-evaluates the claim although its generation stays."""
-    metadata = (claim or {}).get("metadata") or {}
-    return metadata.get("labels"), metadata.get("annotations")
+def _status_end(status: Mapping[str, Any]) -> datetime | None:
+    """`lifespan.end` of a claim's status about to be written (what is read is `ClaimView.lifespan_end`)."""
+    return timestamp(mapping_at(status, "lifespan").get("end"))
 
 
-def _lifespan_end(spec_or_status: Mapping[str, Any] | None) -> datetime | None:
-    """`lifespan.end` of a handle's spec or a claim's status."""
-    return timestamp(((spec_or_status or {}).get("lifespan") or {}).get("end"))
-
-
-def _behind(handle: Mapping[str, Any]) -> bool:
+def _behind(handle: HandleView) -> bool:
     """The handle's actor has not reported on the handle's current spec yet (see `ClaimActor._handle_behind`)."""
-    rendered = find_condition((handle.get("status") or {}).get("conditions"), "Rendered")
-    return rendered is None or rendered.get("observedGeneration") != generation(handle)
+    rendered = handle.rendered
+    return rendered is None or rendered.get("observedGeneration") != handle.meta.generation
 
 
-def _copy_states(resources: list[dict[str, Any]], handle: Mapping[str, Any]) -> None:
+def _copy_states(resources: list[dict[str, Any]], handle: HandleView) -> None:
     """Each resource's reference and state, as the handle reports them, into the claim's entries."""
-    entries = (handle.get("spec") or {}).get("resources") or []
-    reported = (handle.get("status") or {}).get("resources") or []
+    entries, reported = handle.resources, handle.reported
     for index, entry in enumerate(resources):
         reference = entries[index].get("reference") if index < len(entries) else None
         state = reported[index].get("state") if index < len(reported) else None
@@ -851,31 +859,20 @@ def _project(theirs: Any, ours: Any) -> Any:
     return copy.deepcopy(theirs)
 
 
-def _uses(claim: Mapping[str, Any], spec: ClaimSpec) -> tuple[str, Any]:
-    """What a pool must use to hold a match for the claim, in `pool_uses` terms."""
+def _uses(claim: ClaimView, spec: ClaimSpec) -> tuple[str, Any]:
+    """What a pool must use to hold a match for the claim, in `PoolView.uses` terms: a claim that lists
+    resources never gets a handle made from parameters (and its `spec.provider`), nor the other way round."""
     if spec.parameters is not None:
-        return "provider", mapping_at(mapping_at(claim, "spec"), "provider").get("name")
+        return "provider", claim.provider_name
     return "resources", tuple(r.provider.name for r in spec.resources if r.provider is not None)
 
 
-def pool_uses(pool: Mapping[str, Any]) -> tuple[str, Any]:
-    """A pool's mode and providers: ("provider", name) in provider mode, else ("resources", the provider of each
-    resource in order). A claim asks only the pools in its own mode with its providers: a claim that lists
-    resources never gets a handle made from parameters (and its `spec.provider`), nor the other way round."""
-    spec = mapping_at(pool, "spec")
-    if isinstance(spec.get("provider"), Mapping):
-        return "provider", spec["provider"].get("name")
-    entries = spec.get("resources")
-    return "resources", tuple((entry.get("provider") or {}).get("name") for entry in
-                              (entries if isinstance(entries, list) else []) if isinstance(entry, Mapping))
-
-
 def _handle_address(handle: Mapping[str, Any]) -> str:
-    metadata = handle.get("metadata") or {}
-    return actor_address(HANDLE, str(metadata.get("namespace")), str(metadata.get("name")))
+    meta = Meta.of(handle)
+    return actor_address(HANDLE, meta.namespace, meta.name)
 
 
-def _preferred_first(pool: Mapping[str, Any]) -> tuple[float, str]:
+def _preferred_first(pool: PoolView) -> tuple[float, str]:
     """Pools in the order a claim asks them: highest `spec.preferenceScore` first, then by name."""
-    score = (pool.get("spec") or {}).get("preferenceScore")
-    return (-float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else 0.0, name_of(pool))
+    score = pool.preference_score
+    return (-float(score) if score is not None else 0.0, pool.name)

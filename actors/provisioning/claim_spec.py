@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.fields import mapping_at
+from lessor.model.views.provisioning import ClaimView, HandleView, provider_name
 from lessor.model.jsonpatch import apply, diff, field_path, matches_ignoring
 from lessor.templates import (
     InvalidSchemaError,
@@ -182,11 +183,12 @@ def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], 
     linked providers' first, then its own template.definition rendered with the values). The templates are the
     providers' (no claim-only restrictions); their schemas apply, and their checks to a claim (`checks`): a
     pool in provider mode (`claim` is then the pool) is judged by the schema only, as a pool's templates are."""
-    name = ((claim.get("spec") or {}).get("provider") or {}).get("name")
-    provider = providers.get(name) if isinstance(name, str) else None
+    given = ClaimView.of(claim).provider.get("name")  # as written: a name that is not one is named in the error
+    name = given if isinstance(given, str) else None
+    provider = providers.get(name) if name is not None else None
     if provider is None:
-        error = ResourceError("spec.provider.name", f"there is no ResourceProvider {name}", "ProviderNotFound", 0)
-        return ClaimSpec((ClaimResource(0, str(name or ""), None, None, (error,)),), whole)
+        error = ResourceError("spec.provider.name", f"there is no ResourceProvider {given}", "ProviderNotFound", 0)
+        return ClaimSpec((ClaimResource(0, str(given or ""), None, None, (error,)),), whole)
     problem = None
     if not provider.valid:
         problem = ResourceError("spec.provider.name", f"ResourceProvider {provider.name} is invalid: "
@@ -218,7 +220,7 @@ def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], 
 
 def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:
     """A claim's `spec.lifespan.start`/`end` that are not times in lessor's range (1970 to 9000)."""
-    lifespan = (claim.get("spec") or {}).get("lifespan")
+    lifespan = ClaimView.of(claim).lifespan_given
     if lifespan is None:
         return []
     if not isinstance(lifespan, Mapping):
@@ -377,12 +379,12 @@ def matches_handle(spec: ClaimSpec, handle: Mapping[str, Any]) -> bool:
     Same number of resources, same providers in the same order, and each
     template equal to the handle's except at the provider's `matchIgnore` paths.
     """
-    handle_resources = (handle.get("spec") or {}).get("resources") or []
+    handle_resources = HandleView.of(handle).resources
     if not spec.valid or len(handle_resources) != len(spec.resources):
         return False
     for resource, theirs in zip(spec.resources, handle_resources):
         assert resource.provider is not None
-        if (theirs.get("provider") or {}).get("name") != resource.provider.name:
+        if provider_name(theirs) != resource.provider.name:
             return False
         if not matches_ignoring(resource.template, theirs.get("template") or {}, resource.provider.match_ignore):
             return False
@@ -395,7 +397,7 @@ def bound_templates(spec: ClaimSpec, handle: Mapping[str, Any]) -> list[Object]:
     What the pool provisioned and the claim does not mention stays.
     """
     result = []
-    for resource, theirs in zip(spec.resources, (handle.get("spec") or {}).get("resources") or []):
+    for resource, theirs in zip(spec.resources, HandleView.of(handle).resources):
         current = theirs.get("template") or {}
         patch = [op for op in diff(current, resource.template) if op["op"] != "remove"]
         result.append(apply(current, patch))

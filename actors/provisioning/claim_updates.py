@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.fields import mapping_at
+from lessor.model.views.provisioning import HandleView
 from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operations
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
@@ -98,7 +99,7 @@ class ClaimUpdate:
 
     def handle_patch(self, handle: Mapping[str, Any]) -> list[Operation]:
         """A JSON Patch for the handle object applying the allowed operations (empty when nothing changes)."""
-        entries = (handle.get("spec") or {}).get("resources") or []
+        entries = HandleView.of(handle).resources
         patch: list[Operation] = []
         for resource in self.resources:
             if not resource.applied:
@@ -127,7 +128,7 @@ def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpe
     in step with (from the previous claim, or the handle's own templates
     when that is not known).
     """
-    entries = (handle.get("spec") or {}).get("resources") or []
+    entries = HandleView.of(handle).resources
     if len(new.resources) != len(entries):
         message = (f"resources cannot be added or removed once the claim is bound: the handle has {len(entries)}, "
                    f"the claim asks for {len(new.resources)}")

@@ -37,16 +37,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import deleting, generation, ignored, newer, timestamp
+from lessor.model.fields import deleting, generation, ignored, newer
 from lessor.model.handles import claim_of, reference_of
 from lessor.model.jsonpatch import json_equal
 from lessor.model.keys import reference_key
 from lessor.model.kinds import kind_of
+from lessor.model.views.meta import Meta
+from lessor.model.views.provisioning import HandleView, provider_name, view_of
 from lessor.templates import offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, Kind, NotFound
@@ -85,7 +87,7 @@ class _End:
 
 
 class HandleActor(ObjectActor):
-    __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending")
+    __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending", "_view")
     kind = HANDLE  # given up on a version (`guard`): its resources stay as they are
     wake_kinds = (PROVIDER.kind,)
     honours_ignore = True
@@ -100,6 +102,14 @@ class HandleActor(ObjectActor):
         self.watched: set[tuple[str, str]] = set()
         self.requester: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None
         self.ending = False
+        self._view: HandleView | None = None
+
+    @property
+    def view(self) -> HandleView:
+        """The handle as last observed (or written), typed; built once per version."""
+        assert self.obj is not None
+        self._view = view_of(HandleView, self.obj, self._view)
+        return self._view
 
     # --- life ---------------------------------------------------------------------------
 
@@ -186,10 +196,11 @@ class HandleActor(ObjectActor):
         if self.obj is None or self.ending or deleting(self.obj):
             return
         now = self.ctx.now()
-        end = timestamp(((self.obj.get("spec") or {}).get("lifespan") or {}).get("end"))
-        if claim_of(self.obj) is None and (self.obj.get("spec") or {}).get("resourcePool"):
+        view = self.view
+        end = view.lifespan_end
+        if view.claim is None and view.pooled:
             end = None  # a pool's unbound handle: its pool replaces it at that end, under a precondition
-        if end is not None and end <= now and claim_of(self.obj) is None:
+        if end is not None and end <= now and view.claim is None:
             await self._end_unbound()
             return
         if end is not None and end <= now:
@@ -199,14 +210,14 @@ class HandleActor(ObjectActor):
             self.schedule("end", _End(), at=end)
         else:
             self.cancel("end")
-        bound = claim_of(self.obj)
+        bound = view.claim
         if bound is not None and self.claim is None:  # not in the topology: deleted, or not yet seen
             self.claim = await self.ctx.api.get(CLAIM, *bound)
             if self.claim is None:
                 await self._end()
                 return
         identity, user = await self._requester()
-        results = await offload(render_handle, _with_recorded_references(self.obj), self.providers, key=self._tenant(),
+        results = await offload(render_handle, _with_recorded_references(self.view), self.providers, key=self._tenant(),
                                 operator_namespace=self.ctx.operator_namespace, claim=self.claim,
                                 requester_identity=identity, requester_user=user, live=self.live, now=now)
         self.failures = {}
@@ -254,7 +265,7 @@ class HandleActor(ObjectActor):
                     return
                 self.live[key] = live
             if created is None:
-                metadata = {**definition["metadata"], "uid": (live.get("metadata") or {}).get("uid")}
+                metadata = {**definition["metadata"], "uid": Meta.of(live).uid or None}
                 self.live[key] = await self.ctx.api.apply(kind, namespace, name, {**definition, "metadata": metadata})
             self.watched.add((reference["apiVersion"], reference["kind"]))
         except ApiFailure as error:
@@ -286,8 +297,7 @@ class HandleActor(ObjectActor):
     async def _requester(self) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
         """(identity, user) named by the claim namespace's requester annotation, for overrides that use them."""
         bound = claim_of(self.obj)
-        entries = ((self.obj or {}).get("spec") or {}).get("resources") or ()
-        used = {(entry.get("provider") or {}).get("name") for entry in entries}
+        used = {provider_name(entry) for entry in self.view.resources} if self.obj is not None else set()
         if bound is None or not any(_uses_requester(p) for name, p in self.providers.items() if name in used):
             return None, None
         if self.requester is None:
@@ -311,11 +321,10 @@ class HandleActor(ObjectActor):
         meanwhile, `_with_recorded_references`), and the pool's binding writes them into the spec, in the
         patch that binds it. One write less per pooled handle.
         """
-        assert self.obj is not None
-        spec = self.obj.get("spec") or {}
-        if claim_of(self.obj) is None and spec.get("resourcePool"):
+        view = self.view
+        if view.claim is None and view.pooled:
             return
-        entries = spec.get("resources") or []
+        entries = view.resources
         ops = [{"op": "add", "path": f"/spec/resources/{r.index}/reference", "value": r.reference}
                for r in results
                if r.definition is not None and r.reference is not None and r.index not in self.failures
@@ -330,12 +339,12 @@ class HandleActor(ObjectActor):
             log.warning("handle %s/%s: recording references failed: %s", self.namespace, self.name, error)
 
     async def _write_status(self, results: list[RenderedResource], now: datetime) -> None:
-        assert self.obj is not None
-        entries = (self.obj.get("spec") or {}).get("resources") or []
+        view = self.view
+        entries = view.resources
         resources = []
         for result, entry in zip(results, entries):
-            provider_name = (entry.get("provider") or {}).get("name")
-            provider = self.providers.get(provider_name or "")
+            name = provider_name(entry)
+            provider = self.providers.get(name or "")
             reference = result.reference or entry.get("reference")
             live = self.live.get(reference_key(reference)) if reference else None
             state = resource_state(live) if live is not None else None
@@ -347,7 +356,7 @@ class HandleActor(ObjectActor):
                       if provider else None)
             item: dict[str, Any] = {
                 "name": entry.get("name") or (provider.resource_name if provider else ""),
-                "provider": {"name": provider_name},
+                "provider": {"name": name},
                 "ready": readiness.ready is True,
                 "healthy": bool(result.rendered or result.waiting) and result.index not in self.failures
                 and health is not False,
@@ -358,11 +367,11 @@ class HandleActor(ObjectActor):
             if result.waiting_for is not None:
                 item["waitingFor"] = result.waiting_for
             resources.append(item)
-        current = self.obj.get("status") or {}
+        current = view.status
         shown = [self.failures.get(r.index, r) for r in results]
         conditions = merge_condition(current.get("conditions"),
-                                     rendered_condition(shown, now=now, generation=generation(self.obj)))
-        conditions = merge_condition(conditions, ready_condition(resources, now=now, generation=generation(self.obj)))
+                                     rendered_condition(shown, now=now, generation=generation(view.body)))
+        conditions = merge_condition(conditions, ready_condition(resources, now=now, generation=generation(view.body)))
         status = {"resources": resources, "ready": all(r["ready"] for r in resources),
                   "healthy": all(r["healthy"] for r in resources), "conditions": conditions,
                   "summary": await self._summary(entries, resources, now)}
@@ -371,11 +380,12 @@ class HandleActor(ObjectActor):
             return
         await self.write_status(status)  # a deleted handle: the deletion event ends us
 
-    async def _summary(self, entries: list[Mapping[str, Any]], resources: list[dict[str, Any]], now: datetime) -> Any:
+    async def _summary(self, entries: Sequence[Mapping[str, Any]], resources: list[dict[str, Any]],
+                       now: datetime) -> Any:
         """`status.summary` from the last resource's provider's `statusSummaryTemplate`, as its claim shows it
         (the pool/claim tool writes it on both); a template that fails leaves none and says why in an Event."""
         assert self.obj is not None
-        last = self.providers.get(((entries[-1].get("provider") or {}).get("name") or "") if entries else "")
+        last = self.providers.get((provider_name(entries[-1]) or "") if entries else "")
         if last is None:
             return None
         summary, error = await offload(status_summary, last, self.obj, self.claim, resources, now, key=self._tenant())
@@ -394,7 +404,7 @@ class HandleActor(ObjectActor):
 
         async def write(current: Mapping[str, Any]) -> None:
             await self.ctx.api.delete(HANDLE, self.namespace, name,
-                                      resource_version=(current.get("metadata") or {}).get("resourceVersion"))
+                                      resource_version=Meta.of(current).resource_version or None)
 
         try:
             outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, self.obj, write,
@@ -430,7 +440,7 @@ class HandleActor(ObjectActor):
                 found = await self._ours(reference)
                 if found is not None and not deleting(found):
                     await self.ctx.api.delete(kind_of(reference), reference["namespace"], reference["name"],
-                                              uid=(found.get("metadata") or {}).get("uid"))
+                                              uid=Meta.of(found).uid or None)
             except ApiFailure as error:  # a Conflict: the uid changed, it is no longer the one we made
                 log.warning("handle %s/%s: deleting %s %s/%s failed: %s", self.namespace, self.name,
                             reference["kind"], reference["namespace"], reference["name"], error)
@@ -443,28 +453,27 @@ class HandleActor(ObjectActor):
     def _references(self) -> list[dict[str, str]]:
         """Every resource this handle made: referenced in its spec or status, or seen with its label."""
         found = {reference_key(reference_of(obj)): reference_of(obj) for obj in self.live.values()}
-        spec, status = (self.obj or {}).get("spec") or {}, (self.obj or {}).get("status") or {}
-        for entry in [*(spec.get("resources") or ()), *(status.get("resources") or ())]:
-            reference = entry.get("reference") if isinstance(entry, Mapping) else None
+        view = HandleView.of(self.obj or {})
+        for entry in [*view.resources, *view.reported]:
+            reference = entry.get("reference")
             if isinstance(reference, Mapping) and reference.get("name") and reference.get("kind"):
                 found.setdefault(reference_key(reference), {key: str(reference.get(key) or "") for key in
                                                            ("apiVersion", "kind", "name", "namespace")})
         return list(found.values())
 
 
-def _with_recorded_references(handle: Mapping[str, Any]) -> Mapping[str, Any]:
+def _with_recorded_references(handle: HandleView) -> Mapping[str, Any]:
     """The handle with each resource's reference from its status where its spec has none yet (a pool's
     handle before its binding writes them, see `_write_references`): a created resource keeps its name."""
-    entries = (handle.get("spec") or {}).get("resources") or []
-    reported = (handle.get("status") or {}).get("resources") or []
+    entries, reported = handle.resources, handle.reported
     missing = [index for index, entry in enumerate(entries) if not entry.get("reference") and index < len(reported)
-               and isinstance(reported[index], Mapping) and isinstance(reported[index].get("reference"), Mapping)]
+               and isinstance(reported[index].get("reference"), Mapping)]
     if not missing:
-        return handle
+        return handle.body
     resources = [dict(entry) for entry in entries]
     for index in missing:
         resources[index]["reference"] = dict(reported[index]["reference"])
-    return {**handle, "spec": {**(handle.get("spec") or {}), "resources": resources}}
+    return {**handle.body, "spec": {**handle.spec, "resources": resources}}
 
 
 def _contains(value: Any, pattern: Any) -> bool:
@@ -485,8 +494,7 @@ def _contains(value: Any, pattern: Any) -> bool:
 
 
 def _uses_requester(provider: Provider) -> bool:
-    spec = provider.definition.get("spec") or {}
-    return provider.template_enable and "requester_" in json.dumps([provider.override, spec.get("vars")])
+    return provider.template_enable and "requester_" in json.dumps([provider.override, provider.view.vars])
 
 
 def ready_condition(resources: list[dict[str, Any]], *, now: datetime, generation: int | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any
 from lessor.model.fields import deleting
 from lessor.model.handles import claim_of
 from lessor.model.jsonpatch import escape
+from lessor.model.views.provisioning import HandleView, provider_name
 from lessor.templates.regexes import Regex, compile_regex
 
 from .claim_spec import ClaimSpec, matches_handle
@@ -70,10 +71,10 @@ def claim_key(spec: ClaimSpec, patterns: Patterns) -> Key:
 
 
 def handle_key(handle: Mapping[str, Any], patterns: Patterns) -> Key | None:
-    resources = (handle.get("spec") or {}).get("resources") or []
+    resources = HandleView.of(handle).resources
     if len(resources) != len(patterns):
         return None  # matches no claim with these patterns
-    return tuple(((theirs.get("provider") or {}).get("name"), template_key(theirs.get("template") or {}, ignore))
+    return tuple((provider_name(theirs), template_key(theirs.get("template") or {}, ignore))
                  for theirs, ignore in zip(resources, patterns))
 
 

@@ -26,6 +26,8 @@ from datetime import datetime
 from typing import Any
 
 from lessor.model.keys import reference_key
+from lessor.model.views.meta import Meta
+from lessor.model.views.provisioning import HandleView, PoolView, provider_name
 from lessor.model.labels import (CLAIM_NAME, CLAIM_NAMESPACE, DOMAIN, HANDLE_NAME, HANDLE_NAMESPACE, POOL_NAME,
                                  PROVIDER_NAME)
 from lessor.templates import TemplateError, render_object, template_variables
@@ -74,16 +76,17 @@ class RenderedResource:
 WAITING_FOR = {"ResourceRequiresClaim": "ResourceClaim", "WaitingForLinkedResource": WAITING_FOR_LINKED}
 
 
-def handle_guid(handle: Mapping[str, Any]) -> str:
+Handle = Mapping[str, Any] | HandleView
+"""A handle as its body or its view: these functions build the view once and pass it on."""
+
+
+def _view(handle: Handle) -> HandleView:
+    return handle if isinstance(handle, HandleView) else HandleView.of(handle)
+
+
+def handle_guid(handle: Handle) -> str:
     """The part of the handle's name that `generateName` added (the whole name if it had none)."""
-    metadata = handle.get("metadata") or {}
-    name = str(metadata.get("name") or "")
-    prefix = metadata.get("generateName") or ""
-    if prefix and name.startswith(prefix) and len(name) > len(prefix):
-        return name[len(prefix):]
-    if name.startswith("guid-") and len(name) > len("guid-"):
-        return name[len("guid-"):]
-    return name
+    return _view(handle).guid
 
 
 def requester_of(namespace: Mapping[str, Any] | None) -> str | None:
@@ -91,9 +94,7 @@ def requester_of(namespace: Mapping[str, Any] | None) -> str | None:
 
     The caller looks up that User and its Identity for `requester_user` and `requester_identity`.
     """
-    annotations = ((namespace or {}).get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(REQUESTER)
-    return value if isinstance(value, str) and value else None
+    return Meta.of(namespace).annotations.get(REQUESTER) or None
 
 
 def valid_label_value(value: Any) -> bool:
@@ -101,26 +102,24 @@ def valid_label_value(value: Any) -> bool:
     return isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
-def tracking(handle: Mapping[str, Any], provider_name: str) -> tuple[dict[str, str], dict[str, str]]:
+def tracking(handle: Handle, provider: str) -> tuple[dict[str, str], dict[str, str]]:
     """The `lessor.dev/` (labels, annotations) of a resource of this handle."""
-    metadata = handle.get("metadata") or {}
-    spec = handle.get("spec") or {}
-    claim = spec.get("resourceClaim") or {}
-    pool = spec.get("resourcePool") or {}
+    view = _view(handle)
+    claim = view.claim_ref
     values = {
-        HANDLE_NAME: metadata.get("name"),
-        HANDLE_NAMESPACE: metadata.get("namespace"),
+        HANDLE_NAME: view.name,
+        HANDLE_NAMESPACE: view.namespace,
         CLAIM_NAME: claim.get("name"),
         CLAIM_NAMESPACE: claim.get("namespace"),
-        PROVIDER_NAME: provider_name,
-        POOL_NAME: pool.get("name"),
+        PROVIDER_NAME: provider,
+        POOL_NAME: view.pool,
     }
     annotations = {key: str(value) for key, value in values.items() if value}
     labels = {key: value for key, value in annotations.items() if valid_label_value(value)}
     return labels, annotations
 
 
-def render_handle(handle: Mapping[str, Any], providers: Mapping[str, Provider], *, operator_namespace: str,
+def render_handle(handle: Handle, providers: Mapping[str, Provider], *, operator_namespace: str,
                   claim: Mapping[str, Any] | None = None, requester_identity: Mapping[str, Any] | None = None,
                   requester_user: Mapping[str, Any] | None = None, live: Mapping[Any, Mapping[str, Any]] | None = None,
                   now: datetime) -> list[RenderedResource]:
@@ -129,24 +128,25 @@ def render_handle(handle: Mapping[str, Any], providers: Mapping[str, Provider], 
     `live` maps `reference_key(reference)` to the resources as last seen: templates see them as
     `resource_state` and `resource_states`.
     """
-    entries = (handle.get("spec") or {}).get("resources") or []
+    view = _view(handle)
+    entries = view.resources
     states = [(live or {}).get(reference_key(entry["reference"])) if isinstance(entry.get("reference"), Mapping)
               else None for entry in entries]
     results = []
-    for index, entry in enumerate((handle.get("spec") or {}).get("resources") or []):
-        name = (entry.get("provider") or {}).get("name")
+    for index, entry in enumerate(entries):
+        name = provider_name(entry)
         provider = providers.get(name) if name else None
         if provider is None:
             message = f"spec.resources[{index}].provider.name: there is no ResourceProvider {name}"
             results.append(RenderedResource(index, None, entry.get("reference"), "ProviderNotFound", message))
             continue
-        results.append(render_resource(handle, index, provider, operator_namespace=operator_namespace, claim=claim,
+        results.append(render_resource(view, index, provider, operator_namespace=operator_namespace, claim=claim,
                                        requester_identity=requester_identity, requester_user=requester_user,
                                        states=states, now=now))
     return results
 
 
-def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *, operator_namespace: str,
+def render_resource(handle: Handle, index: int, provider: Provider, *, operator_namespace: str,
                     claim: Mapping[str, Any] | None = None, requester_identity: Mapping[str, Any] | None = None,
                     requester_user: Mapping[str, Any] | None = None,
                     states: list[Mapping[str, Any] | None] | None = None, now: datetime) -> RenderedResource:
@@ -156,7 +156,8 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
     looked up by the caller from the claim namespace's requester annotation;
     `states` are the handle's resources as last seen, by index.
     """
-    entry = ((handle.get("spec") or {}).get("resources") or [])[index]
+    view = _view(handle)
+    entry = view.resources[index]
     field = f"spec.resources[{index}]"
     reference = entry.get("reference")
 
@@ -171,14 +172,13 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
     template = entry.get("template") or {}
     variables = {
         **template_variables(
-            resource_claim=claim, resource_handle=handle, resource_index=index,
+            resource_claim=claim, resource_handle=view.body, resource_index=index,
             resource_provider=provider.definition, resource_template=template,
             requester_identity=requester_identity, requester_user=requester_user, clock=clock(now)),
-        **handle_variables(handle, index, states, requester_identity),
+        **handle_variables(view, index, states, requester_identity),
     }
     if provider.links:  # what this resource reads from the resources it is linked to, once they are far enough
-        entries = (handle.get("spec") or {}).get("resources") or []
-        linked, waiting = linked_variables(provider.links, entries, states or [], variables)
+        linked, waiting = linked_variables(provider.links, view.resources, states or [], variables)
         if waiting:
             return refuse("WaitingForLinkedResource", waiting)
         variables.update(linked)
@@ -187,7 +187,7 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
         placed["metadata"].pop("namespace", None)  # only the provider places resources
     try:
         if provider.template_enable:
-            variables = provider.with_vars(variables, handle)
+            variables = provider.with_vars(variables, view.body)
         definition = provider.apply_override(placed, variables)
     except TemplateError as error:
         return refuse("TemplateError", f"ResourceProvider {provider.name} could not render {error}")
@@ -206,7 +206,7 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
     metadata = definition["metadata"]
     namespace = metadata.get("namespace") or operator_namespace
     generate_name = metadata.pop("generateName", None)
-    name = metadata.get("name") or f"{generate_name or f'guid{index}-'}{handle_guid(handle)}"
+    name = metadata.get("name") or f"{generate_name or f'guid{index}-'}{view.guid}"
     if reference:
         if (reference.get("apiVersion"), reference.get("kind")) != (definition["apiVersion"], definition["kind"]):
             return refuse("KindChangeRefused",
@@ -226,10 +226,9 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
     metadata["name"] = name
     metadata["namespace"] = namespace
 
-    labels, annotations = tracking(handle, provider.name)
-    spec = handle.get("spec") or {}
-    for section, ours, added in (("labels", labels, spec.get("resourceLabels")),
-                                 ("annotations", annotations, spec.get("resourceAnnotations"))):
+    labels, annotations = tracking(view, provider.name)
+    for section, ours, added in (("labels", labels, view.resource_labels),
+                                 ("annotations", annotations, view.resource_annotations)):
         theirs = metadata.get(section) if isinstance(metadata.get(section), dict) else {}
         merged = {key: value for key, value in theirs.items() if not str(key).startswith(DOMAIN)}
         if isinstance(added, Mapping):  # the handle's (its pool's) resourceLabels / resourceAnnotations
@@ -246,28 +245,29 @@ def render_resource(handle: Mapping[str, Any], index: int, provider: Provider, *
 POOL_TO_HANDLE = ("vars", "resourceLabels", "resourceAnnotations")
 
 
-def carried_to_handles(pool: Mapping[str, Any] | None) -> dict[str, Any]:
+def carried_to_handles(pool: PoolView) -> dict[str, Any]:
     """The pool's `spec.vars`, `resourceLabels`, `resourceAnnotations` and `preferenceScore`, for the spec of a
     handle it creates."""
-    spec = (pool or {}).get("spec") or {}
-    carried = {key: copy.deepcopy(spec[key]) for key in POOL_TO_HANDLE if isinstance(spec.get(key), Mapping)}
-    if isinstance(spec.get("preferenceScore"), int | float) and not isinstance(spec["preferenceScore"], bool):
-        carried["preferenceScore"] = spec["preferenceScore"]
+    carried: dict[str, Any] = {key: copy.deepcopy(dict(value)) for key in POOL_TO_HANDLE
+                               if (value := pool.carried(key)) is not None}
+    if (score := pool.preference_score) is not None:
+        carried["preferenceScore"] = score
     return carried
 
 
-def handle_variables(handle: Mapping[str, Any], index: int, states: list[Mapping[str, Any] | None] | None,
+def handle_variables(handle: Handle, index: int, states: list[Mapping[str, Any] | None] | None,
                      requester_identity: Mapping[str, Any] | None) -> dict[str, Any]:
     """The rest of the pool/claim tool's override variables: the guid and every resource of the handle.
 
     Its manifests use them (`name: "app-{{ guid }}"`), so they port unchanged.
     """
-    entries = (handle.get("spec") or {}).get("resources") or []
+    view = _view(handle)
+    entries = view.resources
     states = list(states) if states is not None else []
     states += [None] * (len(entries) - len(states))
     references = [entry.get("reference") for entry in entries]
     return {
-        "guid": handle_guid(handle),
+        "guid": view.guid,
         "requester_identities": [requester_identity] if requester_identity is not None else [],
         "resource_name": entries[index].get("name"),
         "resource_reference": references[index] or {},
@@ -294,7 +294,7 @@ def rendered_condition(results: list[RenderedResource], *, now: datetime,
                          now=now, observed_generation=generation)
 
 
-def status_summary(provider: Provider, handle: Mapping[str, Any], claim: Mapping[str, Any] | None,
+def status_summary(provider: Provider, handle: Handle, claim: Mapping[str, Any] | None,
                    resources: list[Mapping[str, Any]], now: datetime) -> tuple[Any, str]:
     """The provider's `statusSummaryTemplate` rendered for a claim or its handle (their `status.summary`, as
     the pool/claim tool writes it; `claim` None for a handle no claim holds): (summary, "") or (None, what went
@@ -303,18 +303,19 @@ def status_summary(provider: Provider, handle: Mapping[str, Any], claim: Mapping
     Every string is a template that sees the usual variables, the handle's (`guid`, `resource_states`,
     ...), the provider's and handle's `vars`, and `resources`: the claim's `status.resources`.
     """
-    template = (provider.definition.get("spec") or {}).get("statusSummaryTemplate")
-    if not isinstance(template, Mapping) or not template:
+    template = provider.view.status_summary_template
+    if template is None:
         return None, ""
-    last = len((handle.get("spec") or {}).get("resources") or []) - 1
+    view = _view(handle)
+    last = len(view.resources) - 1
     states = [entry.get("state") for entry in resources]
     variables = {
-        **template_variables(resource_claim=claim, resource_handle=handle, resource_provider=provider.definition,
+        **template_variables(resource_claim=claim, resource_handle=view.body, resource_provider=provider.definition,
                              clock=clock(now)),
-        **(handle_variables(handle, last, states, None) if last >= 0 else {}),
+        **(handle_variables(view, last, states, None) if last >= 0 else {}),
         "resources": resources,
     }
     try:
-        return render_object(template, provider.with_vars(variables, handle), "/spec/statusSummaryTemplate"), ""
+        return render_object(template, provider.with_vars(variables, view.body), "/spec/statusSummaryTemplate"), ""
     except TemplateError as error:
         return None, f"ResourceProvider {provider.name} could not render {error}"

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.times import format_time
+from lessor.model.views.provisioning import ClaimView, HandleView
 from lessor.templates import (
     TemplateError,
     escape_pointer_token,
@@ -184,8 +186,8 @@ def lifespan_variables(claim: Mapping[str, Any] | None, handle: Mapping[str, Any
     """What a lifespan template sees: `resource_claim`, `resource_handle` and the handle's vars (as in Poolboy)."""
     variables = template_variables(resource_claim=claim, resource_handle=handle, clock=lambda: now)
     rendered: dict[str, Any] = {}
-    values = ((handle or {}).get("spec") or {}).get("vars")
-    for name, value in (values.items() if isinstance(values, Mapping) else ()):
+    values = HandleView.of(handle).vars if handle is not None else {}
+    for name, value in values.items():
         try:
             rendered[name] = render_object(value, {**rendered, **variables},
                                            f"/spec/vars/{escape_pointer_token(str(name))}")
@@ -260,11 +262,11 @@ def claim_lifespan(config: LifespanConfig, *, created: datetime, start: datetime
 def claim_lifespan_of(config: LifespanConfig, claim: Mapping[str, Any], *, start: datetime,
                       now: datetime) -> tuple[Lifespan | None, str]:
     """`claim_lifespan` reading the claim's creation and requested end; (None, error) when unreadable."""
-    try:
-        created = parse_timestamp((claim.get("metadata") or {}).get("creationTimestamp"))
+    try:  # read as written: the parser says what is wrong with it
+        created = parse_timestamp(mapping_at(claim, "metadata").get("creationTimestamp"))
     except (TypeError, ValueError) as error:
         return None, f"metadata.creationTimestamp: {error}"
-    requested = ((claim.get("spec") or {}).get("lifespan") or {}).get("end")
+    requested = ClaimView.of(claim).requested_end_text
     requested_end = None
     if requested is not None:
         try:

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 from lessor.model.labels import CLAIM_NAME, CLAIM_NAMESPACE, HANDLE_NAME, HANDLE_NAMESPACE
+from lessor.model.views.meta import Meta
 
 
 
 def _marks(resource: Mapping[str, Any]) -> Mapping[str, Any]:
     """The labels that carry lessor's handle name, else the annotations (as the topology reads them)."""
-    metadata = resource.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    return labels if labels.get(HANDLE_NAME) else (metadata.get("annotations") or {})
+    meta = Meta.of(resource)  # any kind of resource: its metadata is all that is read
+    return meta.labels if meta.labels.get(HANDLE_NAME) else meta.annotations
 
 
 def handle_of(resource: Mapping[str, Any]) -> tuple[str, str] | None:

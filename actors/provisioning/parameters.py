@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lessor.model.jsonpatch import json_equal
+from lessor.model.views.provisioning import ClaimView
 from lessor.templates import (
     TemplateError,
     compiled_checks,
@@ -96,10 +97,10 @@ def parse_parameters(spec: Mapping[str, Any]) -> tuple[tuple[Parameter, ...], li
     return tuple(parameters), errors
 
 
-def applied_values(claim: Mapping[str, Any], provider: str) -> Mapping[str, Any] | None:
+def applied_values(claim: ClaimView, provider: str) -> Mapping[str, Any] | None:
     """The values last applied for `provider` (`status.provider.parameterValues`), None before any were."""
-    applied = (claim.get("status") or {}).get("provider")
-    if not isinstance(applied, Mapping) or applied.get("name") != provider:
+    applied = claim.applied_provider
+    if applied.get("name") != provider:
         return None
     values = applied.get("parameterValues")
     return values if isinstance(values, Mapping) else None
@@ -112,13 +113,13 @@ def parameter_values(provider: Provider, claim: Mapping[str, Any], *, now: datet
     `linked`: the values a link gives a linked provider (none applied: only the claim's own are judged against
     what was applied). They are judged by the provider's parameters like a claim's, unless the provider sets
     `trustLinkedParameterValues` (Poolboy's behaviour): then they are used as given, defaults filling the rest."""
-    given = linked if linked is not None else \
-        ((claim.get("spec") or {}).get("provider") or {}).get("parameterValues") or {}
+    view = ClaimView.of(claim)
+    given = linked if linked is not None else view.parameter_values_given or {}
     if not isinstance(given, Mapping):
         return {}, [ResourceError(FIELD, "must be an object", "SchemaViolation", 0)]
-    applied = applied_values(claim, provider.name) if linked is None else None
+    applied = applied_values(view, provider.name) if linked is None else None
     trusted = linked is not None and provider.trust_linked_values
-    bound = isinstance((claim.get("status") or {}).get("resourceHandle"), Mapping)
+    bound = view.handle_ref is not None
     declared = {parameter.name for parameter in provider.parameters}
     errors = [ResourceError(f"{FIELD}.{name}", f"ResourceProvider {provider.name} has no parameter {name} "
                             f"(it has {', '.join(sorted(declared)) or 'none'})", "SchemaViolation", 0)

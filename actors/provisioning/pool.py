@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, ignored, name_of, newer, timestamp
+from lessor.model.fields import deleting, ignored, name_of, newer
 from lessor.model.handles import claim_of
 from lessor.model.keys import actor_address
 from lessor.templates import offload
@@ -62,6 +62,8 @@ from .pool_scaling import Scaling, next_at, scaling_of, scalings_for, status_of
 from .provider import Provider, load_providers
 from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
 from lessor.model.times import whole_seconds
+from lessor.model.views.meta import Meta
+from lessor.model.views.provisioning import HandleView, PoolView, view_of
 from lessor.model.labels import POOL_SCALING
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,7 @@ class _WriteStatus:
 
 class PoolActor(ObjectActor):
     __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due", "scalings",
-                 "pausing")
+                 "pausing", "_view")
     kind = POOL
     wake_kinds = (PROVIDER.kind,)
     honours_ignore = True
@@ -121,6 +123,14 @@ class PoolActor(ObjectActor):
         self.status_due = False
         self.scalings: list[Mapping[str, Any]] = []  # the ResourcePoolScalings of the namespace, as last seen
         self.pausing = False  # between two steps of creates (CREATE_STEP, STEP_PAUSE)
+        self._view: PoolView | None = None
+
+    @property
+    def view(self) -> PoolView:
+        """The pool as last observed (or written), typed; built once per version."""
+        assert self.obj is not None
+        self._view = view_of(PoolView, self.obj, self._view)
+        return self._view
 
     # --- life ---------------------------------------------------------------------------
 
@@ -187,8 +197,7 @@ class PoolActor(ObjectActor):
     async def _resolve(self) -> None:
         assert self.obj is not None
         self.spec = await offload(resolve_pool, self.obj, self.providers, key=self.namespace, now=self.ctx.now())
-        self.lifespan, lifespan_errors = LifespanConfig.parse((self.obj.get("spec") or {}).get("lifespan"),
-                                                              "spec.lifespan")
+        self.lifespan, lifespan_errors = LifespanConfig.parse(self.view.lifespan_given, "spec.lifespan")
         self.errors = [*self.spec.all_errors,
                        *(ResourceError("spec.lifespan", error, "InvalidLifespan") for error in lifespan_errors)]
 
@@ -302,12 +311,12 @@ class PoolActor(ObjectActor):
         assert self.obj is not None and self.spec is not None
         if self.errors:
             return
-        spec = self.obj.get("spec") or {}
+        view = self.view
         unbound = self._unbound()
-        missing = int(spec.get("minAvailable") or 0) - len(unbound)
+        missing = view.min_available - len(unbound)
         if missing > 0:
-            max_unready = spec.get("maxUnready")
-            if isinstance(max_unready, int):
+            max_unready = view.max_unready
+            if max_unready is not None:
                 unready = sum(1 for h in unbound if not ready(h))
                 missing = min(missing, max(0, max_unready - unready))
             step = 0 if self.pausing else min(missing, CREATE_STEP)
@@ -318,7 +327,7 @@ class PoolActor(ObjectActor):
             # More than asked for (minAvailable lowered, or a restart that trailed its own creates). A scaling's
             # handles are extra by design, never a surplus.
             regular = [h for h in unbound if scaling_of(h) is None]
-            excess = len(regular) - int(spec.get("minAvailable") or 0)
+            excess = len(regular) - view.min_available
             surplus = sorted(regular, key=preference, reverse=True)[:max(0, excess)]
             await _gather(self._delete_unbound(h) for h in surplus)
 
@@ -342,7 +351,7 @@ class PoolActor(ObjectActor):
                 "resourcePool": {"name": self.name, "namespace": self.namespace},
                 "resources": self.spec.handle_resources(),
                 "lifespan": handle_lifespan_spec(self.lifespan, wait_end),  # its wait for a claim ends then
-                **carried_to_handles(self.obj),
+                **carried_to_handles(self.view),
             },
         }
         if (provider := self.spec.provider_reference()) is not None:  # provider mode: as a claim's handle says it
@@ -398,9 +407,8 @@ class PoolActor(ObjectActor):
 
     def _unready_budget(self) -> int:
         """How many more not-ready handles `spec.maxUnready` allows now (unbounded without it)."""
-        assert self.obj is not None
-        max_unready = (self.obj.get("spec") or {}).get("maxUnready")
-        if not isinstance(max_unready, int):
+        max_unready = self.view.max_unready
+        if max_unready is None:
             return 1 << 30
         return max(0, max_unready - sum(1 for h in self._unbound() if not ready(h)))
 
@@ -421,8 +429,8 @@ class PoolActor(ObjectActor):
         it waits `unclaimed` from its creation. Its binding replaces that end with the claim's."""
         now = self.ctx.now()
         for handle in self._unbound():
-            end = timestamp(((handle.get("spec") or {}).get("lifespan") or {}).get("end"))
-            created = created_at(handle)
+            view = HandleView.of(handle)
+            end, created = view.lifespan_end, view.meta.created
             if end is None and created is not None:
                 end = unclaimed_end(self.lifespan, created=created)
             if end is None:
@@ -435,8 +443,7 @@ class PoolActor(ObjectActor):
     async def _delete_unhealthy(self) -> None:
         """With `spec.deleteUnhealthyResourceHandles`, an unbound handle whose provider's healthCheck fails is
         deleted (replenishing replaces it); without it, it stays but is never bound."""
-        assert self.obj is not None
-        if (self.obj.get("spec") or {}).get("deleteUnhealthyResourceHandles") is not True:
+        if not self.view.delete_unhealthy:
             return
         unhealthy = [h for h in self._unbound() if not healthy(h)]
         for handle in unhealthy:
@@ -456,7 +463,7 @@ class PoolActor(ObjectActor):
 
         async def write(current: Mapping[str, Any]) -> None:
             await self.ctx.api.delete(HANDLE, self.namespace, name,
-                                      resource_version=(current.get("metadata") or {}).get("resourceVersion"))
+                                      resource_version=Meta.of(current).resource_version or None)
 
         try:  # a conflict is usually the handle's own status write: delete it if it is still unbound
             outcome = await commit(self.ctx.api, HANDLE, self.namespace, name, handle, write, free)
@@ -478,10 +485,10 @@ class PoolActor(ObjectActor):
         if self.obj is None:
             return
         unbound = sorted(self._unbound(), key=name_of)
-        current = self.obj.get("status") or {}
+        current = self.view.status
         now = self.ctx.now()
         conditions = merge_condition(current.get("conditions"), valid_condition(
-            self.errors, now=now, generation=(self.obj.get("metadata") or {}).get("generation")))
+            self.errors, now=now, generation=self.view.meta.generation))
         status = {
             "resourceHandleCount": {"available": len(unbound), "ready": sum(1 for h in unbound if ready(h))},
             "resourceHandles": [{"name": name_of(h), "ready": ready(h), "healthy": healthy(h)} for h in unbound],

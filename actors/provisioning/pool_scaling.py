@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import deleting, mapping_at, name_of
+from lessor.model.views.provisioning import HandleView, ScalingView
 from lessor.templates import format_timestamp, parse_timestamp
-from lessor.model.labels import POOL_SCALING
 
 WAITING, SCALING, DONE = "waiting", "scaling", "done"
 
@@ -55,14 +54,15 @@ def scalings_for(pool: str, objects: Iterable[Mapping[str, Any]],
     """The live scalings that name `pool`, oldest first, each with what was created for it."""
     live: dict[str, int] = {}
     for handle in handles:
-        label = ((handle.get("metadata") or {}).get("labels") or {}).get(POOL_SCALING)
+        label = scaling_of(handle)
         if label:
             live[label] = live.get(label, 0) + 1
     found = []
     for obj in objects:
-        spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")
-        if deleting(obj) or mapping_at(spec, "resourcePool").get("name") != pool:
+        view = ScalingView.of(obj)
+        if view.meta.deleting or view.pool != pool:
             continue
+        spec, status = view.spec, view.status
         count = spec.get("count")
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             continue  # the CRD keeps it a non-negative integer
@@ -72,14 +72,14 @@ def scalings_for(pool: str, objects: Iterable[Mapping[str, Any]],
             continue  # the CRD's pattern keeps it a time
         counted = status.get("count")
         counted = counted if isinstance(counted, int) and not isinstance(counted, bool) else 0
-        name = name_of(obj)
+        name = view.name
         found.append(Scaling(name, count, at, max(counted, live.get(name, 0)), status))
     return sorted(found, key=lambda s: (s.at.timestamp() if s.at is not None else 0.0, s.name))
 
 
 def scaling_of(handle: Mapping[str, Any]) -> str | None:
     """The scaling a handle was created for (its label), if any."""
-    return ((handle.get("metadata") or {}).get("labels") or {}).get(POOL_SCALING)
+    return HandleView.scaling_of(handle)
 
 
 def next_at(scalings: Iterable[Scaling], now: datetime) -> datetime | None:

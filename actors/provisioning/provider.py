@@ -29,6 +29,7 @@ from lessor.mailbox import Actor
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import ALL_OPS, json_equal
 from lessor.model.kinds import PROVIDER
+from lessor.model.views.provisioning import ClaimView, HandleView, ProviderView, condition
 from lessor.templates import (
     TemplateError,
     check_expression,
@@ -112,6 +113,8 @@ class Provider:
     schema declares `metadata.name` (`properties.metadata.properties.name`), as Poolboy's providers allow it."""
     errors: tuple[str, ...]
     """Problems in the provider, each `spec.<field>: message`; a provider with errors is not used."""
+    view: ProviderView
+    """The definition's fields, typed (`definition` as a `ProviderView`)."""
 
     @property
     def valid(self) -> bool:
@@ -126,8 +129,8 @@ class Provider:
         """`default` merged under the template (the template wins); raises TemplateError naming `/spec/default/...`."""
         default: Any = self.default
         if self.template_enable:
-            entries = ((claim or {}).get("spec") or {}).get("resources") or []
-            entry = entries[index] if 0 <= index < len(entries) and isinstance(entries[index], Mapping) else {}
+            entries = ClaimView.of(claim).resources if claim is not None else ()
+            entry = entries[index] if 0 <= index < len(entries) else {}
             variables = template_variables(resource_claim=claim, resource_index=index,
                                            resource_provider=self.definition, clock=clock(now))
             variables["resource_name"] = entry.get("name")  # as the pool/claim tool gives its defaults
@@ -142,11 +145,7 @@ class Provider:
         A var's strings are templates that see `variables` and the vars before it; named variables
         win over a var of the same name. Raises TemplateError naming `/spec/vars/<name>`.
         """
-        merged: Object = {}
-        for source in (self.definition, handle or {}):
-            values = (source.get("spec") or {}).get("vars")
-            if isinstance(values, Mapping):
-                merged.update(values)
+        merged: Object = {**self.view.vars, **(HandleView.of(handle).vars if handle is not None else {})}
         rendered: Object = {}
         for name, value in merged.items():
             path = f"/spec/vars/{escape_pointer_token(str(name))}"
@@ -181,15 +180,14 @@ class Provider:
                 return Readiness(False, "readinessCheck is false")
             except TemplateError as error:
                 return Readiness(None, f"readinessCheck could not be evaluated: {error.message}")
-        for condition in (state.get("status") or {}).get("conditions") or ():
-            if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-                if condition.get("status") == "True":
-                    return Readiness(True)
-                reason = condition.get("reason") or condition.get("status")
-                detail = condition.get("message") or ""
-                status = f"Ready is {condition.get('status')} ({reason})"
-                return Readiness(False, f"{status}: {detail}" if detail else status)
-        return Readiness(True)
+        # any kind of resource: no view of its own, its status conditions are all that is read
+        ready = condition(mapping_at(state, "status").get("conditions"), "Ready")
+        if ready is None or ready.get("status") == "True":
+            return Readiness(True)
+        reason = ready.get("reason") or ready.get("status")
+        detail = ready.get("message") or ""
+        status = f"Ready is {ready.get('status')} ({reason})"
+        return Readiness(False, f"{status}: {detail}" if detail else status)
 
     def healthy(self, state: Mapping[str, Any] | None, *, handle: Mapping[str, Any] | None = None,
                 claim: Mapping[str, Any] | None = None, now: datetime) -> bool | None:
@@ -211,12 +209,10 @@ def provider_from(obj: Mapping[str, Any]) -> Provider:
     `status`, `managedFields` and `resourceVersion` are left out, so a status
     write does not recompile the provider.
     """
-    view = {key: value for key, value in obj.items() if key != "status"}
-    metadata = dict(view.get("metadata") or {})
-    for key in ("managedFields", "resourceVersion"):
-        metadata.pop(key, None)
-    view["metadata"] = metadata
-    return _compile(json.dumps(view, sort_keys=True, default=str))
+    body = {key: value for key, value in obj.items() if key not in ("status", "metadata")}
+    body["metadata"] = {key: value for key, value in mapping_at(obj, "metadata").items()
+                        if key not in ("managedFields", "resourceVersion")}
+    return _compile(json.dumps(body, sort_keys=True, default=str))
 
 
 def merge(under: Any, over: Any) -> Any:
@@ -339,7 +335,8 @@ def _compile(canonical: str) -> Provider:
                       "allows one value of each), so a claim's template would choose what the operator creates; "
                       "set them in override")
 
-    name = str((obj.get("metadata") or {}).get("name") or "")
+    view = ProviderView.of(obj)
+    name = view.name
     return Provider(
         name=name,
         definition=obj,
@@ -367,6 +364,7 @@ def _compile(canonical: str) -> Provider:
         link_only=link_only,
         trust_linked_values=spec.get("trustLinkedParameterValues") is True,
         errors=tuple(errors),
+        view=view,
     )
 
 

@@ -15,7 +15,7 @@ from lessor.actors.provisioning.claim_spec import lifespan_errors
 from lessor.actors.provisioning.claim_updates import plan_claim_update
 from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, FailurePolicy, Lookup
-from lessor.admission.checks.fields import name_problem, operator_field, spec, spec_changed
+from lessor.admission.checks.fields import name_problem, operator_field, spec_changed
 from lessor.admission.checks.provided import (
     checks_result,
     providers_result,
@@ -23,7 +23,8 @@ from lessor.admission.checks.provided import (
     templates_result,
 )
 from lessor.gateway.resources import HANDLE
-from lessor.templates import format_timestamp, offload, parse_duration, parse_timestamp
+from lessor.model.views.provisioning import ClaimView
+from lessor.templates import format_timestamp, offload, parse_duration
 
 
 class ClaimChecker:
@@ -39,7 +40,7 @@ class ClaimChecker:
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         claim = request["object"]
         resources_changed = spec_changed(request, "resources", "provider")
-        lifespan_changed = spec_changed(request, "lifespan") and bool(spec(claim).get("lifespan"))
+        lifespan_changed = spec_changed(request, "lifespan") and bool(ClaimView.of(claim).lifespan_given)
         if not (resources_changed or lifespan_changed):
             return {}
         namespace = self._providers_namespace
@@ -50,8 +51,8 @@ class ClaimChecker:
             checks["claim-templates"] = partial(templates_result, resolution)
             checks["claim-checks"] = partial(checks_result, resolution)
             old = request.get("oldObject")
-            bound = ((old or {}).get("status") or {}).get("resourceHandle")
-            if request["operation"] == "UPDATE" and isinstance(bound, Mapping):
+            bound = ClaimView.of(old).handle_ref if old is not None else None
+            if request["operation"] == "UPDATE" and bound is not None:
                 handle = await _handle(bound, lookup, namespace)
                 if handle is not None:  # gone: the claim binds anew, and nothing is updated
                     checks["claim-update-filters"] = partial(_update_filters, old or {}, claim, handle, providers)
@@ -65,19 +66,17 @@ async def _lifespan(claim: Mapping[str, Any], providers: Sequence[Provider]) -> 
     the operator clamps it, so the user is told."""
     if errors := lifespan_errors(claim):
         return CheckResult.deny(*(Cause(error.message, error.field) for error in errors))
-    lifespan = spec(claim).get("lifespan") or {}
-    times = {key: parse_timestamp(lifespan[key]) for key in ("start", "end") if lifespan.get(key) is not None}
-    end = times.get("end")
+    view = ClaimView.of(claim)  # its times are readable now: `lifespan_errors` found none unreadable
+    asked_start, end = view.requested_start, view.requested_end
     if end is None:
         return CheckResult.ok()
-    if "start" in times and end <= times["start"]:
+    if asked_start is not None and end <= asked_start:
         return CheckResult.deny(Cause("must be after spec.lifespan.start", "spec.lifespan.end"))
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    created = claim["metadata"].get("creationTimestamp")
-    counted_from = {"maximum": parse_timestamp(created) if created else now, "relativeMaximum": now}
+    counted_from = {"maximum": view.meta.created or now, "relativeMaximum": now}
     limits = []
     for provider in providers:
-        provider_lifespan = spec(provider.definition).get("lifespan") or {}
+        provider_lifespan = provider.view.lifespan
         for key, start in counted_from.items():
             if raw := provider_lifespan.get(key):
                 try:
@@ -91,7 +90,8 @@ async def _lifespan(claim: Mapping[str, Any], providers: Sequence[Provider]) -> 
     if end <= limit:
         return CheckResult.ok()
     return CheckResult.ok(
-        f"spec.lifespan.end {lifespan['end']} is beyond the {reason}: it will be clamped to {format_timestamp(limit)}"
+        f"spec.lifespan.end {view.requested_end_text} is beyond the {reason}: it will be clamped to "
+        f"{format_timestamp(limit)}"
     )
 
 
@@ -113,7 +113,7 @@ async def _update_filters(old: Mapping[str, Any], new: Mapping[str, Any], handle
     Each operation it would refuse is denied at its field.
     """
     by_name = {provider_from(p).name: provider_from(p) for p in providers}
-    tenant = str((new.get("metadata") or {}).get("namespace") or "")
+    tenant = ClaimView.of(new).namespace
     plan = await offload(plan_claim_update, old, new, handle, by_name, key=tenant, now=dt.datetime.now(dt.UTC))
     causes = [Cause(error.message, operator_field(error.field)) for error in plan.errors]
     return CheckResult.deny(*causes) if causes else CheckResult.ok()

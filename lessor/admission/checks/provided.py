@@ -25,6 +25,7 @@ from lessor.actors.provisioning.claim_spec import ClaimSpec, ResourceError, reso
 from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.admission import Cause, CheckResult, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec
+from lessor.model.views.meta import Meta
 from lessor.gateway.resources import PROVIDER
 from lessor.templates import offload
 
@@ -89,14 +90,14 @@ async def fetch_providers(obj: Mapping[str, Any], lookup: Lookup, namespace: str
         return await _get_each(lookup, namespace, wanted)
     # Many names (a pool of thousands of entries naming as many providers): one list, not a read per name.
     # A name it lacks is confirmed as a single name is (a get), or, when many are, by one current list.
-    listed = {str((p.get("metadata") or {}).get("name")): p
+    listed = {Meta.of(p).name: p
               for p in await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=consistent)}
     missing = [n for n in wanted if n not in listed]
     if len(missing) > _MANY and not consistent:
-        listed = {str((p.get("metadata") or {}).get("name")): p
+        listed = {Meta.of(p).name: p
                   for p in await lookup.list(PROVIDER.group, PROVIDER.kind, namespace, consistent=True)}
     elif missing:
-        listed.update({str(p["metadata"]["name"]): p for p in await _get_each(lookup, namespace, missing)})
+        listed.update({Meta.of(p).name: p for p in await _get_each(lookup, namespace, missing)})
     return [listed[n] for n in wanted if n in listed]
 
 
@@ -123,13 +124,13 @@ async def resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]]
     under the template budget as the operator does: the event loop serving reviews only awaits. The thread
     is one of the tenant's turns in the render queue (a pool's: the operator namespace's), and does all that
     grows with the object: compiling its providers, resolving, sorting thousands of errors."""
-    tenant = str((obj.get("metadata") or {}).get("namespace") or namespace)
+    tenant = Meta.of(obj).namespace or namespace
     return await offload(_resolve, obj, providers, namespace, claim, dt.datetime.now(dt.UTC), key=tenant)
 
 
 def _resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, claim: bool,
              now: dt.datetime) -> Resolution:
-    by_name = {str((p.get("metadata") or {}).get("name")): provider_from(p) for p in providers}
+    by_name = {provider.name: provider for provider in map(provider_from, providers)}
     resolved = (resolve_claim if claim else resolve_pool)(obj, by_name, now=now)
     resources = spec(obj).get("resources")
     return _sorted(resolved, resources if isinstance(resources, list) else [], namespace)

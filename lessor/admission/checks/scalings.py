@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
-from lessor.admission.checks.fields import name_problem, spec
+from lessor.admission.checks.fields import name_problem
 from lessor.gateway.resources import POOL
+from lessor.model.views.provisioning import ScalingView
 
 
 class ScalingChecker:
@@ -18,10 +19,9 @@ class ScalingChecker:
     check_names = ("scaling-pool",)
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
-        scaling = request["object"]
-        pool = spec(scaling).get("resourcePool")
-        name = pool.get("name") if isinstance(pool, Mapping) else None
-        namespace = scaling["metadata"].get("namespace") or request.get("namespace") or ""
+        scaling = ScalingView.of(request["object"])
+        name = scaling.pool_given
+        namespace = scaling.namespace or request.get("namespace") or ""
         if not isinstance(name, str) or name_problem(name):
             return {}  # the CRD's schema answers a missing name
 

@@ -7,7 +7,8 @@ that a user may write in any shape is read, checked and typed in one place, and 
 
 - `meta`: `Meta`, the metadata every kind shares, and `View`, the base of every kind's view;
 - `leasing`: Exporter, Lease, Client, ExporterAccessPolicy;
-- `provisioning`: ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider.
+- `provisioning`: ResourceClaim, ResourceHandle, ResourcePool, ResourceProvider, and the ResourcePoolScaling a
+  pool reads.
 """
 
 from .meta import Meta, View

@@ -32,7 +32,9 @@ from lessor.actors.queries import (
     WaitingLeases,
 )
 from lessor.mailbox import Actor, Cause
+from lessor.model.fields import mapping_at
 from lessor.model.selectors import SelectorError, parse_selector
+from lessor.model.views.leasing import ExporterView, LeaseView, ref_name
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
@@ -58,7 +60,7 @@ def tenant_of(message: Any) -> str | None:
     namespace's storm of events and questions does not queue another's ahead of it (`mailbox.fair_inbox`).
     None (a cluster-scoped object, `Synced`, the topology's own messages) waits for all before it."""
     if isinstance(message, Event):
-        namespace = (message.object.get("metadata") or {}).get("namespace")
+        namespace = mapping_at(message.object, "metadata").get("namespace")  # every event: no `Meta` built
     else:
         namespace = getattr(message, "namespace", None)
     return namespace if isinstance(namespace, str) and namespace else None
@@ -205,7 +207,7 @@ class TopologyActor(Actor):
         return frozenset(
             found for key in self.topology.keys(CLAIM)
             if (obj := self.topology.get(key)) is not None
-            and not ((obj.get("status") or {}).get("resourceHandle") or {}).get("name")
+            and not ref_name(mapping_at(obj, "status").get("resourceHandle"))
             and (found := address(key)) is not None
         )
 
@@ -225,7 +227,7 @@ class TopologyActor(Actor):
             exporters = ()
         holders = {}
         for exporter in exporters:
-            ref = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name")
+            ref = ExporterView.of(exporter).held_by
             if ref and (lease := self.topology.get(ObjectKey(LEASE, ns, ref))) is not None:
                 holders[ref] = lease
         return LeaseWorldView(
@@ -238,9 +240,8 @@ class TopologyActor(Actor):
     def _ready_holders(self, namespace: str, exporter: str) -> tuple[str, ...]:
         names = []
         for lease_key in sorted(self.topology.referrers(ObjectKey(EXPORTER, namespace, exporter), STATUS_EXPORTER_REF)):
-            status = (self.topology.get(lease_key) or {}).get("status") or {}
-            if not status.get("ended") and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                               for c in status.get("conditions") or ()):
+            lease = LeaseView.maybe(self.topology.get(lease_key))
+            if lease is not None and lease.ready_on(exporter):
                 names.append(lease_key.name)
         return tuple(names)
 
@@ -249,11 +250,11 @@ class TopologyActor(Actor):
         obj = self.topology.get(key)
         if obj is None:
             return ()
-        interested = self.topology.leases_selecting(namespace, (obj.get("metadata") or {}).get("labels") or {})
+        interested = self.topology.leases_selecting(namespace, ExporterView.of(obj).meta.labels)
         interested |= self.topology.referrers(key, SPEC_EXPORTER_REF)
         names = []
         for lease_key in sorted(interested):
-            lease = self.topology.get(lease_key)
-            if lease is not None and not ((lease.get("status") or {}).get("exporterRef") or {}).get("name"):
+            lease = LeaseView.maybe(self.topology.get(lease_key))
+            if lease is not None and lease.exporter is None:
                 names.append(lease_key.name)
         return tuple(names)

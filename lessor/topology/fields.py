@@ -26,9 +26,9 @@ from lessor.topology.keys import (
     kind_name,
 )
 
-from lessor.model.labels import HANDLE_NAME
-from lessor.model.labels import HANDLE_NAMESPACE
-from lessor.model.labels import LEASE_ENDED
+from lessor.model.fields import mapping_at
+from lessor.model.labels import HANDLE_NAME, HANDLE_NAMESPACE
+from lessor.model.views.leasing import LeaseView, PolicyView
 
 SPEC_EXPORTER_REF = "spec.exporterRef"
 STATUS_EXPORTER_REF = "status.exporterRef"
@@ -54,20 +54,16 @@ class Edge:
 
 
 def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
-    if obj is None:
-        return {}
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def is_ended(obj: Mapping[str, Any]) -> bool:
-    """A lease is ended once its status says so or it carries the ended label."""
-    return (obj.get("status") or {}).get("ended") is True or labels_of(obj).get(LEASE_ENDED) == "true"
+    """`metadata.labels`, read without building a view (`Meta`): the topology reads them twice per event,
+    heartbeats included."""
+    return mapping_at(mapping_at(obj, "metadata"), "labels")
 
 
 def is_inert(key: ObjectKey, obj: Mapping[str, Any]) -> bool:
-    """True for ended leases: they stay in the topology as objects but take part in no
-    edge, index or route to others, so history does not slow down the live leases."""
-    return key.kind == LEASE and is_ended(obj)
+    """True for ended leases (`LeaseView.ended`: `status.ended`, as for their actors; the ended label alone
+    ends nothing): they stay in the topology as objects but take part in no edge, index or route to others,
+    so history does not slow down the live leases."""
+    return key.kind == LEASE and LeaseView.ended_body(obj)
 
 
 def references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str) -> tuple[Edge, ...]:
@@ -77,7 +73,7 @@ def references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str) 
 
 
 def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str) -> Iterator[Edge]:
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    spec, status = mapping_at(obj, "spec"), mapping_at(obj, "status")  # no view: this runs for every event
     namespace = key.namespace
     if key.kind == LEASE:
         yield from _named(key, SPEC_EXPORTER_REF, EXPORTER, spec.get("exporterRef"), namespace)
@@ -111,8 +107,8 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
 
 def handle_of_resource(obj: Mapping[str, Any], operator_namespace: str) -> ObjectKey | None:
     """The handle a created resource belongs to, from its labels, else its annotations."""
-    metadata = obj.get("metadata") or {}
-    for marks in (metadata.get("labels") or {}, metadata.get("annotations") or {}):
+    metadata = mapping_at(obj, "metadata")
+    for marks in (mapping_at(metadata, "labels"), mapping_at(metadata, "annotations")):
         name = marks.get(HANDLE_NAME)
         if isinstance(name, str) and name:
             return ObjectKey(HANDLE, marks.get(HANDLE_NAMESPACE) or operator_namespace, name)
@@ -121,11 +117,10 @@ def handle_of_resource(obj: Mapping[str, Any], operator_namespace: str) -> Objec
 
 def exporter_selectors(key: ObjectKey, obj: Mapping[str, Any]) -> tuple[tuple[str, Selector], ...]:
     """The selectors over exporters that `obj` holds, by field; invalid ones select nothing."""
-    spec = obj.get("spec") or {}
     if key.kind == LEASE:
-        return _compiled([(LEASE_SELECTOR, spec.get("selector"))])
+        return _compiled([(LEASE_SELECTOR, LeaseView.of(obj).selector)])
     if key.kind == POLICY:
-        return _compiled([(EXPORTER_SELECTOR, spec.get("exporterSelector"))])
+        return _compiled([(EXPORTER_SELECTOR, PolicyView.of(obj).exporter_selector)])
     return ()
 
 
@@ -133,14 +128,7 @@ def client_selectors(key: ObjectKey, obj: Mapping[str, Any]) -> tuple[tuple[str,
     """The selectors over clients in a policy's `spec.policies[].from[]`, by field."""
     if key.kind != POLICY:
         return ()
-    raw = [
-        (f"spec.policies[{i}].from[{j}].clientSelector", source.get("clientSelector"))
-        for i, policy in enumerate((obj.get("spec") or {}).get("policies") or ())
-        if isinstance(policy, Mapping)
-        for j, source in enumerate(policy.get("from") or ())
-        if isinstance(source, Mapping)
-    ]
-    return _compiled(raw)
+    return _compiled(list(PolicyView.of(obj).client_selectors))
 
 
 def _compiled(raw: list[tuple[str, Any]]) -> tuple[tuple[str, Selector], ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lessor.model.fields import mapping_at
 from lessor.model.selectors import Selector
 from lessor.topology import dot, routing
 from lessor.topology.changes import JSON, Change, Created, Deleted, Updated
@@ -219,5 +220,5 @@ class Topology:
 
 
 def _same_version(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    version = (old.get("metadata") or {}).get("resourceVersion")
-    return bool(version) and version == (new.get("metadata") or {}).get("resourceVersion")
+    version = mapping_at(old, "metadata").get("resourceVersion")  # every event: no `Meta` built
+    return bool(version) and version == mapping_at(new, "metadata").get("resourceVersion")

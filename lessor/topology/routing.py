@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from lessor.model.fields import mapping_at
 from lessor.topology.changes import JSON, Change
 from lessor.topology.fields import (
     CLAIM_HANDLE,
@@ -104,4 +105,5 @@ def status_only(change: Change) -> bool:
     """
     if change.old is None or change.new is None:
         return False
-    return labels_of(change.old) == labels_of(change.new) and change.old.get("spec") == change.new.get("spec")
+    return labels_of(change.old) == labels_of(change.new) and mapping_at(change.old, "spec") == mapping_at(
+        change.new, "spec")  # every heartbeat comes here: no view built

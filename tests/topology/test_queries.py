@@ -140,12 +140,23 @@ def test_an_ended_lease_keeps_its_object_but_loses_its_edges(lab: Topology) -> N
         "l1",
         labels={"lessor.dev/lease-ended": "true"},
         spec={"clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}},
+        status={"ended": True},
     )
     lab.apply(MODIFIED, ended)
     assert lab.get(key("Lease", "l1")) is ended
     assert lab.edges_from(key("Lease", "l1")) == []
     assert lab.leases_selecting("lab", {"board": "rpi4"}) == set()
     assert lab.referrers(key("Client", "alice"), CLIENT_REF) == set()
+
+
+def test_the_ended_label_alone_ends_nothing(lab: Topology) -> None:
+    """A live lease a user labelled ended still hears of its exporters and client, as its actor, which
+    goes by `status.ended` too, still holds them (one definition of ended: `LeaseView.ended`)."""
+    labelled = obj("Lease", "l1", labels={"lessor.dev/lease-ended": "true"},
+                   spec={"clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}})
+    lab.apply(MODIFIED, labelled)
+    assert lab.leases_selecting("lab", {"board": "rpi4"}) == {key("Lease", "l1")}
+    assert lab.referrers(key("Client", "alice"), CLIENT_REF) == {key("Lease", "l1")}
 
 
 def test_pool_handles_claims_and_created_resources() -> None:

@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 from opentelemetry import trace
 
 from lessor.mailbox import Actor
-from lessor.model.fields import ignored, mapping_at
+from lessor.model.fields import mapping_at
 from lessor.model.keys import split_address
 from lessor.model.views import Meta, View
 from lessor.model.views.conditions import Condition, condition_dicts
@@ -119,14 +119,14 @@ class ObjectActor(Guarded, Actor):
     def _left_alone(self, message: Any) -> bool:
         own = isinstance(message, Observed) and (message.kind, message.namespace, message.name) == (
             self.kind.kind, self.namespace, self.name)
-        if own and message.object is not None and ignored(message.object):
-            if not ignored(self.obj):
+        if own and message.object is not None and Meta.of(message.object).ignored:
+            if not self._ignored():
                 log.info("%s %s/%s: labelled ignored: left alone until the label goes", self.kind.kind,
                          self.namespace, self.name)
                 self.release()  # askers waiting on it look elsewhere
             self.obj = message.object
             return True
-        if not ignored(self.obj):
+        if not self._ignored():
             return False
         if own:  # the label went (a fresh incarnation decides from the object as it is), or the object did
             if message.object is None:
@@ -136,6 +136,10 @@ class ObjectActor(Guarded, Actor):
             return True
         self.while_parked(message)
         return True
+
+    def _ignored(self) -> bool:
+        seen = self.seen_as(View)
+        return seen is not None and seen.meta.ignored
 
     def unexpected(self, message: Any) -> None:
         """A message no case of `receive` knows: a bug in the sender, said loudly but harmlessly."""

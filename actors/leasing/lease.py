@@ -38,7 +38,7 @@ from lessor.mailbox import Cause
 from lessor.model.fields import newer
 from lessor.model.keys import actor_address
 from lessor.model.times import format_time
-from lessor.model.views.leasing import ClientView, ExporterView, Holder, LeaseView, holder_of
+from lessor.model.views.leasing import ExporterView, Holder, LeaseView, holder_of
 
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
@@ -369,11 +369,10 @@ class LeaseActor(ObjectActor):
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
             self.namespace, lease.selector, request.exporter_ref, request.client))
-        seen = [ExporterView.of(o) for o in view.exporters]
         exporters = [ExporterState.of(e, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
-                                      holder=_holder(e, view.holders)) for e in seen]
-        self.shapes = {e.name: _shape(e) for e in seen}
-        client_labels = ClientView.of(view.client).labels if view.client else None
+                                      holder=_holder(e, view.holders)) for e in view.exporters]
+        self.shapes = {e.name: _shape(e) for e in view.exporters}
+        client_labels = view.client.labels if view.client is not None else None
         policies = view.policies
         if policies.open and request.created and now < request.created + _SETTLE:
             # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
@@ -641,9 +640,9 @@ def _real_end(lease: LeaseView, now: datetime) -> str:
     return format_time(planned if planned is not None and planned <= now else now)
 
 
-def _holder(exporter: ExporterView, holders: Mapping[str, Mapping[str, Any]]) -> Holder | None:
+def _holder(exporter: ExporterView, holders: Mapping[str, LeaseView]) -> Holder | None:
     ref = exporter.held_by
-    return None if ref is None else holder_of(ref, LeaseView.maybe(holders.get(ref)))
+    return None if ref is None else holder_of(ref, holders.get(ref))
 
 
 def _shape(exporter: ExporterView) -> tuple[Any, ...]:

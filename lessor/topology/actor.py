@@ -34,7 +34,7 @@ from lessor.actors.queries import (
 from lessor.mailbox import Actor, Cause
 from lessor.model.fields import mapping_at
 from lessor.model.selectors import SelectorError, parse_selector
-from lessor.model.views.leasing import ExporterView, LeaseView, ref_name
+from lessor.model.views.leasing import ClientView, ExporterView, LeaseView, ref_name
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
@@ -214,47 +214,47 @@ class TopologyActor(Actor):
     def _lease_world(self, query: LeaseWorld) -> LeaseWorldView:
         ns = query.namespace
         if query.exporter_ref:
-            pinned = self.topology.get(ObjectKey(EXPORTER, ns, query.exporter_ref))
-            exporters: tuple[JSON, ...] = (pinned,) if pinned is not None else ()
+            pinned = self.topology.view(ObjectKey(EXPORTER, ns, query.exporter_ref), ExporterView)
+            exporters: tuple[ExporterView, ...] = (pinned,) if pinned is not None else ()
         elif query.selector is not None:
             try:
                 selector = parse_selector(query.selector, "spec.selector")
             except SelectorError:
                 selector = None
             keys = sorted(self.topology.exporters(ns, selector)) if selector is not None else []
-            exporters = tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
+            exporters = tuple(found for key in keys if (found := self.topology.view(key, ExporterView)) is not None)
         else:
             exporters = ()
         holders = {}
         for exporter in exporters:
-            ref = ExporterView.of(exporter).held_by
-            if ref and (lease := self.topology.get(ObjectKey(LEASE, ns, ref))) is not None:
+            ref = exporter.held_by
+            if ref and (lease := self.topology.view(ObjectKey(LEASE, ns, ref), LeaseView)) is not None:
                 holders[ref] = lease
         return LeaseWorldView(
             exporters=exporters,
             policies=self.state.policies.of(self.topology, ns),
-            client=self.topology.get(ObjectKey(CLIENT, ns, query.client)),
+            client=self.topology.view(ObjectKey(CLIENT, ns, query.client), ClientView),
             holders=holders,
         )
 
     def _ready_holders(self, namespace: str, exporter: str) -> tuple[str, ...]:
         names = []
         for lease_key in sorted(self.topology.referrers(ObjectKey(EXPORTER, namespace, exporter), STATUS_EXPORTER_REF)):
-            lease = LeaseView.maybe(self.topology.get(lease_key))
+            lease = self.topology.view(lease_key, LeaseView)
             if lease is not None and lease.ready_on(exporter):
                 names.append(lease_key.name)
         return tuple(names)
 
     def _waiting_leases(self, namespace: str, exporter: str) -> tuple[str, ...]:
         key = ObjectKey(EXPORTER, namespace, exporter)
-        obj = self.topology.get(key)
-        if obj is None:
+        found = self.topology.view(key, ExporterView)
+        if found is None:
             return ()
-        interested = self.topology.leases_selecting(namespace, ExporterView.of(obj).meta.labels)
+        interested = self.topology.leases_selecting(namespace, found.meta.labels)
         interested |= self.topology.referrers(key, SPEC_EXPORTER_REF)
         names = []
         for lease_key in sorted(interested):
-            lease = LeaseView.maybe(self.topology.get(lease_key))
+            lease = self.topology.view(lease_key, LeaseView)
             if lease is not None and lease.exporter is None:
                 names.append(lease_key.name)
         return tuple(names)

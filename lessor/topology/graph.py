@@ -12,10 +12,11 @@ and never changes them, and callers must not change them either.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from lessor.model.fields import mapping_at
 from lessor.model.selectors import Selector
+from lessor.model.views import View
 from lessor.topology import dot, routing
 from lessor.topology.changes import JSON, Change, Created, Deleted, Updated
 from lessor.topology.edge_index import EdgeIndex
@@ -36,6 +37,8 @@ from lessor.topology.label_index import LabelIndex
 from lessor.topology.selector_index import FieldSelectors, SelectorIndex
 from lessor.topology.store import ObjectStore
 from lessor.model.labels import HANDLE_NAME
+
+V = TypeVar("V", bound=View)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -121,6 +124,10 @@ class Topology:
 
     def get(self, key: ObjectKey) -> JSON | None:
         return self._store.get(key)
+
+    def view(self, key: ObjectKey, kind: type[V]) -> V | None:
+        """`get`, through the kind's view: built once per version while asked for (see `ObjectStore.view`)."""
+        return self._store.view(key, kind)
 
     def __contains__(self, key: object) -> bool:
         return key in self._store

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from lessor.model.fields import mapping_at
 from lessor.model.selectors import Selector
 from lessor.model.views import View
 from lessor.topology import dot, routing
@@ -227,5 +226,6 @@ class Topology:
 
 
 def _same_version(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    version = mapping_at(old, "metadata").get("resourceVersion")  # every event: no `Meta` built
-    return bool(version) and version == mapping_at(new, "metadata").get("resourceVersion")
+    # raw: every event comes here (see `fields._references`)
+    version = (old.get("metadata") or {}).get("resourceVersion")
+    return bool(version) and version == (new.get("metadata") or {}).get("resourceVersion")

@@ -26,6 +26,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from lessor.model.views.conditions import Condition
+
 from .api import Kind
 
 log = logging.getLogger(__name__)
@@ -84,17 +86,20 @@ def record_transitions(events: Recorder, kind: Kind, obj: Mapping[str, Any] | No
     condition that starts out fine (a claim valid from the start).
     """
     try:
-        old = {c.get("type"): c for c in before or ()}
-        for condition in after or ():
-            type_, status, reason = condition.get("type", ""), condition.get("status", ""), condition.get("reason", "")
+        old = {c.type: c for c in _typed(before)}
+        for condition in _typed(after):
+            type_, status, reason = condition.type, condition.status, condition.reason
             previous = old.get(type_)
-            if previous is not None and (previous.get("status"), previous.get("reason")) == (status, reason):
+            if previous is not None and (previous.status, previous.reason) == (status, reason):
                 continue
             level = severity(type_, status, reason)
-            was_bad = previous is not None and severity(type_, previous.get("status", ""),
-                                                        previous.get("reason", "")) == WARNING
+            was_bad = previous is not None and severity(type_, previous.status, previous.reason) == WARNING
             if reason in _QUIET or (type_ not in _ANNOUNCED and level == NORMAL and not was_bad):
                 continue
-            events.record(kind, obj, level, reason, condition.get("message", ""), ACTIONS.get(type_, type_))
+            events.record(kind, obj, level, reason, condition.message, ACTIONS.get(type_, type_))
     except Exception:  # an event is never worth failing an actor for
         log.debug("recording condition events failed", exc_info=True)
+
+
+def _typed(conditions: Iterable[Mapping[str, Any]] | None) -> list[Condition]:
+    return [Condition.of(c) for c in conditions or () if isinstance(c, Mapping)]

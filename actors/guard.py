@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lessor.mailbox import AskTimeout
-from lessor.model.fields import generation
+from lessor.model.views import Meta
+from lessor.model.views.conditions import StatusView
 
 from .api import ApiFailure, Kind
-from .conditions import READY, find_condition, merge_condition, new_condition, remove_condition
+from .conditions import READY, merge_condition, new_condition, remove_condition
 from .context import Context
 from .events import record_transitions
 from .observed import Observed
@@ -57,8 +58,7 @@ class Parked:
 
 def version_of(obj: Mapping[str, Any] | None) -> str | None:
     """The object's resourceVersion: what `failure_key` counts failures in a row by."""
-    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
-    return str(value) if value is not None else None
+    return Meta.of(obj).resource_version or None
 
 
 def gives_up(error: Exception, attempts: int) -> bool:
@@ -82,12 +82,14 @@ async def park(ctx: Context, kind: Kind, namespace: str, name: str, obj: Mapping
                f"trying it until the object changes: {type(error).__name__}: {error}")
     log.error("%s %s/%s: %s", kind.kind, namespace, name, message, exc_info=error)
     versions = {version} if version is not None else set()
-    conditions = merge_condition((((obj or {}).get("status") or {}).get("conditions")), new_condition(
-        condition, False, INTERNAL_ERROR, message, now=ctx.now(), observed_generation=generation(obj)))
+    seen = StatusView.maybe(obj)
+    before = seen.condition_dicts if seen is not None else ()
+    conditions = merge_condition(before, new_condition(
+        condition, False, INTERNAL_ERROR, message, now=ctx.now(),
+        observed_generation=seen.meta.generation if seen is not None else None))
     try:
         written = await ctx.api.patch_status(kind, namespace, name, {"conditions": conditions})
-        record_transitions(ctx.events, kind, written, ((obj or {}).get("status") or {}).get("conditions"),
-                           conditions)
+        record_transitions(ctx.events, kind, written, before, conditions)
         if (after := version_of(written)) is not None:
             versions.add(after)
     except ApiFailure as failure:  # deleted, or the API is down: parked all the same, the next change wakes it
@@ -153,12 +155,13 @@ class Guarded:
             self.while_parked(message)
             return True
         own = (message.kind, message.namespace, message.name) == (self.parked.kind, self.namespace, self.name)
-        latest = message.object if own else self.obj
-        conditions = ((latest or {}).get("status") or {}).get("conditions")
-        if (find_condition(conditions, self.condition) or {}).get("reason") == INTERNAL_ERROR:
+        latest = StatusView.maybe(message.object if own else self.obj)
+        found = latest.condition(self.condition) if latest is not None else None
+        if latest is not None and found is not None and found.reason == INTERNAL_ERROR:
             try:
-                await self.ctx.api.patch_status(self.kind, self.namespace, self.name,
-                                                {"conditions": remove_condition(conditions, self.condition)})
+                await self.ctx.api.patch_status(
+                    self.kind, self.namespace, self.name,
+                    {"conditions": remove_condition(latest.condition_dicts, self.condition)})
             except ApiFailure as failure:
                 log.warning("%s %s/%s: clearing %s failed: %s", self.kind.kind, self.namespace, self.name,
                             INTERNAL_ERROR, failure)

@@ -25,8 +25,10 @@ from typing import Any, Generic, TypeVar
 from opentelemetry import trace
 
 from lessor.mailbox import Actor
-from lessor.model.fields import ignored
+from lessor.model.fields import mapping_at
 from lessor.model.keys import split_address
+from lessor.model.views import Meta, View
+from lessor.model.views.conditions import Condition, condition_dicts
 
 from .api import Api, Conflict, Kind, NotFound
 from .context import Context
@@ -40,13 +42,14 @@ COMMIT_ATTEMPTS = 5
 """Conflicts in a row a commit retries through before it gives up for now (the next event tries again)."""
 
 T = TypeVar("T")
+V = TypeVar("V", bound=View)
 Object = Mapping[str, Any]
 
 
 class ObjectActor(Guarded, Actor):
     """The actor of one object of kind `kind`. Subclasses add their state in `__init__` after `super().__init__`."""
 
-    __slots__ = ("ctx", "namespace", "name", "obj", "parked")
+    __slots__ = ("ctx", "namespace", "name", "obj", "parked", "_view")
     kind: Kind
     honours_ignore = False
     """Whether the ignore label on the object makes this actor leave it alone (claims, handles, pools)."""
@@ -56,10 +59,20 @@ class ObjectActor(Guarded, Actor):
         self.namespace, self.name = split_address(address)
         self.obj: Object | None = None
         self.parked: Parked | None = None
+        self._view: View | None = None
+
+    def seen_as(self, kind: type[V]) -> V | None:
+        """`obj` through its kind's view, built once per version of `obj` (None when there is no object)."""
+        if self.obj is None:
+            return None
+        view = self._view
+        if not isinstance(view, kind) or view.body is not self.obj:
+            view = self._view = kind.of(self.obj)
+        return view
 
     async def write_status(self, status: Mapping[str, Any]) -> bool:
         """Patch the object's status and keep the written object; False (and `obj` unchanged) when it is gone."""
-        before = ((self.obj or {}).get("status") or {}).get("conditions")
+        before = _conditions(self.obj)
         try:
             self.obj = await self.ctx.api.patch_status(self.kind, self.namespace, self.name, dict(status))
         except NotFound:
@@ -75,11 +88,11 @@ class ObjectActor(Guarded, Actor):
         `Lost(fresh)`: someone wrote first; `obj` is now `fresh`, and the caller decides again from it.
         """
         assert self.obj is not None
-        version = (self.obj.get("metadata") or {}).get("resourceVersion")
+        version = Meta.of(self.obj).resource_version
         patch: dict[str, Any] = {"status": dict(status)}
-        if version is not None:
+        if version:
             patch["metadata"] = {"resourceVersion": version}
-        before = (self.obj.get("status") or {}).get("conditions")
+        before = _conditions(self.obj)
         try:
             written = await self.ctx.api.merge_patch(self.kind, self.namespace, self.name, patch,
                                                      subresource="status")
@@ -106,14 +119,14 @@ class ObjectActor(Guarded, Actor):
     def _left_alone(self, message: Any) -> bool:
         own = isinstance(message, Observed) and (message.kind, message.namespace, message.name) == (
             self.kind.kind, self.namespace, self.name)
-        if own and message.object is not None and ignored(message.object):
-            if not ignored(self.obj):
+        if own and message.object is not None and Meta.of(message.object).ignored:
+            if not self._ignored():
                 log.info("%s %s/%s: labelled ignored: left alone until the label goes", self.kind.kind,
                          self.namespace, self.name)
                 self.release()  # askers waiting on it look elsewhere
             self.obj = message.object
             return True
-        if not ignored(self.obj):
+        if not self._ignored():
             return False
         if own:  # the label went (a fresh incarnation decides from the object as it is), or the object did
             if message.object is None:
@@ -124,10 +137,18 @@ class ObjectActor(Guarded, Actor):
         self.while_parked(message)
         return True
 
+    def _ignored(self) -> bool:
+        seen = self.seen_as(View)
+        return seen is not None and seen.meta.ignored
+
     def unexpected(self, message: Any) -> None:
         """A message no case of `receive` knows: a bug in the sender, said loudly but harmlessly."""
         log.warning("%s %s/%s: unexpected message %r", self.kind.kind, self.namespace, self.name, message)
 
+
+
+def _conditions(obj: Object | None) -> tuple[Mapping[str, Any], ...]:
+    return condition_dicts(mapping_at(obj, "status"))
 
 
 def _condition_events(before: Any, after: Any) -> None:
@@ -136,15 +157,20 @@ def _condition_events(before: Any, after: Any) -> None:
     span = trace.get_current_span()
     if not span.is_recording():
         return
-    old = {c.get("type"): c for c in before or () if isinstance(c, Mapping)}
-    for condition in after or ():
-        if not isinstance(condition, Mapping):
-            continue
-        previous = old.get(condition.get("type")) or {}
-        if (previous.get("status"), previous.get("reason"), previous.get("message")) != (
-                condition.get("status"), condition.get("reason"), condition.get("message")):
-            span.add_event("condition changed", {f"lessor.condition.{key}": str(condition.get(key) or "")
-                                                 for key in ("type", "status", "reason", "message")})
+    old = {c.type: c for c in _typed(before)}
+    for condition in _typed(after):
+        previous = old.get(condition.type)
+        if previous is None or (previous.status, previous.reason, previous.message) != (
+                condition.status, condition.reason, condition.message):
+            span.add_event("condition changed", {"lessor.condition.type": condition.type,
+                                                 "lessor.condition.status": condition.status,
+                                                 "lessor.condition.reason": condition.reason,
+                                                 "lessor.condition.message": condition.message})
+
+
+def _typed(conditions: Any) -> list[Condition]:
+    return [Condition.of(c) for c in conditions or () if isinstance(c, Mapping)]
+
 
 @dataclass(frozen=True, slots=True)
 class Written(Generic[T]):

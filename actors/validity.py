@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import generation, newer
+from lessor.model.fields import newer
+from lessor.model.views.conditions import StatusView
 
 from .api import Kind
-from .conditions import VALID, Condition, find_condition, merge_condition, new_condition, same_conditions
+from .conditions import FALSE, VALID, Condition, merge_condition, new_condition, same_conditions
 from .context import Context
 from .events import record_transitions
 from .object_actor import ObjectActor
@@ -129,12 +130,14 @@ class ValidActor(ObjectActor):
         if self.obj is None:
             return
         held = seconds > 0
-        current = (self.obj.get("status") or {}).get("conditions")
-        if not held and find_condition(current, THROTTLED) is None:
+        seen = self.seen_as(StatusView)
+        assert seen is not None
+        current = list(seen.condition_dicts)
+        if not held and seen.condition(THROTTLED) is None:
             return  # never held: no condition to clear
         condition = new_condition(THROTTLED, held, TEMPLATE_TIME_LIMIT if held else WITHIN_TIME_LIMIT,
                                   text if held else "its templates run again", now=self.ctx.now(),
-                                  observed_generation=generation(self.obj))
+                                  observed_generation=seen.meta.generation)
         conditions = merge_condition(current, condition)
         if same_conditions(current, conditions):
             return
@@ -148,19 +151,20 @@ class ValidActor(ObjectActor):
         if self.obj is None:
             self.stop()
             return
+        seen = self.seen_as(StatusView)
+        assert seen is not None
         errors = self.rule.errors(self.obj)
-        current = (self.obj.get("status") or {}).get("conditions")
+        current = list(seen.condition_dicts)
         summary = self.rule.summary(self.obj) if self.rule.summary and not errors else "the spec is valid"
-        condition = valid_condition(errors, now=self.ctx.now(), generation=generation(self.obj), summary=summary)
+        condition = valid_condition(errors, now=self.ctx.now(), generation=seen.meta.generation, summary=summary)
         conditions = merge_condition(current, condition)
         shown = self.rule.shown(self.obj) if self.rule.shown else {}
-        status = self.obj.get("status") or {}
-        if same_conditions(current, conditions) and all(status.get(k) == v for k, v in shown.items()):
+        if same_conditions(current, conditions) and all(seen.status.get(k) == v for k, v in shown.items()):
             return
         if errors and self.rule.log_refusals:
             log.warning("%s %s/%s is invalid and not used (%s): %s", self.rule.kind.kind, self.namespace,
                         self.name, condition["reason"], condition["message"])
-        elif self.rule.log_refusals and _was_invalid(current):
+        elif self.rule.log_refusals and _was_invalid(seen):
             log.info("%s %s/%s is valid again", self.rule.kind.kind, self.namespace, self.name)
         if not await self.write_status({"conditions": conditions, **shown}):
             self.stop()
@@ -168,6 +172,6 @@ class ValidActor(ObjectActor):
         record_transitions(self.ctx.events, self.rule.kind, self.obj, current, conditions)
 
 
-def _was_invalid(conditions: Any) -> bool:
-    found = find_condition(conditions, VALID)
-    return found is not None and found.get("status") == "False"
+def _was_invalid(seen: StatusView) -> bool:
+    found = seen.condition(VALID)
+    return found is not None and found.status == FALSE

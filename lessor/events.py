@@ -44,6 +44,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from lessor.actors.api import Kind
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EVENT
+from lessor.model.views import Meta
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +159,13 @@ class EventRecorder:
 
     def _record(self, kind: Kind, obj: Mapping[str, Any] | None, type: str, reason: str, note: str,
                 action: str) -> None:
-        metadata = (obj or {}).get("metadata") or {}
-        name, namespace = metadata.get("name"), metadata.get("namespace")
+        meta = Meta.of(obj)
+        name, namespace = meta.name, meta.namespace
         if not name or not namespace:
             log.debug("no event for %s without a name and namespace: %s %s", kind.kind, reason, note)
             return
         self._recorded.labels(type).inc()
-        regarding: ObjectKey = (kind.kind, namespace, name, metadata.get("uid") or "")
+        regarding: ObjectKey = (kind.kind, namespace, name, meta.uid)
         key: EventKey = (regarding, type, reason[:_MAX_FIELD], action[:_MAX_FIELD])
         now, wall = time.monotonic(), datetime.now(UTC)
         series = self.series.get(key)
@@ -180,7 +181,7 @@ class EventRecorder:
         if not self._bucket(regarding, now):
             self._dropped.labels("rate_limited").inc()
             return
-        body = self._event(kind, metadata, type, reason, note, action, wall)
+        body = self._event(kind, meta, type, reason, note, action, wall)
         self.series[key] = series = _Series(namespace, body, now, wall,
                                             cause=trace.get_current_span().get_span_context())
         self.series.move_to_end(key)
@@ -226,13 +227,13 @@ class EventRecorder:
         while len(self.buckets) > self.max_series:  # least recently used first, as client-go's LRU cache
             self.buckets.popitem(last=False)
 
-    def _event(self, kind: Kind, metadata: Mapping[str, Any], type: str, reason: str, note: str, action: str,
+    def _event(self, kind: Kind, meta: Meta, type: str, reason: str, note: str, action: str,
                wall: datetime) -> dict[str, Any]:
-        name, namespace = metadata["name"], metadata["namespace"]
+        name, namespace = meta.name, meta.namespace
         regarding = {"apiVersion": kind.api_version, "kind": kind.kind, "namespace": namespace, "name": name}
-        for key in ("uid", "resourceVersion"):
-            if metadata.get(key):
-                regarding[key] = metadata[key]
+        for key, value in (("uid", meta.uid), ("resourceVersion", meta.resource_version)):
+            if value:
+                regarding[key] = value
         if len(note.encode()) > _MAX_NOTE:  # the limit is in bytes
             note = note.encode()[: _MAX_NOTE - 3].decode(errors="ignore") + "…"
         suffix = f".{time.time_ns() + next(self._serial):x}"
@@ -292,10 +293,10 @@ class EventRecorder:
                 created = await self.sink.create(series.namespace, body)
             except Exception as error:  # refused, unreachable, timed out: never retried blindly
                 self._failed.labels("create").inc()
-                log.debug("creating event %s failed: %s", body["metadata"]["name"], error)
+                log.debug("creating event %s failed: %s", Meta.of(body).name, error)
                 self.series.pop(key, None)
                 return
-            series.name = (created.get("metadata") or {}).get("name") or body["metadata"]["name"]
+            series.name = Meta.of(created).name or Meta.of(body).name
             series.written = count
             return
         if count <= series.written:

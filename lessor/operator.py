@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from datetime import timedelta
@@ -47,6 +48,8 @@ from lessor.leader import ElectionSettings, leadership
 from lessor.memory import StartupFreezer, settle_after_start
 from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
+from lessor.model.fields import mapping_at
+from lessor.model.views.conditions import find_condition
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState, tenant_of
@@ -151,7 +154,7 @@ class Operator:
         # The root of a trace, from this watch event through every actor message it causes; or, when the
         # event reports one of lessor's own writes, the next step of that write's trace (gateway/causes.py).
         # A heartbeat that changes nothing is not worth a trace: its whole story goes unrecorded.
-        metadata = event.object.get("metadata") or {}
+        namespace, name = event.key
         cause = self.gateway.causes.cause_of(kind, event.object)
         if cause is not None:
             parent: trace.Span | None = trace.NonRecordingSpan(cause)
@@ -162,8 +165,8 @@ class Operator:
             context=trace.set_span_in_context(parent) if parent is not None else None,
             attributes={"messaging.system": "kubernetes-watch", "messaging.operation.name": "receive",
                         "messaging.operation.type": "receive", "messaging.destination.name": kind,
-                        "k8s.event.type": event.type, "k8s.namespace.name": metadata.get("namespace", ""),
-                        "k8s.object.name": metadata.get("name", "")},
+                        "k8s.event.type": event.type, "k8s.namespace.name": namespace,
+                        "k8s.object.name": name},
         ):
             await self._to_topology(Event(event.type, event.object))
 
@@ -325,18 +328,18 @@ def idle_heartbeat(event: WatchEvent) -> bool:
     old, new = event.previous, event.object
     if event.type != "MODIFIED" or old is None or new.get("kind") != "Exporter":
         return False
-    old_status, new_status = old.get("status") or {}, new.get("status") or {}
-    if old_status.get("lastSeen") == new_status.get("lastSeen") or not any(
-            c.get("type") == ONLINE and c.get("status") == "True" for c in old_status.get("conditions") or ()
-            if isinstance(c, dict)):
+    # No views: this runs for every heartbeat of every exporter.
+    old_status, new_status = mapping_at(old, "status"), mapping_at(new, "status")
+    if old_status.get("lastSeen") == new_status.get("lastSeen") or not (
+            (online := find_condition(old_status, ONLINE)) is not None and online.true):
         return False
     return _without(old_status, "lastSeen") == _without(new_status, "lastSeen") and _without(
         old, "status", "metadata") == _without(new, "status", "metadata") and _without(
-        old.get("metadata") or {}, "resourceVersion", "managedFields") == _without(
-        new.get("metadata") or {}, "resourceVersion", "managedFields")
+        mapping_at(old, "metadata"), "resourceVersion", "managedFields") == _without(
+        mapping_at(new, "metadata"), "resourceVersion", "managedFields")
 
 
-def _without(mapping: dict[str, Any], *keys: str) -> dict[str, Any]:
+def _without(mapping: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if k not in keys}
 
 

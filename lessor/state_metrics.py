@@ -15,9 +15,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, GCCollector, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from lessor.actors.conditions import find_condition
 from lessor.gateway.informer import WatchEvent
 from lessor.model.fields import timestamp
+from lessor.model.views import View
+from lessor.model.views.conditions import StatusView
+from lessor.model.views.leasing import READY, LeaseView
 
 # Seconds from a lease's creation to its Ready condition (timestamps have one-second resolution).
 GRANT_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0)
@@ -45,21 +47,21 @@ class StateMetrics:
         registry.register(self)
 
     def observe(self, event: WatchEvent) -> None:
-        obj = event.object
-        if obj.get("kind") != "Lease":
+        if event.object.get("kind") != "Lease":
             return
-        uid = (obj.get("metadata") or {}).get("uid", "")
-        if event.type == "DELETED" or (obj.get("status") or {}).get("ended") is True:
+        lease = LeaseView.of(event.object)
+        uid = lease.meta.uid
+        if event.type == "DELETED" or lease.ended:
             self._granted.discard(uid)
             return
-        ready = _condition(obj, "Ready")
-        if uid in self._granted or ready is None or ready.get("status") != "True":
+        ready = lease.condition(READY)
+        if uid in self._granted or ready is None or not ready.true:
             return
         self._granted.add(uid)
         if event.type != "MODIFIED":
             return  # granted before this operator started watching: not a grant it saw
-        created = timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
-        granted = timestamp(ready.get("lastTransitionTime"))
+        created = lease.meta.created
+        granted = timestamp(ready.last_transition)
         if created is not None and granted is not None:
             self._grant.observe(max(0.0, (granted - created).total_seconds()))
 
@@ -72,14 +74,12 @@ class StateMetrics:
             leases.add_metric([state, reason], count)
         for (state, reason), count in Counter(_claim_state(o) for o in self._objects("ResourceClaim")).items():
             claims.add_metric([state, reason], count)
-        for pool in self._objects("ResourcePool"):
-            meta, status = pool.get("metadata") or {}, pool.get("status") or {}
-            counts = status.get("resourceHandleCount") or {}
+        for pool in map(View.of, self._objects("ResourcePool")):
+            counts = pool.status.get("resourceHandleCount") or {}
             for state in ("available", "ready"):
-                handles.add_metric([meta.get("namespace", ""), meta.get("name", ""), state],
-                                   float(counts.get(state) or 0))
-            handles.add_metric([meta.get("namespace", ""), meta.get("name", ""), "min_available"],
-                               float((pool.get("spec") or {}).get("minAvailable") or 0))
+                handles.add_metric([pool.namespace, pool.name, state], float(counts.get(state) or 0))
+            handles.add_metric([pool.namespace, pool.name, "min_available"],
+                               float(pool.spec.get("minAvailable") or 0))
         yield from (leases, claims, handles)
 
 
@@ -95,23 +95,18 @@ def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily
 
 
 def _lease_state(obj: Mapping[str, Any]) -> tuple[str, str]:
-    ready = _condition(obj, "Ready") or {}
-    reason = str(ready.get("reason") or "")
-    if (obj.get("status") or {}).get("ended") is True:
+    lease = LeaseView.of(obj)
+    ready = lease.condition(READY)
+    reason = ready.reason if ready is not None else ""
+    if lease.ended:
         return "ended", reason
-    return ("ready" if ready.get("status") == "True" else "waiting"), reason
+    return ("ready" if ready is not None and ready.true else "waiting"), reason
 
 
 def _claim_state(obj: Mapping[str, Any]) -> tuple[str, str]:
-    ready = _condition(obj, "Ready") or {}
-    reason = str(ready.get("reason") or "")
-    if ready.get("status") == "True":
+    claim = StatusView.of(obj)
+    ready = claim.condition(READY)
+    reason = ready.reason if ready is not None else ""
+    if ready is not None and ready.true:
         return "ready", reason
-    bound = _condition(obj, "Bound") or {}
-    return ("bound" if bound.get("status") == "True" else "unbound"), reason
-
-
-def _condition(obj: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    conditions = (obj.get("status") or {}).get("conditions")
-    return find_condition([c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else (),
-                          type_)
+    return ("bound" if claim.is_true("Bound") else "unbound"), reason

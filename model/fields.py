@@ -6,7 +6,6 @@ Each returns a typed value or None (or 0) for a missing or malformed field; none
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,17 +18,16 @@ Body = Mapping[str, Any]
 
 
 def mapping_at(obj: Body | None, key: str) -> Mapping[str, Any]:
-    """`obj[key]` when it is a mapping, else an empty one: a user may write any shape."""
+    """`obj[key]` when it is a mapping, else an empty one: a user may write any shape.
+
+    A dict (what JSON decodes to) is taken without `isinstance(..., Mapping)`, an ABC check that costs more
+    than the rest: the topology calls this a dozen times per heartbeat."""
     value = (obj or {}).get(key)
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _metadata(obj: Body | None) -> Mapping[str, Any]:
     return mapping_at(obj, "metadata")
-
-
-def _status(obj: Body | None) -> Mapping[str, Any]:
-    return mapping_at(obj, "status")
 
 
 def name_of(obj: Body) -> str:
@@ -81,43 +79,3 @@ def timestamp(value: Any) -> datetime | None:
 
 def created_at(obj: Body) -> datetime | None:
     return timestamp(_metadata(obj).get("creationTimestamp"))
-
-
-def _status_ref(obj: Body | None, field: str) -> str | None:
-    ref = _status(obj).get(field)
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
-def lease_ref(obj: Body | None) -> str | None:
-    """The lease named by an exporter's `status.leaseRef.name`; None when it has none."""
-    return _status_ref(obj, "leaseRef")
-
-
-def exporter_ref(lease: Body | None) -> str | None:
-    """The exporter a lease's `status.exporterRef.name` says it holds; None when it has none."""
-    return _status_ref(lease, "exporterRef")
-
-
-def lease_ended(lease: Body | None) -> bool:
-    """Whether a lease's status says it has ended (`status.ended`): the lease actor's and the exporter's test."""
-    return _status(lease).get("ended") is True
-
-
-@dataclass(frozen=True, slots=True)
-class Holder:
-    """The lease that holds an exporter now, with the priority and spot flag it was granted with."""
-
-    lease: str
-    priority: int = 0
-    spot: bool = False
-
-
-def holder_of(lease: str, lease_obj: Body | None) -> Holder:
-    """The holder `lease` is, with the terms its status records (priority 0 and not spot when unknown)."""
-    status = _status(lease_obj)
-    try:
-        priority = int(status.get("priority") or 0)
-    except (TypeError, ValueError):
-        priority = 0
-    return Holder(lease, priority, status.get("spotAccess") is True)

@@ -29,9 +29,10 @@ from datetime import timedelta
 from typing import Any
 
 from lessor.model.fields import mapping_at
+from lessor.model.views.leasing import PolicyView
 from lessor.model.selectors import NOTHING, Operator, Selector, SelectorError, parse_selector
 
-from .exporter_state import ExporterView
+from .exporter_state import ExporterState
 from .spec import parse_go_duration
 
 __all__ = [
@@ -338,7 +339,7 @@ def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
     for obj, version in zip(objects, versions):
         policy = _compiled.get(version) if version is not None else None
         if policy is None:
-            policy = compile_policy(obj)
+            policy = compile_policy(PolicyView.of(obj))
             if version is not None:
                 _remember(_compiled, version, policy)
         compiled.append(policy)
@@ -348,21 +349,17 @@ def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
     return result
 
 
-def compile_policy(obj: Mapping[str, Any]) -> AccessPolicy:
-    """One ExporterAccessPolicy object, compiled; a broken part admits no one and says why."""
-    name = str((obj.get("metadata") or {}).get("name") or "")
-    spec = mapping_at(obj, "spec")
+def compile_policy(policy: PolicyView) -> AccessPolicy:
+    """One ExporterAccessPolicy, compiled; a broken part admits no one and says why."""
+    name = policy.name
     problem = None
     try:
-        exporters = parse_selector(spec.get("exporterSelector"), "spec.exporterSelector")
+        exporters = parse_selector(policy.exporter_selector, "spec.exporterSelector")
     except SelectorError as err:
         exporters, problem = NOTHING, str(err)
-    if spec.get("exporterSelector") is None:
+    if policy.exporter_selector is None:
         problem = "spec.exporterSelector: missing: the policy applies to no exporter"
-    raw_rules = spec.get("policies")
-    rules = tuple(
-        _compile_rule(name, index, raw) for index, raw in enumerate(raw_rules if isinstance(raw_rules, list) else ())
-    )
+    rules = tuple(_compile_rule(name, index, raw) for index, raw in enumerate(policy.rules))
     return AccessPolicy(name, exporters, rules, problem)
 
 
@@ -405,7 +402,7 @@ def _compile_rule(policy: str, index: int, raw: Any) -> Rule:
 
 
 def approvals(
-    exporters: Sequence[ExporterView], client_labels: Mapping[str, str], policies: PolicySet,
+    exporters: Sequence[ExporterState], client_labels: Mapping[str, str], policies: PolicySet,
     requested: timedelta | None,
 ) -> tuple[dict[str, Approval], list[Rule]]:
     """Each exporter's best approval for this client and duration, and the rules closed only by `maximumDuration`.

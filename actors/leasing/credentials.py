@@ -15,14 +15,18 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
+
+from lessor.model.views import Meta
+from lessor.model.views.leasing import ClientView, ExporterView
 
 from ..api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound
 from ..context import Credentials
 from ..object_actor import ObjectActor
 
 log = logging.getLogger(__name__)
+
+Credentialed = ClientView | ExporterView
 
 SECRET = Kind("v1", "Secret", "secrets")
 TOKEN_KEY = "token"
@@ -34,19 +38,22 @@ def secret_name(name: str, word: str) -> str:
     return f"{name}-{word}"
 
 
-def _owned_by(secret: Mapping[str, Any], uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in (secret.get("metadata") or {}).get("ownerReferences") or ())
+def _owned_by(secret: Meta, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in secret.owners)
 
 
-def _secret_body(obj: Mapping[str, Any], name: str, token: str) -> dict[str, Any]:
-    metadata = obj.get("metadata") or {}
+def _owner_references(obj: Credentialed) -> list[dict[str, Any]]:
+    return [{"apiVersion": obj.body.get("apiVersion"), "kind": obj.body.get("kind"), "name": obj.name,
+             "uid": obj.meta.uid}]
+
+
+def _secret_body(obj: Credentialed, name: str, token: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {
-            "name": name, "namespace": metadata.get("namespace"),
+            "name": name, "namespace": obj.namespace,
             "labels": {MANAGED_BY[0]: MANAGED_BY[1]},
-            "ownerReferences": [{"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-                                 "name": metadata.get("name"), "uid": metadata.get("uid")}],
+            "ownerReferences": _owner_references(obj),
         },
         "data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
@@ -64,7 +71,7 @@ async def ensure_credential(actor: ObjectActor, word: str) -> None:
     A failure (the API refuses the Secret: RBAC, quota) is logged and tried again after `RETRY_AFTER`: it never
     fails the actor, whose leasing does not depend on it."""
     credentials = actor.ctx.credentials
-    obj = actor.obj
+    obj: Credentialed | None = actor.seen_as(ClientView) if word == "client" else actor.seen_as(ExporterView)
     if credentials is None or obj is None:
         return
     key = (word, actor.namespace, actor.name)
@@ -85,18 +92,16 @@ class _NotOurs(Exception):
     """A Secret of the credential's name that lessor did not make."""
 
 
-async def _ensure(actor: ObjectActor, word: str, credentials: Credentials, obj: Mapping[str, Any]) -> None:
-    metadata = obj.get("metadata") or {}
-    uid = str(metadata.get("uid") or "")
+async def _ensure(actor: ObjectActor, word: str, credentials: Credentials, obj: Credentialed) -> None:
+    uid = obj.meta.uid
     name = secret_name(actor.name, word)
-    status = obj.get("status") or {}
-    if (status.get("credential") or {}).get("name") == name and status.get("endpoint") == credentials.endpoint:
+    if obj.credential == name and obj.endpoint == credentials.endpoint:
         return  # level-based on the object: a Secret deleted by hand comes back at the object's next change
     api = actor.ctx.api
-    secret = await api.get(SECRET, actor.namespace, name)
+    found = await api.get(SECRET, actor.namespace, name)
+    secret = Meta.of(found) if found is not None else None
     if secret is not None and not _owned_by(secret, uid):
-        labels = (secret.get("metadata") or {}).get("labels") or {}
-        if labels.get(MANAGED_BY[0]) != MANAGED_BY[1]:
+        if secret.labels.get(MANAGED_BY[0]) != MANAGED_BY[1]:
             raise _NotOurs(f"Secret {actor.namespace}/{name} exists and is not lessor's (no label "
                            f"{MANAGED_BY[0]}={MANAGED_BY[1]}): it is left alone")
     if secret is None or not _owned_by(secret, uid):
@@ -106,13 +111,13 @@ async def _ensure(actor: ObjectActor, word: str, credentials: Credentials, obj: 
                 await api.create(SECRET, actor.namespace, body)
             else:  # a former object's: its token names another UID
                 await api.merge_patch(SECRET, actor.namespace, name,
-                                      {"metadata": {"ownerReferences": body["metadata"]["ownerReferences"]},
+                                      {"metadata": {"ownerReferences": _owner_references(obj)},
                                        "data": body["data"]})
         except AlreadyExists:
             pass  # made meanwhile by this object's previous incarnation: it names this UID
     # Under the version this actor decided from; a conflict leaves `obj` alone (the exporter actor reads who
     # holds it from each newer version it observes) and the next observation writes again.
-    patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion")},
+    patch = {"metadata": {"resourceVersion": obj.meta.resource_version or None},
              "status": {"credential": {"name": name}, "endpoint": credentials.endpoint}}
     try:
         actor.obj = await api.merge_patch(actor.kind, actor.namespace, actor.name, patch, subresource="status")

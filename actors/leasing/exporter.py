@@ -37,16 +37,17 @@ commit here, the lease's choice in `lease.py`), is in docs/architecture.md,
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
+from lessor.model.fields import newer
 from lessor.model.keys import actor_address
+from lessor.model.views.leasing import ExporterView, Holder, LeaseView, holder_of
 
 from ..api import EXPORTER, LEASE, Conflict, NotFound
-from ..conditions import find_condition, merge_condition, new_condition
+from ..conditions import merge_condition, new_condition
 from ..context import Context
 from .protocol import (
     Accept,
@@ -68,7 +69,7 @@ from ..object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .agent import AgentReport, agent_status
 from .credentials import ensure_credential
-from .exporter_state import exporter_online, exporter_ready, may_take
+from .exporter_state import may_take
 from ..queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
 from .registration import registered_condition
@@ -139,7 +140,7 @@ class ExporterActor(ObjectActor):
         if self.obj is None:
             self.stop()
             return
-        holder_obj = await self._adopt_holder(lease_ref(self.obj))
+        holder_obj = await self._adopt_holder(self._seen().held_by)
         holder = adopted = self.holder.lease if self.holder else None
         for lease in await self.ask(TOPOLOGY, ReadyHolders(self.namespace, self.name)):
             if lease != holder and not self.verified:
@@ -149,9 +150,10 @@ class ExporterActor(ObjectActor):
         await self._update_online()
         await ensure_credential(self, "exporter")
         if self.holder is not None and self.holder.lease != adopted:  # `_verify` found another holder
-            holder_obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.holder.lease))
+            holder_obj = LeaseView.maybe(
+                await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.holder.lease)))
         await self._heal(holder_obj)
-        if self.holder is not None and exporter_ref(holder_obj) != self.name:
+        if self.holder is not None and (holder_obj is None or holder_obj.exporter != self.name):
             self._tell_granted(self.holder.lease)  # a Granted may have died with the previous incarnation
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
             self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
@@ -209,7 +211,8 @@ class ExporterActor(ObjectActor):
                 await self._check_evictions()
             case _Heal(lease=lease):
                 if self.holder is not None and self.holder.lease == lease:
-                    await self._heal(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
+                    await self._heal(LeaseView.maybe(
+                        await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))))
             case AgentReport():
                 return await self._agent_report(message)
             case _HeartbeatDue():
@@ -240,10 +243,11 @@ class ExporterActor(ObjectActor):
         if newer(obj, self.obj):
             was = self.obj is not None and self._available()
             self.obj = obj
-            if lease_ref(obj) != (self.holder.lease if self.holder else None):
+            held_by = self._seen().held_by
+            if held_by != (self.holder.lease if self.holder else None):
                 # newer than anything this actor wrote, so the truth (a copy adopted at start may have trailed,
                 # or another replica wrote): adopt it, and free it if that lease cannot hold the exporter
-                await self._heal(await self._adopt_holder(lease_ref(obj)))
+                await self._heal(await self._adopt_holder(held_by))
             await self._update_online()
             if self.obj is not None and self._available() != was:
                 self._tell_waiters()
@@ -256,7 +260,7 @@ class ExporterActor(ObjectActor):
             return False
         was = self._available()
         for _ in range(3):  # a conflict is usually a lease commit: the report applies to any version
-            patch = {"metadata": {"resourceVersion": self.obj["metadata"]["resourceVersion"]},
+            patch = {"metadata": {"resourceVersion": self._seen().meta.resource_version},
                      "status": agent_status(report, self.ctx.now())}
             try:
                 self.obj = await self.ctx.api.merge_patch(EXPORTER, self.namespace, self.name, patch,
@@ -278,30 +282,30 @@ class ExporterActor(ObjectActor):
         return self.obj is not None
 
     async def _observed_lease(self, lease: str, obj: Mapping[str, Any] | None) -> None:
-        ended = obj is None or lease_ended(obj)
+        seen = LeaseView.maybe(obj)
+        ended = seen is None or seen.ended
         if ended:
             self._forget(lease)
-        if lease in self.evicting and not _ready_on(obj, self.name):
+        if lease in self.evicting and not (seen is not None and seen.ready_on(self.name)):
             self._evicted(lease)
         if self.holder is None or self.holder.lease != lease:
             return
-        if obj is not None and not ended:
-            self.holder = holder_of(lease, obj)
-        await self._heal(obj, gone=obj is None)
+        if seen is not None and not ended:
+            self.holder = holder_of(lease, seen)
+        await self._heal(seen, gone=seen is None)
 
-    async def _heal(self, lease_obj: Mapping[str, Any] | None, *, gone: bool = False) -> None:
+    async def _heal(self, lease: LeaseView | None, *, gone: bool = False) -> None:
         """Give the exporter back if its holder cannot hold it: a lease that is gone (`gone`: a deletion
         event, else the API is asked, since the topology may trail a creation), ended, or Ready on
         another exporter. Level-based: called at every observation of the exporter or its holder."""
         if self.holder is None:
             return
-        if lease_obj is None and not gone:
-            lease_obj = await self.ctx.api.get(LEASE, self.namespace, self.holder.lease)
-        if lease_obj is not None and not lease_ended(lease_obj) and exporter_ref(lease_obj) in (None, self.name):
+        if lease is None and not gone:
+            lease = LeaseView.maybe(await self.ctx.api.get(LEASE, self.namespace, self.holder.lease))
+        if lease is not None and not lease.ended and lease.exporter in (None, self.name):
             return
         log.info("exporter %s/%s: lease %s %s; freeing the exporter", self.namespace, self.name, self.holder.lease,
-                 "is gone" if lease_obj is None else "has ended" if lease_ended(lease_obj)
-                 else f"holds exporter {exporter_ref(lease_obj)}")
+                 "is gone" if lease is None else "has ended" if lease.ended else f"holds exporter {lease.exporter}")
         if self.grant_due == self.holder.lease:
             self.grant_due = None
         await self._commit(None)
@@ -357,7 +361,7 @@ class ExporterActor(ObjectActor):
         """Offer the exporter to the best waiter that may have it now."""
         if self.offer is not None or self.obj is None or not self._available():
             return
-        enabled = (self.obj.get("spec") or {}).get("enabled") is not False
+        enabled = self._seen().enabled
         holder = self.holder
         if holder is not None and not holder.spot:
             return
@@ -374,9 +378,7 @@ class ExporterActor(ObjectActor):
 
     def _available(self) -> bool:
         """Online and ready; whether disabled matters depends on the waiter."""
-        assert self.obj is not None
-        status = self.obj.get("status") or {}
-        return self._online(self.ctx.now()) and exporter_ready(status.get("exporterStatus"))
+        return self._online(self.ctx.now()) and self._seen().ready
 
     async def _accept(self, accept: Accept) -> None:
         lease_address = _lease_address(self.namespace, accept.lease)
@@ -427,8 +429,8 @@ class ExporterActor(ObjectActor):
     async def _check_evictions(self) -> None:
         """Level-based: a lease that is gone, ended or no longer Ready here is evicted; the others are told again."""
         for lease in sorted(self.evicting):
-            obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
-            if _ready_on(obj, self.name):
+            obj = LeaseView.maybe(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
+            if obj is not None and obj.ready_on(self.name):
                 by = self.holder.lease if self.holder else ""
                 self.tell(_lease_address(self.namespace, lease), Evicted(self.name, by), coalesce=("Evicted", self.name))
             else:
@@ -446,14 +448,14 @@ class ExporterActor(ObjectActor):
 
         async def write(obj: Mapping[str, Any]) -> Mapping[str, Any]:
             patch = {
-                "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "metadata": {"resourceVersion": ExporterView.of(obj).meta.resource_version},
                 "status": {"leaseRef": {"name": holder.lease} if holder else None},
             }
             return await self.ctx.api.merge_patch(EXPORTER, self.namespace, self.name, patch, subresource="status")
 
         # a conflict is usually a heartbeat: try again while leaseRef is unchanged
         match await commit(self.ctx.api, EXPORTER, self.namespace, self.name, self.obj, write,
-                           lambda fresh: lease_ref(fresh) == expected, inflight=self.ctx.inflight):
+                           lambda fresh: ExporterView.of(fresh).held_by == expected, inflight=self.ctx.inflight):
             case Written(result=written):
                 self.obj, self.holder, self.verified = written, holder, True
                 return True
@@ -462,7 +464,7 @@ class ExporterActor(ObjectActor):
                 self.stop()
             case Lost(fresh=fresh):
                 self.obj, self.verified = fresh, True
-                await self._adopt_holder(lease_ref(fresh))
+                await self._adopt_holder(self._seen().held_by)
                 if self.holder is not None:  # written by another incarnation or replica: may need healing
                     self.tell(self.address, _Heal(self.holder.lease))
             case GaveUp(fresh=fresh):
@@ -475,36 +477,39 @@ class ExporterActor(ObjectActor):
         self.verified = True
         if fresh is not None and newer(fresh, self.obj):
             self.obj = fresh
-            await self._adopt_holder(lease_ref(fresh))
+            await self._adopt_holder(self._seen().held_by)
         return self.holder.lease if self.holder else None
 
-    async def _adopt_holder(self, lease: str | None) -> Mapping[str, Any] | None:
+    async def _adopt_holder(self, lease: str | None) -> LeaseView | None:
         """Take `lease` as the holder; the topology's copy of it (None: unknown there, or no holder)."""
         if lease is None:
             self.holder = None
             return None
-        obj: Mapping[str, Any] | None = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease))
+        obj = LeaseView.maybe(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
         self.holder = holder_of(lease, obj)
         return obj
 
+    def _seen(self) -> ExporterView:
+        """The exporter as last seen (its view, built once per version)."""
+        exporter = self.seen_as(ExporterView)
+        assert exporter is not None
+        return exporter
+
     def _online(self, now: datetime) -> bool:
-        assert self.obj is not None
-        status = self.obj.get("status") or {}
-        return exporter_online(timestamp(status.get("lastSeen")), status.get("exporterStatus"), now=now,
-                               timeout=self.ctx.heartbeat_timeout)
+        return self._seen().online(now, self.ctx.heartbeat_timeout)
 
     async def _update_online(self) -> None:
         """Keep the `Online` condition true to the heartbeat, with a timer instead of polling."""
         if self.obj is None:
             return
         now = self.ctx.now()
-        status = self.obj.get("status") or {}
-        last_seen = timestamp(status.get("lastSeen"))
+        exporter = self._seen()
+        last_seen = exporter.last_seen
         online = self._online(now)
         if online and last_seen is not None:
             self.schedule("heartbeat", _HeartbeatDue(),
                           at=last_seen + self.ctx.heartbeat_timeout + timedelta(milliseconds=10))
-        if status.get("exporterStatus") == "Offline":
+        if exporter.says_offline:
             reason, message = "ExporterOffline", "status.exporterStatus is Offline"
         elif online:
             reason = "Heartbeat"  # no timestamp here: the message would go stale with every heartbeat
@@ -513,16 +518,17 @@ class ExporterActor(ObjectActor):
             reason, message = "NeverSeen", "status.lastSeen was never written by the exporter's agent"
         else:
             reason = "HeartbeatTimeout"
-            message = (f"last seen {status.get('lastSeen')}, more than "
+            message = (f"last seen {exporter.status.get('lastSeen')}, more than "
                        f"{int(self.ctx.heartbeat_timeout.total_seconds())}s ago")
-        conditions = status.get("conditions")
-        current = find_condition(conditions, ONLINE)
-        if current is None or current.get("status") != str(online) or current.get("reason") != reason:
+        written = exporter.condition_dicts
+        conditions: Sequence[Mapping[str, Any]] = written
+        current = exporter.condition(ONLINE)
+        if current is None or current.status != str(online) or current.reason != reason:
             conditions = merge_condition(conditions, new_condition(ONLINE, online, reason, message, now=now,
-                                                                   observed_generation=generation(self.obj)))
-        if (registered := registered_condition(status, now=now, generation=generation(self.obj))) is not None:
+                                                                   observed_generation=exporter.meta.generation))
+        if (registered := registered_condition(exporter, now=now)) is not None:
             conditions = merge_condition(conditions, registered)
-        if conditions is status.get("conditions"):
+        if conditions is written:
             return
         if not await self.write_status({"conditions": conditions}):
             self.stop()
@@ -530,11 +536,3 @@ class ExporterActor(ObjectActor):
 
 def _lease_address(namespace: str, lease: str) -> str:
     return actor_address(LEASE, namespace, lease)
-
-
-def _ready_on(lease: Mapping[str, Any] | None, exporter: str) -> bool:
-    """Whether the lease shows Ready on this exporter (what an eviction must end before anyone is granted)."""
-    if lease is None or lease_ended(lease) or exporter_ref(lease) != exporter:
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (lease.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))

@@ -35,9 +35,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from lessor.mailbox import Cause
-from lessor.model.fields import Holder, exporter_ref, generation, holder_of, lease_ended, lease_ref, newer, timestamp
+from lessor.model.fields import newer
 from lessor.model.keys import actor_address
 from lessor.model.times import format_time
+from lessor.model.views.leasing import ExporterView, Holder, LeaseView, holder_of
 
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
@@ -59,7 +60,7 @@ from .protocol import (
     Want,
     Withdraw,
 )
-from .exporter_state import ExporterView
+from .exporter_state import ExporterState
 from .resolution import Candidate, Pending, Plan, resolve
 from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
@@ -143,13 +144,14 @@ class LeaseActor(ObjectActor):
         # The topology's copy, not an API read per activation: at worst it trails our own last
         # write, and redoing a decision is safe (the exporter's commit point arbitrates).
         self.obj = await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.name))
-        if self.obj is None or lease_ended(self.obj):
-            if self.obj is not None:
+        lease = self.lease
+        if lease is None or lease.ended:
+            if lease is not None:
                 await self._label_ended()  # an ended lease keeps its label, whoever took it off
             self.stop()
             return
         await self._label_tags()
-        self.exporter = exporter_ref(self.obj)
+        self.exporter = self._seen().exporter
         if self.exporter is not None:  # an eviction told to a previous incarnation may be lost
             self.tell(_exporter_address(self.namespace, self.exporter), Confirm(self.name))
         await self._evaluate()
@@ -164,7 +166,8 @@ class LeaseActor(ObjectActor):
                 await self._end(READY, False, Reason.EVICTED,
                                 f"exporter {exporter} was deleted while leased")
             case Observed(kind=EXPORTER.kind, name=exporter, object=obj) if exporter == self.exporter:
-                if lease_ref(obj) != self.name:  # it does not name us back: ask it (Granted, or Evicted ends us)
+                # it does not name us back: ask it (Granted, or Evicted ends us)
+                if obj is None or ExporterView.of(obj).held_by != self.name:
                     self.tell(_exporter_address(self.namespace, exporter), Confirm(self.name))
             case Observed(kind=EXPORTER.kind) if self.exporter is None:
                 if message.object is None:
@@ -265,7 +268,7 @@ class LeaseActor(ObjectActor):
         itself. New, vanished or relabelled exporters change the candidates;
         liveness changes only matter for the Offline/NotReady reason shown.
         """
-        if obj is None or name not in self.wanted or _shape(obj) != self.shapes.get(name):
+        if obj is None or name not in self.wanted or _shape(ExporterView.of(obj)) != self.shapes.get(name):
             self._resolve_again(_REEVALUATE_DELAY)
         elif self.pending is not None and self.pending.reason in (Reason.OFFLINE, Reason.NOT_READY):
             self._resolve_again(_REEVALUATE_DELAY * 5)
@@ -283,10 +286,11 @@ class LeaseActor(ObjectActor):
             return
         if not newer(obj, self.obj):
             return  # older than what our own write returned
-        generation_changed = (obj.get("metadata") or {}).get("generation") != \
-            ((self.obj or {}).get("metadata") or {}).get("generation")
+        before = self.lease
         self.obj = obj
-        if lease_ended(obj):
+        lease = self._seen()
+        generation_changed = lease.meta.generation != (before.meta.generation if before is not None else None)
+        if lease.ended:
             self._let_go()
             self.stop()
         elif generation_changed:
@@ -295,15 +299,15 @@ class LeaseActor(ObjectActor):
 
     async def _label_tags(self) -> None:
         """Copy `spec.tags` onto the lease as labels (see `tags`)."""
-        if self.obj is not None and (labels := missing_tag_labels(self.obj)):
+        if (lease := self.lease) is not None and (labels := missing_tag_labels(lease)):
             with contextlib.suppress(NotFound):
                 self.obj = await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
                                                           {"metadata": {"labels": labels}})
 
     async def _label_ended(self) -> None:
         """The `lessor.dev/lease-ended` label on an ended lease (a separate patch: labels are not status)."""
-        labels = ((self.obj or {}).get("metadata") or {}).get("labels") or {}
-        if labels.get(LEASE_ENDED) != "true":
+        lease = self.lease
+        if lease is None or lease.meta.labels.get(LEASE_ENDED) != "true":
             with contextlib.suppress(NotFound):
                 self.obj = await self.ctx.api.merge_patch(LEASE, self.namespace, self.name,
                                                           {"metadata": {"labels": {LEASE_ENDED: "true"}}})
@@ -327,13 +331,13 @@ class LeaseActor(ObjectActor):
 
     async def _reconsider(self) -> None:
         """Our conditional write lost: someone wrote the lease since we decided. Decide again from it."""
-        assert self.obj is not None
-        if lease_ended(self.obj):
+        lease = self._seen()
+        if lease.ended:
             self._let_go()
             await self._label_ended()
             self.stop()
             return
-        held = exporter_ref(self.obj)
+        held = lease.exporter
         if held is not None and self.exporter is None:  # granted meanwhile (by another replica): adopt, and ask
             self.exporter = held
             self._withdraw_all()
@@ -345,9 +349,9 @@ class LeaseActor(ObjectActor):
     # --- deciding -------------------------------------------------------------------------
 
     async def _evaluate(self) -> None:
-        assert self.obj is not None
+        lease = self._seen()
         now = self.ctx.now()
-        request = parse_lease(self.obj)
+        request = parse_lease(lease)
         if isinstance(request, Verdict):
             await self._end_with(request)
             return
@@ -364,11 +368,11 @@ class LeaseActor(ObjectActor):
                             f"the lease ended at {format_time(request.fixed_end)} before it got an exporter")
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
-            self.namespace, (self.obj.get("spec") or {}).get("selector"), request.exporter_ref, request.client))
-        exporters = [ExporterView.from_object(o, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
-                                              holder=_holder(o, view.holders)) for o in view.exporters]
-        self.shapes = {(o.get("metadata") or {}).get("name", ""): _shape(o) for o in view.exporters}
-        client_labels = ((view.client.get("metadata") or {}).get("labels") or {}) if view.client else None
+            self.namespace, lease.selector, request.exporter_ref, request.client))
+        exporters = [ExporterState.of(e, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
+                                      holder=_holder(e, view.holders)) for e in view.exporters]
+        self.shapes = {e.name: _shape(e) for e in view.exporters}
+        client_labels = view.client.labels if view.client is not None else None
         policies = view.policies
         if policies.open and request.created and now < request.created + _SETTLE:
             # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
@@ -466,7 +470,7 @@ class LeaseActor(ObjectActor):
         if self.exporter is not None and self.exporter != exporter:
             self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             return
-        if self.request is None or self.obj is None or lease_ended(self.obj):
+        if self.request is None or self.obj is None or self._seen().ended:
             self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             return
         terms = self.wanted.get(exporter)
@@ -479,8 +483,8 @@ class LeaseActor(ObjectActor):
         now = self.ctx.now()
         begin, end = self.request.window(now)
         for _ in range(COMMIT_ATTEMPTS):
-            status = (self.obj.get("status") or {})
-            conditions = remove_condition(status.get("conditions"), ConditionType.PENDING)
+            lease = self._seen()
+            conditions = remove_condition(lease.condition_dicts, ConditionType.PENDING)
             conditions = merge_condition(conditions, new_condition(
                 READY, True, "Ready", f"exporter {exporter} is leased", now=now,
                 observed_generation=self._generation()))
@@ -488,8 +492,8 @@ class LeaseActor(ObjectActor):
                 "exporterRef": {"name": exporter},
                 "beginTime": format_time(begin),
                 "endTime": format_time(end) if end else None,
-                "priority": terms.priority if terms else int(status.get("priority") or 0),
-                "spotAccess": terms.spot if terms else status.get("spotAccess") is True,
+                "priority": terms.priority if terms else lease.priority,
+                "spotAccess": terms.spot if terms else lease.spot,
                 "ended": False,
                 "conditions": conditions,
             })
@@ -502,10 +506,10 @@ class LeaseActor(ObjectActor):
                     return
                 case Gone():
                     return  # its deletion event gives the exporter back
-                case Lost(fresh=fresh) if lease_ended(fresh):
+                case Lost(fresh=fresh) if LeaseView.of(fresh).ended:
                     await self._reconsider()  # ended meanwhile: lets the exporter go
                     return
-                case Lost(fresh=fresh) if exporter_ref(fresh) not in (None, exporter):
+                case Lost(fresh=fresh) if LeaseView.of(fresh).exporter not in (None, exporter):
                     # another replica's grant stands: give this exporter back, hold that one
                     self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
                     self.exporter = None
@@ -518,9 +522,8 @@ class LeaseActor(ObjectActor):
 
     async def _keeptimestamp(self, request: LeaseRequest, now: datetime) -> None:
         """An active lease: expire it at its end, which may have moved since it was granted."""
-        assert self.obj is not None
-        status = self.obj.get("status") or {}
-        begin = timestamp(status.get("beginTime")) or now
+        lease = self._seen()
+        begin = lease.begin or now
         end = request.end_for(begin)
         if end is not None and end <= now:
             await self._end(READY, False, Reason.EXPIRED, f"the lease ended at {format_time(end)}")
@@ -530,7 +533,7 @@ class LeaseActor(ObjectActor):
         else:
             self.schedule("expire", _Evaluate(), at=end)
         wanted = format_time(end) if end else None
-        if status.get("endTime") != wanted and isinstance(await self.write_status_as_seen({"endTime": wanted}), Lost):
+        if lease.end_text != wanted and isinstance(await self.write_status_as_seen({"endTime": wanted}), Lost):
             await self._reconsider()
 
     # --- ending ---------------------------------------------------------------------------
@@ -547,14 +550,15 @@ class LeaseActor(ObjectActor):
         assert self.obj is not None
         for _ in range(COMMIT_ATTEMPTS):
             now = self.ctx.now()
-            conditions = remove_condition((self.obj.get("status") or {}).get("conditions"), ConditionType.PENDING)
+            lease = self._seen()
+            conditions = remove_condition(lease.condition_dicts, ConditionType.PENDING)
             conditions = merge_condition(conditions, new_condition(
                 condition, status, reason, message, now=now, observed_generation=self._generation()))
             if condition != READY:  # Ready=False says why in `kubectl get`, even for a lease never granted
                 conditions = merge_condition(conditions, new_condition(
                     READY, False, reason, message, now=now, observed_generation=self._generation()))
             outcome: Outcome[Any] = await self.write_status_as_seen(
-                {"ended": True, "conditions": conditions, "endTime": _real_end(self.obj, now)})
+                {"ended": True, "conditions": conditions, "endTime": _real_end(lease, now)})
             match outcome:
                 case Written():
                     self.ctx.events.record(LEASE, self.obj, severity(condition, status, reason), reason, message,
@@ -564,7 +568,7 @@ class LeaseActor(ObjectActor):
                     self._let_go()
                     self.stop()
                     return
-                case Lost(fresh=fresh) if lease_ended(fresh):
+                case Lost(fresh=fresh) if LeaseView.of(fresh).ended:
                     break  # ended meanwhile, by another writer
                 case Lost() if reason == Reason.EVICTED:
                     continue
@@ -599,9 +603,8 @@ class LeaseActor(ObjectActor):
     # --- writes ---------------------------------------------------------------------------
 
     async def _show_pending(self, pending: Pending) -> None:
-        assert self.obj is not None
+        current = list(self._seen().condition_dicts)
         now = self.ctx.now()
-        current = (self.obj.get("status") or {}).get("conditions")
         conditions = merge_condition(current, new_condition(
             ConditionType.PENDING, True, pending.reason, pending.message, now=now,
             observed_generation=self._generation()))
@@ -616,25 +619,35 @@ class LeaseActor(ObjectActor):
                     await self._reconsider()
 
     def _generation(self) -> int | None:
-        return generation(self.obj)
+        lease = self.lease
+        return lease.meta.generation if lease is not None else None
+
+    @property
+    def lease(self) -> LeaseView | None:
+        """The lease as last seen (None before it is known)."""
+        return self.seen_as(LeaseView)
+
+    def _seen(self) -> LeaseView:
+        lease = self.seen_as(LeaseView)
+        assert lease is not None
+        return lease
 
 
-def _real_end(obj: Mapping[str, Any], now: datetime) -> str:
+def _real_end(lease: LeaseView, now: datetime) -> str:
     """When the lease really ended: its planned end if that has passed (expiry), else now
     (released, evicted, refused early), so a released lease does not show its planned end."""
-    planned = timestamp((obj.get("status") or {}).get("endTime"))
+    planned = lease.end
     return format_time(planned if planned is not None and planned <= now else now)
 
 
-def _holder(exporter: Mapping[str, Any], holders: Mapping[str, Mapping[str, Any]]) -> Holder | None:
-    ref = lease_ref(exporter)
+def _holder(exporter: ExporterView, holders: Mapping[str, LeaseView]) -> Holder | None:
+    ref = exporter.held_by
     return None if ref is None else holder_of(ref, holders.get(ref))
 
 
-def _shape(exporter: Mapping[str, Any]) -> tuple[Any, ...]:
+def _shape(exporter: ExporterView) -> tuple[Any, ...]:
     """What of an exporter decides whether it is a candidate: labels and enabled."""
-    labels = (exporter.get("metadata") or {}).get("labels") or {}
-    return tuple(sorted(labels.items())), (exporter.get("spec") or {}).get("enabled") is not False
+    return tuple(sorted(exporter.meta.labels.items())), exporter.enabled
 
 
 def _without_times(conditions: Any) -> list[dict[str, Any]]:

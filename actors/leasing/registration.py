@@ -7,27 +7,26 @@ devices gets no `Registered` condition at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..conditions import find_condition, new_condition
+from lessor.model.views.leasing import ExporterView
+
+from ..conditions import new_condition
 
 REGISTERED = "Registered"
 
 
-def registered_condition(status: Mapping[str, Any], *, now: datetime,
-                         generation: int | None) -> dict[str, Any] | None:
+def registered_condition(exporter: ExporterView, *, now: datetime) -> dict[str, Any] | None:
     """`Registered` as it should be now, or None when the exporter should have none (or it is already so)."""
-    devices = status.get("devices")
-    current = find_condition(status.get("conditions"), REGISTERED)
-    if isinstance(devices, list) and devices:
+    devices = exporter.devices
+    current = exporter.condition(REGISTERED)
+    if devices:
         wanted = (True, "Register", f"the agent reported {len(devices)} devices in status.devices")
     elif current is not None:
         wanted = (False, "Unregister", "status.devices is empty")
     else:
         return None
-    if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == \
-            (str(wanted[0]), wanted[1], wanted[2]):
+    if current is not None and (current.status, current.reason, current.message) == (str(wanted[0]), *wanted[1:]):
         return None
-    return new_condition(REGISTERED, *wanted, now=now, observed_generation=generation)
+    return new_condition(REGISTERED, *wanted, now=now, observed_generation=exporter.meta.generation)

@@ -2,7 +2,7 @@
 
 Pure functions over typed values. The caller (the lease actor) gathers a
 snapshot: the lease's request, the client's labels, the exporters of the
-namespace as `ExporterView`s (`exporter_state.py`), and the namespace's
+namespace as `ExporterState`s (`exporter_state.py`), and the namespace's
 policies compiled once into a `PolicySet` (`access_policy.py`); `resolve`
 answers with a terminal `Verdict` (the lease ends `Invalid`/`Unsatisfiable`)
 or a `Plan`: the candidates in the order to ask their exporter actors, and
@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from .access_policy import Approval, PolicySet, Rule, approvals
-from .exporter_state import ExporterView, Holder, may_take
+from .exporter_state import ExporterState, Holder, may_take
 from .spec import ConditionType, LeaseRequest, Reason, Verdict
 from .wording import (
     ALLOW_DISABLED_HINT,
@@ -155,7 +155,7 @@ class Plan:
 def resolve(
     request: LeaseRequest,
     client_labels: Mapping[str, str] | None,
-    exporters: Iterable[ExporterView],
+    exporters: Iterable[ExporterState],
     policies: PolicySet,
     *,
     now: datetime,
@@ -200,7 +200,7 @@ def resolve(
     return Plan(ordered, pending)
 
 
-def _usable(request: LeaseRequest, exporters: Iterable[ExporterView]) -> list[ExporterView] | Verdict:
+def _usable(request: LeaseRequest, exporters: Iterable[ExporterState]) -> list[ExporterState] | Verdict:
     unsatisfiable = ConditionType.UNSATISFIABLE
     if request.exporter_ref is not None:
         name = request.exporter_ref
@@ -234,7 +234,7 @@ def _usable(request: LeaseRequest, exporters: Iterable[ExporterView]) -> list[Ex
     return enabled
 
 
-def _state(exporter: ExporterView, approval: Approval, *, own: str) -> State:
+def _state(exporter: ExporterState, approval: Approval, *, own: str) -> State:
     if not exporter.online:
         return State.OFFLINE
     holder = exporter.holder

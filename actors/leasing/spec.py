@@ -25,6 +25,7 @@ from typing import Any
 
 from lessor.model.selectors import Selector, SelectorError, parse_selector
 from lessor.model.times import whole_seconds
+from lessor.model.views.leasing import LeaseView
 from lessor.templates.durations import parse_duration
 from lessor.templates.timestamps import format_timestamp, parse_timestamp
 
@@ -202,16 +203,15 @@ class LeaseRequest:
         return f"{length} (from now until spec.endTime {format_timestamp(self.end)})"
 
 
-def parse_lease(lease: Mapping[str, Any]) -> LeaseRequest | Verdict:
-    """Validate a Lease object into a request, or the verdict that ends it.
+def parse_lease(lease: LeaseView) -> LeaseRequest | Verdict:
+    """Validate a Lease into a request, or the verdict that ends it.
 
     Every problem is reported, in one message: the reason is that of the
     first (selector problems before time problems), so a user fixing a
     manifest sees everything wrong with it at once.
     """
-    metadata = lease.get("metadata") or {}
-    spec = lease.get("spec")
-    if not isinstance(spec, Mapping):
+    spec = lease.spec
+    if not spec:
         return Verdict(ConditionType.INVALID, Reason.INVALID_SELECTOR,
                        "spec: missing: a lease needs spec.clientRef and spec.selector or spec.exporterRef")
     problems: list[tuple[Reason, str]] = []
@@ -222,31 +222,24 @@ def parse_lease(lease: Mapping[str, Any]) -> LeaseRequest | Verdict:
     if problems:
         return Verdict(ConditionType.INVALID, problems[0][0], "; ".join(message for _, message in problems))
 
-    client_ref = spec.get("clientRef")
-    client = client_ref.get("name") if isinstance(client_ref, Mapping) else None
-    if not isinstance(client, str) or not client:
+    client = lease.client
+    if client is None:
         # The CRD requires it; no Invalid reason fits, and a lease nobody asks for admits no one.
         return Verdict(ConditionType.UNSATISFIABLE, Reason.NO_ACCESS,
                        "spec.clientRef.name: required: the Client asking for the lease")
 
-    created = metadata.get("creationTimestamp")
-    try:
-        created_at = parse_timestamp(created) if isinstance(created, str) else None
-    except ValueError:
-        created_at = None
-    generation = metadata.get("generation")
     return LeaseRequest(
-        name=str(metadata.get("name") or ""),
+        name=lease.name,
         client=client,
         selector=selector,
         exporter_ref=exporter_ref,
         begin=begin,
         end=end,
         duration=duration,
-        release=spec.get("release") is True,
-        allow_disabled=spec.get("allowDisabled") is True,
-        created=created_at,
-        generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else 0,
+        release=lease.release,
+        allow_disabled=lease.allow_disabled,
+        created=lease.meta.created,
+        generation=lease.meta.generation or 0,
         given=frozenset(key for key in _TIME_KEYS if spec.get(key) is not None),
     )
 

@@ -6,18 +6,12 @@ immutable (the CRD refuses changes), so the labels are written once and only add
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from lessor.model.labels import TAG_PREFIX
+from lessor.model.views.leasing import LeaseView
 
 
-
-def missing_tag_labels(lease: Mapping[str, Any]) -> dict[str, str]:
+def missing_tag_labels(lease: LeaseView) -> dict[str, str]:
     """The `metadata.lessor.dev/<key>` labels the lease's tags call for and its metadata lacks (or differs on)."""
-    tags = (lease.get("spec") or {}).get("tags")
-    labels = (lease.get("metadata") or {}).get("labels") or {}
-    if not isinstance(tags, Mapping):
-        return {}
-    wanted = {TAG_PREFIX + str(key): str(value) for key, value in tags.items()}
+    labels = lease.meta.labels
+    wanted = {TAG_PREFIX + str(key): str(value) for key, value in lease.tags.items()}
     return {key: value for key, value in wanted.items() if labels.get(key) != value}

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from lessor.model.fields import mapping_at
+from lessor.model.views.leasing import PolicyView
 from lessor.model.selectors import SelectorError, format_selector, parse_selector
 
 from ..api import CLIENT, POLICY
@@ -112,7 +113,7 @@ def _policy_summary(obj: Mapping[str, Any]) -> str:
 
 def _policy_shown(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The policy's selector as kubectl prints one, for the Exporters column."""
-    return {"exporterSelector": format_selector(mapping_at(obj, "spec").get("exporterSelector"))}
+    return {"exporterSelector": format_selector(PolicyView.of(obj).exporter_selector)}
 
 
 CLIENT_RULE = Rule(CLIENT, client_errors)

@@ -17,7 +17,7 @@ from .spec import LeaseRequest, Reason, format_go_duration
 
 if TYPE_CHECKING:
     from .access_policy import AccessPolicy, PolicySet, Rule
-    from .exporter_state import ExporterView
+    from .exporter_state import ExporterState
     from .resolution import Candidate, State
 
 __all__ = [
@@ -95,7 +95,7 @@ def no_client_message(request: LeaseRequest) -> str:
 
 
 def no_access_message(
-    request: LeaseRequest, client_labels: Mapping[str, str], usable: Sequence[ExporterView], policies: PolicySet,
+    request: LeaseRequest, client_labels: Mapping[str, str], usable: Sequence[ExporterState], policies: PolicySet,
 ) -> str:
     """No rule admits the client to any usable exporter: the policies that apply to those exporters
     ("Matching policies:", Jumpstarter's words, with each rule and its description), then the others."""

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lessor.model.views.leasing import ClientView, ExporterView, LeaseView
+
 from .access_policy import PolicySet
 
 Object = Mapping[str, Any]
@@ -27,7 +29,9 @@ class LeaseWorld:
 
 @dataclass(frozen=True, slots=True)
 class LeaseWorldView:
-    exporters: tuple[Object, ...]  # the selected (or pinned) exporters
+    """The topology's views (shared by every lease that asks: immutable), built once per object version."""
+
+    exporters: tuple[ExporterView, ...]  # the selected (or pinned) exporters
     policies: PolicySet  # the namespace's ExporterAccessPolicies, compiled: shared, never changed by the asker
-    client: Object | None
-    holders: Mapping[str, Object]  # lease name -> Lease, for the exporters' current holders
+    client: ClientView | None
+    holders: Mapping[str, LeaseView]  # lease name -> Lease, for the exporters' current holders

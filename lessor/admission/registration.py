@@ -29,6 +29,7 @@ from typing import Any
 from lessor import manifests
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import VALIDATING_WEBHOOK
+from lessor.model.views import Meta
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +68,14 @@ def development_configuration(
 @contextlib.asynccontextmanager
 async def registered(gateway: Gateway, configuration: dict[str, Any]) -> AsyncIterator[None]:
     """Create or update (server-side apply) the configuration; delete it on exit unless replaced."""
-    name = configuration["metadata"]["name"]
+    name = Meta.of(configuration).name
     applied = await gateway.apply(VALIDATING_WEBHOOK, None, name, configuration)
     try:
         yield
     finally:
         try:
             await gateway.delete(VALIDATING_WEBHOOK, None, name,
-                                 resource_version=applied["metadata"]["resourceVersion"])
+                                 resource_version=Meta.of(applied).resource_version)
             log.info("ValidatingWebhookConfiguration %s removed", name)
         except ApiError as err:
             if not (err.not_found or err.conflict):

@@ -13,6 +13,7 @@ from lessor.admission.checker import AdmissionRequest, Lookup
 from lessor.admission.deadline import Deadline
 from lessor.admission.exempt import needs_checks
 from lessor.admission.registry import Registry
+from lessor.model.views import Meta
 from lessor.admission.results import Cause, CheckResult, Report
 from lessor.admission.response import API_VERSION, KIND, admission_review, build_response
 from lessor.admission.runner import run_checks, unfinished
@@ -50,7 +51,7 @@ async def review(body: Any, registry: Registry, lookup: Lookup, deadline: Deadli
         return admission_review(build_response(request, ()))
     kind = request["kind"]
     checkers = registry.checkers(kind["group"], kind["kind"])
-    tenant = str(request["object"].get("metadata", {}).get("namespace") or request.get("namespace") or "")
+    tenant = Meta.of(request["object"]).namespace or str(request.get("namespace") or "")
     shape: tuple[str, Any] | None = ("late", None)
     if not large:
         shape = _shape(request)

@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from lessor import manifests
+from lessor.model.views import View
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,), "integer": (int,),
@@ -30,7 +31,7 @@ def _schemas() -> dict[tuple[str, str, str], Mapping[str, Any]]:
     """(group, version, kind) → the CRD's openAPIV3Schema."""
     found = {}
     for crd in manifests.crds():
-        spec = crd["spec"]
+        spec = View.of(crd).spec
         for version in spec["versions"]:
             found[(spec["group"], version["name"], spec["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
     return found

@@ -13,6 +13,7 @@ from typing import Any
 
 from lessor.admission.checker import Checker
 from lessor.model.labels import SKIP_PREFLIGHT
+from lessor.model.views import Meta
 
 SKIP_ANNOTATION = SKIP_PREFLIGHT
 SKIP_ALL = "all"
@@ -34,8 +35,7 @@ class Selection:
 
 def requested_skips(obj: Mapping[str, Any] | None) -> list[str]:
     """The names listed in the annotation: lowercased, whitespace dropped, empty entries ignored."""
-    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(SKIP_ANNOTATION) or ""
+    value = Meta.of(obj).annotations.get(SKIP_ANNOTATION) or ""
     names = ("".join(part.split()).lower() for part in value.split(","))
     return list(dict.fromkeys(name for name in names if name))
 

@@ -19,14 +19,15 @@ from typing import Any
 
 from opentelemetry.trace import SpanContext
 
+from lessor.model.fields import mapping_at
+from lessor.model.views import Meta
+
 Key = tuple[str, str, str]  # kind, namespace, name (or "~" + generateName while a create is in flight)
 
 
 def key_of(kind: str, namespace: str | None, body: Mapping[str, Any] | None, name: str | None = None) -> Key:
     """The object a write names: by `name`, else by the body's name or generateName."""
-    metadata = (body or {}).get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        metadata = {}
+    metadata = mapping_at(body, "metadata")  # `generateName` too, which `Meta` leaves out
     found = name or metadata.get("name") or f"~{metadata.get('generateName') or ''}"
     return kind, namespace or "", str(found)
 
@@ -47,11 +48,11 @@ class WriteCauses:
         """The write's answer came (or it failed: `answer` None)."""
         if self._in_flight.get(key) is context:
             del self._in_flight[key]
-        metadata = (answer or {}).get("metadata") or {}
-        version = metadata.get("resourceVersion")
+        meta = Meta.of(answer)
+        version = meta.resource_version
         if not version:
             return
-        self._answered[((key[0], key[1], metadata.get("name", key[2])), version)] = context
+        self._answered[((key[0], key[1], meta.name or key[2]), version)] = context
         while len(self._answered) > self._capacity:
             self._answered.popitem(last=False)
 
@@ -59,7 +60,7 @@ class WriteCauses:
         """The span of lessor's write that this event of `obj` reports, if any (each answered write once)."""
         if not self._in_flight and not self._answered:
             return None
-        metadata = obj.get("metadata") or {}
+        metadata = mapping_at(obj, "metadata")  # `generateName` too, which `Meta` leaves out
         key = (kind, metadata.get("namespace") or "", metadata.get("name") or "")
         found = self._answered.pop((key, metadata.get("resourceVersion") or ""), None)
         if found is None:

@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from lessor.gateway.fair_slots import FairSlots
 from lessor.gateway.causes import Key, WriteCauses, key_of
 from lessor.gateway.resources import GROUP, Resource, known
+from lessor.model.fields import mapping_at
 
 FIELD_MANAGER = "lessor"
 # API request latency buckets, seconds: a get from etcd takes a millisecond, a busy server seconds.
@@ -459,9 +460,10 @@ class Gateway:
             for item in items:
                 item.setdefault("apiVersion", res.api_version)
                 item.setdefault("kind", res.kind)
-            cont = page.get("metadata", {}).get("continue")
+            list_meta = mapping_at(page, "metadata")  # a list's ListMeta: `continue`, `resourceVersion`
+            cont = list_meta.get("continue")
             if not cont:
-                yield items, page["metadata"]["resourceVersion"]
+                yield items, str(list_meta.get("resourceVersion") or "")
                 return
             yield items, None
 

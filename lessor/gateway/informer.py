@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -20,6 +20,7 @@ from opentelemetry.context import Context
 
 from lessor.gateway.client import ApiError, Gateway, failure_code
 from lessor.gateway.resources import Resource
+from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,7 @@ class WatchEvent:
 
     @property
     def key(self) -> Key:
-        meta = self.object.get("metadata", {})
-        return meta.get("namespace", ""), meta["name"]
+        return _key(self.object)
 
 
 Handler = Callable[[WatchEvent], Awaitable[None] | None]
@@ -144,7 +144,7 @@ class Informer:
                 seen.add(key)
                 old = self.store.get(key)
                 if old is not None:
-                    if old["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
+                    if _version(old) == _version(obj):
                         continue
                     event_type = "MODIFIED"
                 await self._deliver(WatchEvent(event_type, obj))
@@ -201,12 +201,12 @@ class Informer:
                 raise _Expired()
             raise ApiError(int(obj.get("code") or 500), obj, f"WATCH {self.resource.plural}")
         if kind == "BOOKMARK":
-            self.resource_version = obj["metadata"]["resourceVersion"]
+            self.resource_version = _version(obj)
             return
         obj.setdefault("apiVersion", self.resource.api_version)
         obj.setdefault("kind", self.resource.kind)
         await self._deliver(WatchEvent(kind, slim(obj)))
-        self.resource_version = obj["metadata"]["resourceVersion"]
+        self.resource_version = _version(obj)
 
     async def _deliver(self, event: WatchEvent) -> None:
         """Store, then hand over. A handler that fails on one object is logged and the stream goes on:
@@ -239,6 +239,11 @@ def _code(err: Exception) -> str:
     return failure_code(err)
 
 
-def _key(obj: dict[str, Any]) -> Key:
-    meta = obj["metadata"]
-    return meta.get("namespace", ""), meta["name"]
+def _key(obj: Mapping[str, Any]) -> Key:
+    """(namespace, name), read without building a `Meta`: every event of every kind comes here."""
+    meta = mapping_at(obj, "metadata")
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str(mapping_at(obj, "metadata").get("resourceVersion") or "")

@@ -16,6 +16,7 @@ import yaml
 from lessor.actors.api import Api
 from lessor.actors.leasing.credentials import SECRET, TOKEN_KEY
 from lessor.model.kinds import CLIENT, EXPORTER
+from lessor.model.views.leasing import ClientView, ExporterView
 
 CONFIG_API_VERSION = "jumpstarter.dev/v1alpha1"
 
@@ -31,8 +32,8 @@ async def config_for(api: Api, word: str, namespace: str, name: str, *, endpoint
     obj = await api.get(kind, namespace, name)
     if obj is None:
         raise NoCredential(f"{kind.kind} {namespace}/{name} does not exist")
-    status = obj.get("status") or {}
-    secret_name = (status.get("credential") or {}).get("name")
+    seen = (ClientView if word == "client" else ExporterView).of(obj)
+    secret_name = seen.credential
     if not secret_name:
         raise NoCredential(f"{kind.kind} {namespace}/{name} has no status.credential yet: lessor mints credentials "
                            "while it serves gRPC (lessor run --grpc-port)")
@@ -41,7 +42,7 @@ async def config_for(api: Api, word: str, namespace: str, name: str, *, endpoint
     if not token_b64:
         raise NoCredential(f"Secret {namespace}/{secret_name} (status.credential of {kind.kind} {name}) has no "
                            f"key {TOKEN_KEY!r}")
-    endpoint = endpoint or status.get("endpoint")
+    endpoint = endpoint or seen.endpoint
     if not endpoint:
         raise NoCredential(f"{kind.kind} {namespace}/{name} has no status.endpoint: give --endpoint HOST:PORT")
     config: dict[str, Any] = {

@@ -33,14 +33,15 @@ from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jum
 
 from lessor.actors.api import AlreadyExists, Api, ApiFailure, NotFound
 from lessor.actors.leasing.agent import AgentReport
-from lessor.actors.leasing.exporter_state import exporter_online
 from lessor.actors.leasing.spec import format_go_duration, parse_go_duration
 from lessor.leader import NotLeader
 from lessor.mailbox import AskTimeout, MailboxError
-from lessor.model.fields import exporter_ref, lease_ended, lease_ref, timestamp
+from lessor.model.fields import timestamp
 from lessor.model.kinds import API_VERSION, CLIENT, EXPORTER, LEASE
 from lessor.model.selectors import SelectorError, format_selector, parse_selector
 from lessor.model.times import format_time
+from lessor.model.views import Meta
+from lessor.model.views.leasing import ExporterView, LeaseView
 
 from .router import Router
 from .names import parse_parent, parse_resource, resource, selector_from_text
@@ -61,6 +62,7 @@ _STATUS_NAMES = {
     "EXPORTER_STATUS_BEFORE_LEASE_HOOK_FAILED": "BeforeLeaseHookFailed",
     "EXPORTER_STATUS_AFTER_LEASE_HOOK_FAILED": "AfterLeaseHookFailed",
 }
+_NEVER = datetime.min.replace(tzinfo=UTC)
 _STATUS_VALUES = {text: common_pb2.ExporterStatus.Value(enum) for enum, text in _STATUS_NAMES.items()}
 
 
@@ -207,7 +209,7 @@ async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind
     # The informers' copy (no request per call), else the API (an object created a moment ago).
     obj = backend.cached_one(of.kind, subject.namespace, subject.name) or \
         await backend.api.get(of, subject.namespace, subject.name)
-    if obj is None or (obj.get("metadata") or {}).get("uid") != subject.uid:
+    if obj is None or Meta.of(obj).uid != subject.uid:
         raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
                       f"the token's {KINDS[subject.kind]} {subject.namespace}/{subject.name} no longer exists "
                       "(the token was made for an object since deleted)")
@@ -285,9 +287,9 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         status = _STATUS_NAMES.get(common_pb2.ExporterStatus.Name(request.status), "Unspecified")
         await self._report(subject, AgentReport(exporter_status=status, message=request.message))
         if request.release_lease:  # the older way to end the held lease (ReleaseLease is the newer)
-            held = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
-            lease = await self.backend.api.get(LEASE, subject.namespace, held) if held else None
-            if lease is not None and exporter_ref(lease) == subject.name:
+            held = self._held(subject)
+            lease = LeaseView.maybe(await self.backend.api.get(LEASE, subject.namespace, held) if held else None)
+            if lease is not None and lease.exporter == subject.name:
                 await release(self.backend.api, lease)
         return jumpstarter_pb2.ReportStatusResponse()
 
@@ -308,12 +310,17 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
                 yield current
             await asyncio.sleep(min(0.5, self._period()))
 
+    def _held(self, subject: Subject) -> str | None:
+        """The lease the calling exporter is held by, in the informers' copy."""
+        exporter = ExporterView.maybe(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+        return exporter.held_by if exporter is not None else None
+
     def _holder(self, subject: Subject) -> Any:
-        lease = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+        lease = self._held(subject)
         if lease is None:
             return jumpstarter_pb2.StatusResponse(leased=False)
-        obj = self.backend.cached_one(LEASE.kind, subject.namespace, lease)
-        client = ((obj or {}).get("spec") or {}).get("clientRef", {}).get("name", "")
+        obj = LeaseView.maybe(self.backend.cached_one(LEASE.kind, subject.namespace, lease))
+        client = (obj.client if obj is not None else None) or ""
         return jumpstarter_pb2.StatusResponse(leased=True, lease_name=lease, client_name=client)
 
     @_guarded_stream
@@ -324,7 +331,7 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         async with self.router.listen(subject.namespace, subject.name) as dials:
             while True:
                 await self._beat(subject)
-                held = lease_ref(self.backend.cached_one(EXPORTER.kind, subject.namespace, subject.name))
+                held = self._held(subject)
                 if request.lease_name and held != request.lease_name:
                     return
                 try:
@@ -337,18 +344,18 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         """A client's connection to the exporter of its Ready lease, through the router (router.py)."""
         subject = await authenticate(self.backend, context, "client")
         namespace, name = subject.namespace, request.lease_name.rsplit("/", 1)[-1]
-        obj = await own_lease(self.backend, subject, namespace, name)
-        exporter = exporter_ref(obj)
-        if lease_ended(obj) or exporter is None or not _ready(obj):
+        lease = await own_lease(self.backend, subject, namespace, name)
+        exporter = lease.exporter
+        if lease.ended or exporter is None or not lease.ready:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"lease {namespace}/{name} is not ready: {_ready_reason(obj)}")
+                          f"lease {namespace}/{name} is not ready: {_ready_reason(lease)}")
         if not self.router.listening(namespace, exporter):
             raise Refusal(grpc.StatusCode.UNAVAILABLE,
                           f"exporter {namespace}/{exporter} is not listening for lease {name} (is its agent connected?)")
 
         def alive() -> bool:
-            current = self.backend.cached_one(LEASE.kind, namespace, name)
-            return current is not None and _active(current) and exporter_ref(current) == exporter
+            current = LeaseView.maybe(self.backend.cached_one(LEASE.kind, namespace, name))
+            return current is not None and _active(current) and current.exporter == exporter
 
         return self.router.dial(namespace, name, exporter, alive)
 
@@ -380,15 +387,14 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
                 raise
             subject = await authenticate(self.backend, context, "client")
         name = request.name.rsplit("/", 1)[-1]
-        obj = await self.backend.api.get(LEASE, subject.namespace, name)
-        if obj is None:
+        lease = LeaseView.maybe(await self.backend.api.get(LEASE, subject.namespace, name))
+        if lease is None:
             raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {subject.namespace}/{name} does not exist")
-        holder = exporter_ref(obj) if subject.kind == "exporter" else \
-            ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
+        holder = lease.exporter if subject.kind == "exporter" else lease.client
         if holder != subject.name:
             raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
                           f"lease {subject.namespace}/{name} is not held by {subject.kind} {subject.name}")
-        await release(self.backend.api, obj)
+        await release(self.backend.api, lease)
         return jumpstarter_pb2.ReleaseLeaseResponse()
 
     @_guarded
@@ -396,11 +402,10 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         return await self._older_lease_call(context)
 
 
-async def release(api: Api, lease: Object) -> None:
+async def release(api: Api, lease: LeaseView) -> None:
     """End a lease as DeleteLease does: `spec.release`, which its actor turns into its end (Released)."""
     if _active(lease):
-        await api.merge_patch(LEASE, lease["metadata"]["namespace"], lease["metadata"]["name"],
-                              {"spec": {"release": True}})
+        await api.merge_patch(LEASE, lease.namespace, lease.name, {"spec": {"release": True}})
 
 
 # --- clients ------------------------------------------------------------------------------------
@@ -415,87 +420,76 @@ def _time(value: Any) -> Any:
     return stamp
 
 
-def _conditions(obj: Object) -> list[Any]:
+def _conditions(lease: LeaseView) -> list[Any]:
     found = []
-    for condition in (obj.get("status") or {}).get("conditions") or ():
-        if not isinstance(condition, Mapping):
-            continue
-        message = kubernetes_pb2.Condition(type=condition.get("type", ""), status=condition.get("status", ""),
-                                           reason=condition.get("reason", ""), message=condition.get("message", ""))
-        if isinstance(condition.get("observedGeneration"), int):
-            message.observedGeneration = condition["observedGeneration"]
-        if (when := _time(condition.get("lastTransitionTime"))) is not None:
+    for condition in lease.conditions:
+        message = kubernetes_pb2.Condition(type=condition.type, status=condition.status,
+                                           reason=condition.reason, message=condition.message)
+        if condition.observed_generation is not None:
+            message.observedGeneration = condition.observed_generation
+        if (when := _time(condition.last_transition)) is not None:
             message.lastTransitionTime.CopyFrom(when)
         found.append(message)
     return found
 
 
-def _timestamp_pb(field: Any, value: Any) -> None:
-    when = timestamp(value)
+def _timestamp_pb(field: Any, when: datetime | None) -> None:
     if when is not None:
         field.FromDatetime(when.astimezone(UTC).replace(tzinfo=None))
 
 
-def lease_message(obj: Object) -> Any:
-    """A Lease object as the CLI reads it (`jumpstarter.client.v1.Lease`)."""
-    metadata, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    namespace = metadata.get("namespace", "")
+def lease_message(lease: LeaseView) -> Any:
+    """A Lease as the CLI reads it (`jumpstarter.client.v1.Lease`)."""
+    namespace = lease.namespace
     message = client_pb2.Lease(
-        name=resource(namespace, "leases", metadata.get("name", "")),
-        selector=format_selector(spec.get("selector")) if spec.get("selector") else "",
-        client=resource(namespace, "clients", (spec.get("clientRef") or {}).get("name", "")),
-        exporter_name=(spec.get("exporterRef") or {}).get("name", ""),
-        allow_disabled=bool(spec.get("allowDisabled")),
-        conditions=_conditions(obj),
+        name=resource(namespace, "leases", lease.name),
+        selector=format_selector(lease.selector) if lease.selector else "",
+        client=resource(namespace, "clients", lease.client or ""),
+        exporter_name=lease.requested_exporter or "",
+        allow_disabled=lease.allow_disabled,
+        conditions=_conditions(lease),
     )
-    if (holder := exporter_ref(obj)) is not None:
+    if (holder := lease.exporter) is not None:
         message.exporter = resource(namespace, "exporters", holder)
-    for key, value in (spec.get("tags") or {}).items():
+    for key, value in lease.tags.items():
         message.tags[key] = value
-    if spec.get("duration"):
+    if lease.duration_text:
         try:
-            message.duration.FromTimedelta(parse_go_duration(spec["duration"], "spec.duration"))
+            message.duration.FromTimedelta(parse_go_duration(lease.duration_text, "spec.duration"))
         except ValueError:
             pass  # the lease shows itself Invalid; the CLI shows no duration
-    _timestamp_pb(message.begin_time, spec.get("beginTime"))
-    _timestamp_pb(message.end_time, spec.get("endTime"))
-    _timestamp_pb(message.effective_begin_time, status.get("beginTime"))
-    if lease_ended(obj):
-        _timestamp_pb(message.effective_end_time, status.get("endTime"))
-    begin, end = timestamp(status.get("beginTime")), timestamp(status.get("endTime"))
+    _timestamp_pb(message.begin_time, lease.begin_requested)
+    _timestamp_pb(message.end_time, lease.end_requested)
+    begin, end = lease.begin, lease.end
+    _timestamp_pb(message.effective_begin_time, begin)
+    if lease.ended:
+        _timestamp_pb(message.effective_end_time, end)
     if begin is not None and end is not None:
         message.effective_duration.FromTimedelta(end - begin)
     return message
 
 
-def _ready(obj: Object) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, Mapping))
-
-
-def _ready_reason(obj: Object) -> str:
-    for condition in (obj.get("status") or {}).get("conditions") or ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return f"{condition.get('reason')}: {condition.get('message')}"
+def _ready_reason(lease: LeaseView) -> str:
+    if (ready := lease.condition("Ready")) is not None:
+        return f"{ready.reason}: {ready.message}"
     return "not granted yet"
 
 
-async def own_lease(backend: Backend, subject: Subject, namespace: str, name: str) -> Object:
+async def own_lease(backend: Backend, subject: Subject, namespace: str, name: str) -> LeaseView:
     """The caller's own lease NAMESPACE/NAME: NOT_FOUND, or PERMISSION_DENIED for another client's."""
     _in_namespace(subject, namespace, "leases")
-    obj = await backend.api.get(LEASE, namespace, name)
-    if obj is None:
+    lease = LeaseView.maybe(await backend.api.get(LEASE, namespace, name))
+    if lease is None:
         raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {namespace}/{name} does not exist")
-    owner = ((obj.get("spec") or {}).get("clientRef") or {}).get("name")
-    if owner != subject.name:
+    if lease.client != subject.name:
         raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
-                      f"lease {namespace}/{name} belongs to client {owner}, not to {subject.name}")
-    return obj
+                      f"lease {namespace}/{name} belongs to client {lease.client}, not to {subject.name}")
+    return lease
 
 
-def _active(obj: Object) -> bool:
+def _active(lease: LeaseView) -> bool:
     """Not ended, and not released (the actor writes its end a moment after DeleteLease sets spec.release)."""
-    return not lease_ended(obj) and not (obj.get("spec") or {}).get("release")
+    return not lease.ended and not lease.release
 
 
 def _selector_filter(text: str, field: str) -> Callable[[Mapping[str, str] | None], bool]:
@@ -538,20 +532,17 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def _exporter_message(self, obj: Object) -> Any:
-        metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
-        exporter_status = status.get("exporterStatus") if isinstance(status.get("exporterStatus"), str) else ""
-        online = exporter_online(timestamp(status.get("lastSeen")), exporter_status, now=self.backend.now(),
-                                 timeout=self.backend.heartbeat_timeout)
+    def _exporter_message(self, exporter: ExporterView) -> Any:
         return client_pb2.Exporter(
-            name=resource(metadata.get("namespace", ""), "exporters", metadata.get("name", "")),
-            labels=dict(metadata.get("labels") or {}), online=online,
-            status=_STATUS_VALUES.get(exporter_status or "Unspecified", 0),
-            status_message=str(status.get("statusMessage") or ""),
-            enabled=(obj.get("spec") or {}).get("enabled") is not False,
+            name=resource(exporter.namespace, "exporters", exporter.name),
+            labels=dict(exporter.meta.labels),
+            online=exporter.online(self.backend.now(), self.backend.heartbeat_timeout),
+            status=_STATUS_VALUES.get(exporter.agent_status or "Unspecified", 0),
+            status_message=exporter.status_message,
+            enabled=exporter.enabled,
         )
 
-    async def _lease(self, subject: Subject, name: str) -> Object:
+    async def _lease(self, subject: Subject, name: str) -> LeaseView:
         """The client's own lease named `namespaces/NS/leases/NAME`."""
         try:
             namespace, lease = parse_resource(name, "leases")
@@ -575,19 +566,20 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         except ValueError as err:
             raise _invalid(str(err)) from None
         _in_namespace(subject, namespace, "exporters")
-        obj = await self.backend.api.get(EXPORTER, namespace, name)
-        if obj is None:
+        exporter = ExporterView.maybe(await self.backend.api.get(EXPORTER, namespace, name))
+        if exporter is None:
             raise Refusal(grpc.StatusCode.NOT_FOUND, f"exporter {namespace}/{name} does not exist")
-        return self._exporter_message(obj)
+        return self._exporter_message(exporter)
 
     @_guarded
     async def ListExporters(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         subject = await authenticate(self.backend, context, "client")
         namespace = self._namespace(subject, request.parent, "exporters")
         wanted = _selector_filter(request.filter, "filter")
-        exporters = sorted(self.backend.cached(EXPORTER.kind, namespace), key=lambda o: o["metadata"]["name"])
+        exporters = sorted((ExporterView.of(o) for o in self.backend.cached(EXPORTER.kind, namespace)),
+                           key=lambda e: e.name)
         return client_pb2.ListExportersResponse(
-            exporters=[self._exporter_message(o) for o in exporters if wanted(o["metadata"].get("labels"))])
+            exporters=[self._exporter_message(e) for e in exporters if wanted(e.meta.labels)])
 
     @_guarded
     async def GetLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -602,13 +594,13 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         labels = _selector_filter(request.filter, "filter")
         tags = _selector_filter(request.tag_filter, "tag_filter")
         leases = [
-            obj for obj in self.backend.cached(LEASE.kind, namespace)
-            if ((obj.get("spec") or {}).get("clientRef") or {}).get("name") == subject.name
-            and (_active(obj) or not request.only_active)
-            and labels(obj["metadata"].get("labels")) and tags((obj.get("spec") or {}).get("tags"))
+            lease for lease in map(LeaseView.of, self.backend.cached(LEASE.kind, namespace))
+            if lease.client == subject.name
+            and (_active(lease) or not request.only_active)
+            and labels(lease.meta.labels) and tags(lease.tags)
         ]
-        leases.sort(key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]))
-        return client_pb2.ListLeasesResponse(leases=[lease_message(o) for o in leases])
+        leases.sort(key=lambda lease: (lease.meta.created or _NEVER, lease.name))
+        return client_pb2.ListLeasesResponse(leases=[lease_message(lease) for lease in leases])
 
     @_guarded
     async def CreateLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -617,7 +609,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         name = request.lease_id or str(uuid.uuid4())
         body = _new_lease(subject, name, request.lease)
         created = await self.backend.api.create(LEASE, namespace, body)
-        return lease_message(created)
+        return lease_message(LeaseView.of(created))
 
     @_guarded
     async def DeleteLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

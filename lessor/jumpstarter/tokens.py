@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from lessor.actors.api import AlreadyExists, Api
 from lessor.actors.leasing.credentials import SECRET
+from lessor.model.views import Meta
+from lessor.model.views.leasing import ClientView, ExporterView
 
 if TYPE_CHECKING:
     from lessor.gateway import Gateway
@@ -190,13 +192,14 @@ async def rotate(gateway: Gateway, namespace: str, say: Callable[[str], None]) -
     say(f"replaced the signing key in Secret {namespace}/{SIGNING_SECRET}")
     count = 0
     for kind, resource, word in ((CLIENT, resources.CLIENT, "client"), (EXPORTER, resources.EXPORTER, "exporter")):
+        view = ClientView if word == "client" else ExporterView
         for obj in (await gateway.list(resource))[0]:
-            metadata = obj.get("metadata") or {}
-            name, ns = metadata.get("name", ""), metadata.get("namespace", "")
-            if not ((obj.get("status") or {}).get("credential") or {}).get("name"):
+            seen = view.of(obj)
+            name, ns = seen.name, seen.namespace
+            if not seen.credential:
                 continue
             held = await api.get(SECRET, ns, secret_name(name, word))
-            if held is not None and ((held.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY[0]) == MANAGED_BY[1]:
+            if held is not None and Meta.of(held).labels.get(MANAGED_BY[0]) == MANAGED_BY[1]:
                 await api.delete(SECRET, ns, secret_name(name, word))
             await api.merge_patch(kind, ns, name, {"status": {"credential": None}}, subresource="status")
             count += 1

@@ -32,7 +32,9 @@ from lessor.actors.queries import (
     WaitingLeases,
 )
 from lessor.mailbox import Actor, Cause
+from lessor.model.fields import mapping_at
 from lessor.model.selectors import SelectorError, parse_selector
+from lessor.model.views.leasing import ClientView, ExporterView, LeaseView, ref_name
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
@@ -58,7 +60,7 @@ def tenant_of(message: Any) -> str | None:
     namespace's storm of events and questions does not queue another's ahead of it (`mailbox.fair_inbox`).
     None (a cluster-scoped object, `Synced`, the topology's own messages) waits for all before it."""
     if isinstance(message, Event):
-        namespace = (message.object.get("metadata") or {}).get("namespace")
+        namespace = mapping_at(message.object, "metadata").get("namespace")  # every event: no `Meta` built
     else:
         namespace = getattr(message, "namespace", None)
     return namespace if isinstance(namespace, str) and namespace else None
@@ -205,55 +207,54 @@ class TopologyActor(Actor):
         return frozenset(
             found for key in self.topology.keys(CLAIM)
             if (obj := self.topology.get(key)) is not None
-            and not ((obj.get("status") or {}).get("resourceHandle") or {}).get("name")
+            and not ref_name(mapping_at(obj, "status").get("resourceHandle"))
             and (found := address(key)) is not None
         )
 
     def _lease_world(self, query: LeaseWorld) -> LeaseWorldView:
         ns = query.namespace
         if query.exporter_ref:
-            pinned = self.topology.get(ObjectKey(EXPORTER, ns, query.exporter_ref))
-            exporters: tuple[JSON, ...] = (pinned,) if pinned is not None else ()
+            pinned = self.topology.view(ObjectKey(EXPORTER, ns, query.exporter_ref), ExporterView)
+            exporters: tuple[ExporterView, ...] = (pinned,) if pinned is not None else ()
         elif query.selector is not None:
             try:
                 selector = parse_selector(query.selector, "spec.selector")
             except SelectorError:
                 selector = None
             keys = sorted(self.topology.exporters(ns, selector)) if selector is not None else []
-            exporters = tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
+            exporters = tuple(found for key in keys if (found := self.topology.view(key, ExporterView)) is not None)
         else:
             exporters = ()
         holders = {}
         for exporter in exporters:
-            ref = ((exporter.get("status") or {}).get("leaseRef") or {}).get("name")
-            if ref and (lease := self.topology.get(ObjectKey(LEASE, ns, ref))) is not None:
+            ref = exporter.held_by
+            if ref and (lease := self.topology.view(ObjectKey(LEASE, ns, ref), LeaseView)) is not None:
                 holders[ref] = lease
         return LeaseWorldView(
             exporters=exporters,
             policies=self.state.policies.of(self.topology, ns),
-            client=self.topology.get(ObjectKey(CLIENT, ns, query.client)),
+            client=self.topology.view(ObjectKey(CLIENT, ns, query.client), ClientView),
             holders=holders,
         )
 
     def _ready_holders(self, namespace: str, exporter: str) -> tuple[str, ...]:
         names = []
         for lease_key in sorted(self.topology.referrers(ObjectKey(EXPORTER, namespace, exporter), STATUS_EXPORTER_REF)):
-            status = (self.topology.get(lease_key) or {}).get("status") or {}
-            if not status.get("ended") and any(c.get("type") == "Ready" and c.get("status") == "True"
-                                               for c in status.get("conditions") or ()):
+            lease = self.topology.view(lease_key, LeaseView)
+            if lease is not None and lease.ready_on(exporter):
                 names.append(lease_key.name)
         return tuple(names)
 
     def _waiting_leases(self, namespace: str, exporter: str) -> tuple[str, ...]:
         key = ObjectKey(EXPORTER, namespace, exporter)
-        obj = self.topology.get(key)
-        if obj is None:
+        found = self.topology.view(key, ExporterView)
+        if found is None:
             return ()
-        interested = self.topology.leases_selecting(namespace, (obj.get("metadata") or {}).get("labels") or {})
+        interested = self.topology.leases_selecting(namespace, found.meta.labels)
         interested |= self.topology.referrers(key, SPEC_EXPORTER_REF)
         names = []
         for lease_key in sorted(interested):
-            lease = self.topology.get(lease_key)
-            if lease is not None and not ((lease.get("status") or {}).get("exporterRef") or {}).get("name"):
+            lease = self.topology.view(lease_key, LeaseView)
+            if lease is not None and lease.exporter is None:
                 names.append(lease_key.name)
         return tuple(names)

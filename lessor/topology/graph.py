@@ -12,9 +12,10 @@ and never changes them, and callers must not change them either.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from lessor.model.selectors import Selector
+from lessor.model.views import View
 from lessor.topology import dot, routing
 from lessor.topology.changes import JSON, Change, Created, Deleted, Updated
 from lessor.topology.edge_index import EdgeIndex
@@ -35,6 +36,8 @@ from lessor.topology.label_index import LabelIndex
 from lessor.topology.selector_index import FieldSelectors, SelectorIndex
 from lessor.topology.store import ObjectStore
 from lessor.model.labels import HANDLE_NAME
+
+V = TypeVar("V", bound=View)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -120,6 +123,10 @@ class Topology:
 
     def get(self, key: ObjectKey) -> JSON | None:
         return self._store.get(key)
+
+    def view(self, key: ObjectKey, kind: type[V]) -> V | None:
+        """`get`, through the kind's view: built once per version while asked for (see `ObjectStore.view`)."""
+        return self._store.view(key, kind)
 
     def __contains__(self, key: object) -> bool:
         return key in self._store
@@ -219,5 +226,6 @@ class Topology:
 
 
 def _same_version(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    # raw: every event comes here (see `fields._references`)
     version = (old.get("metadata") or {}).get("resourceVersion")
     return bool(version) and version == (new.get("metadata") or {}).get("resourceVersion")

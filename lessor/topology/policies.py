@@ -14,6 +14,7 @@ admit a client), so every lease shares what the others have already worked out.
 from __future__ import annotations
 
 from lessor.actors.leasing.access_policy import AccessPolicy, PolicySet, compile_policy
+from lessor.model.views.leasing import PolicyView
 from lessor.topology.changes import Change
 from lessor.topology.graph import Topology
 from lessor.topology.keys import POLICY, ObjectKey
@@ -31,13 +32,14 @@ class PolicySets:
     def changed(self, change: Change) -> None:
         """A policy's change: unless only its status or metadata changed, it is compiled again now (as it
         arrives, not on the first lease's question) and its namespace's set built again when next asked for."""
-        if change.old is not None and change.new is not None and change.old.get("spec") == change.new.get("spec"):
+        new = PolicyView.maybe(change.new)
+        if change.old is not None and new is not None and PolicyView.of(change.old).spec == new.spec:
             return
         self._sets.pop(change.key.namespace, None)
-        if change.new is None:
+        if new is None:
             self._compiled.pop(change.key, None)
         else:
-            self._compiled[change.key] = compile_policy(change.new)
+            self._compiled[change.key] = compile_policy(new)
 
     def of(self, topology: Topology, namespace: str) -> PolicySet:
         """The namespace's compiled policies; the same object until one of them changes."""
@@ -55,6 +57,6 @@ class PolicySets:
                 obj = topology.get(key)
                 if obj is None:
                     continue
-                policy = self._compiled[key] = compile_policy(obj)
+                policy = self._compiled[key] = compile_policy(PolicyView.of(obj))
             compiled.append(policy)
         return compiled

@@ -26,12 +26,13 @@ was down" in docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lessor.topology.changes import JSON
-from lessor.topology.fields import HANDLE_POOL, STATUS_EXPORTER_REF, is_ended, is_inert, labels_of
+from lessor.model.views.leasing import ExporterView, LeaseView
+from lessor.topology.fields import HANDLE_POOL, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.keys import EXPORTER, LEASE, ObjectKey, address
 from lessor.model.labels import HANDLE_NAME, LEASE_ENDED
 
@@ -57,13 +58,14 @@ def missed_while_down(topology: Topology) -> list[Missed]:
 
 def _held_for_ended_leases(topology: Topology) -> Iterator[Missed]:
     for key in sorted(topology.keys(EXPORTER)):
-        lease = _lease_ref(topology.get(key))
+        exporter = ExporterView.maybe(topology.get(key))
+        lease = exporter.held_by if exporter is not None else None
         if lease is None:
             continue
         lease_key = ObjectKey(LEASE, key.namespace, lease)
         obj = topology.get(lease_key)
         target = address(key)
-        if (obj is None or is_ended(obj)) and target is not None:
+        if (obj is None or LeaseView.ended_body(obj)) and target is not None:
             yield Missed(target, lease_key, obj)
 
 
@@ -80,8 +82,8 @@ def _unlabelled_ended_leases(topology: Topology) -> Iterator[Missed]:
     for key in sorted(topology.keys(LEASE)):
         obj = topology.get(key)
         target = address(key)
-        if (obj is not None and target is not None and (obj.get("status") or {}).get("ended") is True
-                and labels_of(obj).get(LEASE_ENDED) != "true"):
+        lease = LeaseView.maybe(obj) if obj is not None and LeaseView.ended_body(obj) else None
+        if lease is not None and target is not None and lease.meta.labels.get(LEASE_ENDED) != "true":
             yield Missed(target, key, obj)
 
 
@@ -92,8 +94,3 @@ def _gone_owners(topology: Topology, field: str) -> Iterator[Missed]:
         if target is not None:
             yield Missed(target, owner, None)
 
-
-def _lease_ref(obj: Mapping[str, Any] | None) -> str | None:
-    ref = ((obj or {}).get("status") or {}).get("leaseRef")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None

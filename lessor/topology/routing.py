@@ -104,4 +104,5 @@ def status_only(change: Change) -> bool:
     """
     if change.old is None or change.new is None:
         return False
+    # raw: every heartbeat comes here (see `fields._references`)
     return labels_of(change.old) == labels_of(change.new) and change.old.get("spec") == change.new.get("spec")

@@ -24,10 +24,11 @@ from typing import Any
 import anyio
 import pytest
 
+from lessor.model.views.leasing import LeaseView
 from lessor.actors.leasing.access_policy import compile_policies
 from lessor.actors.provisioning.claim_spec import resolve_claim, resolve_pool
 from lessor.actors.provisioning.claim_updates import plan_claim_update
-from lessor.actors.leasing.exporter_state import ExporterView
+from lessor.actors.leasing.exporter_state import ExporterState
 from lessor.actors.leasing.resolution import resolve
 from lessor.actors.leasing.spec import ConditionType, Reason, Verdict, parse_lease
 from lessor.actors.provisioning.provider import provider_from
@@ -116,7 +117,7 @@ def test_the_webhook_refuses_a_lease_exactly_when_parse_lease_does_at_the_fields
 ) -> None:
     lease = manifest("Lease", "lease", {"clientRef": {"name": "alice"}, **spec})
 
-    operator = parse_lease(lease)
+    operator = parse_lease(LeaseView.of(lease))
     denial = webhook(lease, Objects())
 
     if isinstance(operator, Verdict):
@@ -131,7 +132,7 @@ def test_the_webhook_refuses_a_lease_exactly_when_parse_lease_does_at_the_fields
 
 # --- Lease: the policies' maximumDuration ---------------------------------------------------
 
-EXPORTERS = [ExporterView("rpi4-01", {"board": "rpi4"}), ExporterView("rpi4-02", {"board": "rpi4"})]
+EXPORTERS = [ExporterState("rpi4-01", {"board": "rpi4"}), ExporterState("rpi4-02", {"board": "rpi4"})]
 
 
 def policy(name: str, *rules: Mapping[str, Any], exporters: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -168,7 +169,7 @@ def test_the_webhook_refuses_a_lease_too_long_for_every_policy_exactly_when_the_
     client = manifest("Client", "alice", {}, labels={"team": "qa"})
     lookup = Objects(("Client", "lab", client), *(("ExporterAccessPolicy", "lab", p) for p in policies))
 
-    request = parse_lease(lease)
+    request = parse_lease(LeaseView.of(lease))
     assert not isinstance(request, Verdict)
     operator = resolve(request, {"team": "qa"}, EXPORTERS, compile_policies(policies), now=NOW)
     denial = webhook(lease, lookup)
@@ -300,6 +301,6 @@ def test_the_webhook_refuses_a_bound_claims_change_exactly_where_plan_claim_upda
 
 def test_the_tables_cover_both_verdicts() -> None:
     """A table where the two sides always accept (or always refuse) would prove nothing."""
-    leases = [isinstance(parse_lease(manifest("Lease", "l", {"clientRef": {"name": "a"}, **s})), Verdict)
+    leases = [isinstance(parse_lease(LeaseView.of(manifest("Lease", "l", {"clientRef": {"name": "a"}, **s}))), Verdict)
               for s in LEASE_SPECS.values()]
     assert any(leases) and not all(leases)

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lessor.model.views.leasing import ExporterView, LeaseView
 from lessor.actors.leasing.spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from lessor.actors.leasing.access_policy import OPEN_ACCESS, PolicySet, approvals, compile_policies
-from lessor.actors.leasing.exporter_state import ExporterView, Holder, exporter_online, exporter_ready
+from lessor.actors.leasing.exporter_state import ExporterState, Holder
 from lessor.actors.leasing.resolution import Candidate, Plan, State, resolve
 from lessor.templates.timestamps import format_timestamp
 
@@ -34,7 +35,7 @@ DEV = {"team": "dev"}
 def lease(name: str = "l1", **spec: Any) -> LeaseRequest:
     body: dict = {"clientRef": {"name": "alice"}}
     body.update(spec)
-    request = parse_lease({"metadata": {"name": name, "creationTimestamp": "2030-01-01T00:00:00Z"}, "spec": body})
+    request = parse_lease(LeaseView.of({"metadata": {"name": name, "creationTimestamp": "2030-01-01T00:00:00Z"}, "spec": body}))
     assert isinstance(request, LeaseRequest), request
     return request
 
@@ -44,8 +45,8 @@ def boards(board: str = "rpi4", **spec: Any) -> LeaseRequest:
 
 
 def exporter(name: str, board: str = "rpi4", *, enabled: bool = True, online: bool = True, ready: bool = True,
-             holder: Holder | None = None, **labels: str) -> ExporterView:
-    return ExporterView(name, {"board": board, **labels}, enabled=enabled, online=online, ready=ready, holder=holder)
+             holder: Holder | None = None, **labels: str) -> ExporterState:
+    return ExporterState(name, {"board": board, **labels}, enabled=enabled, online=online, ready=ready, holder=holder)
 
 
 def rule(priority: int = 0, *clients: Mapping[str, str] | None, spot: bool = False, maximum: str | None = None,
@@ -74,14 +75,14 @@ RPI4 = {"matchLabels": {"board": "rpi4"}}
 NO_POLICIES = PolicySet()
 
 
-def plan(request: LeaseRequest, exporters: Sequence[ExporterView], policy_set: PolicySet = NO_POLICIES,
+def plan(request: LeaseRequest, exporters: Sequence[ExporterState], policy_set: PolicySet = NO_POLICIES,
          client: Mapping[str, str] | None = QA, now: datetime = NOW) -> Plan:
     result = resolve(request, client, exporters, policy_set, now=now)
     assert isinstance(result, Plan), result
     return result
 
 
-def verdict(request: LeaseRequest, exporters: Sequence[ExporterView], policy_set: PolicySet = NO_POLICIES,
+def verdict(request: LeaseRequest, exporters: Sequence[ExporterState], policy_set: PolicySet = NO_POLICIES,
             client: Mapping[str, str] | None = QA, now: datetime = NOW) -> Verdict:
     result = resolve(request, client, exporters, policy_set, now=now)
     assert isinstance(result, Verdict), result
@@ -102,34 +103,40 @@ def names(result: Plan) -> list[str]:
     ("Whatever", False),
 ])
 def test_exporter_ready(status: str | None, ready: bool) -> None:
-    assert exporter_ready(status) is ready
+    assert ExporterView.of({"status": {"exporterStatus": status}}).ready is ready
+
+
+def _seen(last_seen: datetime | None, exporter_status: str) -> ExporterView:
+    return ExporterView.of({"status": {"exporterStatus": exporter_status,
+                                       "lastSeen": format_timestamp(last_seen) if last_seen else None}})
 
 
 def test_exporter_online_follows_the_heartbeat_and_offline() -> None:
     timeout = timedelta(seconds=60)
-    assert exporter_online(NOW - timedelta(seconds=59), "Available", now=NOW, timeout=timeout)
-    assert not exporter_online(NOW - timedelta(seconds=60), "Available", now=NOW, timeout=timeout)
-    assert exporter_online(NOW + timedelta(seconds=5), "", now=NOW, timeout=timeout)  # skewed clock
-    assert not exporter_online(NOW, "Offline", now=NOW, timeout=timeout)
-    assert not exporter_online(None, "Available", now=NOW, timeout=timeout)
-    assert exporter_online(NOW - timedelta(seconds=100), "LeaseReady", now=NOW, timeout=timedelta(minutes=5))
+    assert _seen(NOW - timedelta(seconds=59), "Available").online(NOW, timeout)
+    assert not _seen(NOW - timedelta(seconds=60), "Available").online(NOW, timeout)
+    assert _seen(NOW + timedelta(seconds=5), "").online(NOW, timeout)  # skewed clock
+    assert not _seen(NOW, "Offline").online(NOW, timeout)
+    assert not _seen(None, "Available").online(NOW, timeout)
+    assert _seen(NOW - timedelta(seconds=100), "LeaseReady").online(NOW, timedelta(minutes=5))
 
 
 def test_exporter_view_from_object() -> None:
     obj = {"metadata": {"name": "e1", "labels": {"board": "rpi4"}},
            "status": {"lastSeen": format_timestamp(NOW - timedelta(seconds=10)), "exporterStatus": "LeaseReady",
                       "leaseRef": {"name": "other"}}}
-    view = ExporterView.from_object(obj, now=NOW)
+    view = ExporterState.of(ExporterView.of(obj), now=NOW)
     assert (view.name, view.labels, view.enabled, view.online, view.ready) == ("e1", {"board": "rpi4"}, True,
                                                                                 True, False)
     assert view.holder == Holder("other", 0, False)  # unknown terms: never evicted
     spot = Holder("other", 3, True)
-    assert ExporterView.from_object(obj, now=NOW, holder=spot).holder == spot
-    stale = ExporterView.from_object(obj, now=NOW + HOUR)
+    assert ExporterState.of(ExporterView.of(obj), now=NOW, holder=spot).holder == spot
+    stale = ExporterState.of(ExporterView.of(obj), now=NOW + HOUR)
     assert not stale.online
-    disabled = ExporterView.from_object({"metadata": {"name": "e2"}, "spec": {"enabled": False}}, now=NOW)
+    disabled = ExporterState.of(ExporterView.of({"metadata": {"name": "e2"}, "spec": {"enabled": False}}), now=NOW)
     assert not disabled.enabled and not disabled.online and disabled.ready and disabled.holder is None
-    garbled = ExporterView.from_object({"metadata": {"name": "e3"}, "status": {"lastSeen": "yesterday"}}, now=NOW)
+    garbled = ExporterState.of(ExporterView.of({"metadata": {"name": "e3"}, "status": {"lastSeen": "yesterday"}}),
+                               now=NOW)
     assert not garbled.online
 
 
@@ -626,13 +633,13 @@ _TEAMS = ["qa", "dev"]
 
 
 @st.composite
-def exporters_strategy(draw: st.DrawFn) -> list[ExporterView]:
+def exporters_strategy(draw: st.DrawFn) -> list[ExporterState]:
     count = draw(st.integers(min_value=0, max_value=12))
     views = []
     for index in range(count):
         holder = draw(st.none() | st.builds(Holder, st.sampled_from(["h1", "h2", "l1"]),
                                             st.integers(-3, 3), st.booleans()))
-        views.append(ExporterView(
+        views.append(ExporterState(
             f"e{index:02d}", {"board": draw(st.sampled_from(_BOARDS)), "site": draw(st.sampled_from("ab"))},
             enabled=draw(st.booleans()), online=draw(st.booleans()), ready=draw(st.booleans()), holder=holder))
     return draw(st.permutations(views))
@@ -678,7 +685,7 @@ def _rule_order(a: Candidate, b: Candidate) -> int:
     return 0
 
 
-def _brute_force_best(request: LeaseRequest, exporter_view: ExporterView, objects: list[dict],
+def _brute_force_best(request: LeaseRequest, exporter_view: ExporterState, objects: list[dict],
                       client: Mapping[str, str]) -> tuple[bool, int] | None:
     """The best (spot, priority) by reading the raw policies directly; None when nothing approves."""
     from lessor.model.selectors import parse_selector
@@ -701,7 +708,7 @@ def _brute_force_best(request: LeaseRequest, exporter_view: ExporterView, object
 
 @settings(max_examples=150, deadline=None)
 @given(_requests, exporters_strategy(), policy_objects(), st.sampled_from([QA, DEV, {}]))
-def test_property_candidates(request: LeaseRequest, exporters: list[ExporterView], objects: list[dict],
+def test_property_candidates(request: LeaseRequest, exporters: list[ExporterState], objects: list[dict],
                              client: Mapping[str, str]) -> None:
     result = resolve(request, client, exporters, compile_policies(objects), now=NOW)
     if isinstance(result, Verdict):
@@ -738,7 +745,7 @@ def test_property_candidates(request: LeaseRequest, exporters: list[ExporterView
 @settings(max_examples=100, deadline=None)
 @given(_requests, exporters_strategy(), st.sampled_from([QA, DEV, {}]))
 def test_property_no_policies_approves_every_usable_matching_exporter_at_0_not_spot(
-        request: LeaseRequest, exporters: list[ExporterView], client: Mapping[str, str]) -> None:
+        request: LeaseRequest, exporters: list[ExporterState], client: Mapping[str, str]) -> None:
     result = resolve(request, client, exporters, PolicySet(), now=NOW)
     if isinstance(result, Verdict):
         assert result.reason in {Reason.EXPORTER_NOT_FOUND, Reason.SELECTOR_MISMATCH, Reason.EXPORTER_DISABLED,
@@ -753,7 +760,7 @@ def test_property_no_policies_approves_every_usable_matching_exporter_at_0_not_s
 
 @settings(max_examples=100, deadline=None)
 @given(exporters_strategy(), policy_objects(), st.sampled_from(["10m", "30m", "1h", "2h", "5h"]))
-def test_property_asking_for_less_time_never_loses_an_approval(exporters: list[ExporterView], objects: list[dict],
+def test_property_asking_for_less_time_never_loses_an_approval(exporters: list[ExporterState], objects: list[dict],
                                                                duration: str) -> None:
     compiled = compile_policies(objects)
     long = resolve(boards(duration=duration), QA, exporters, compiled, now=NOW)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lessor.model.views.leasing import LeaseView
 from lessor.actors.leasing.spec import (
     ConditionType,
     LeaseRequest,
@@ -38,13 +39,13 @@ def lease(**spec: object) -> dict:
 
 
 def ok(**spec: object) -> LeaseRequest:
-    request = parse_lease(lease(**spec))
+    request = parse_lease(LeaseView.of(lease(**spec)))
     assert isinstance(request, LeaseRequest), request
     return request
 
 
 def refused(**spec: object) -> Verdict:
-    verdict = parse_lease(lease(**spec))
+    verdict = parse_lease(LeaseView.of(lease(**spec)))
     assert isinstance(verdict, Verdict), verdict
     return verdict
 
@@ -121,12 +122,12 @@ def test_an_exporter_ref_without_a_name_is_invalid_selector() -> None:
 
 
 def test_no_spec_at_all_is_invalid() -> None:
-    verdict = parse_lease({"metadata": {"name": "l1"}})
+    verdict = parse_lease(LeaseView.of({"metadata": {"name": "l1"}}))
     assert isinstance(verdict, Verdict) and verdict.type is ConditionType.INVALID
 
 
 def test_a_missing_client_ref_admits_no_one() -> None:
-    verdict = parse_lease({"metadata": {"name": "l1"}, "spec": {"selector": BOARD}})
+    verdict = parse_lease(LeaseView.of({"metadata": {"name": "l1"}, "spec": {"selector": BOARD}}))
     assert isinstance(verdict, Verdict)
     assert (verdict.type, verdict.reason) == (ConditionType.UNSATISFIABLE, Reason.NO_ACCESS)
     assert "spec.clientRef.name" in verdict.message
@@ -310,8 +311,8 @@ def test_any_two_time_fields_give_the_same_window(begin: datetime, length: timed
 @given(_begins, _lengths, _lengths)
 def test_three_time_fields_are_valid_exactly_when_they_agree(begin: datetime, length: timedelta,
                                                              other: timedelta) -> None:
-    result = parse_lease(lease(selector=BOARD, beginTime=ts(begin), endTime=ts(begin + length),
-                               duration=go(other)))
+    result = parse_lease(LeaseView.of(lease(selector=BOARD, beginTime=ts(begin), endTime=ts(begin + length),
+                               duration=go(other))))
     if length == other:
         assert isinstance(result, LeaseRequest)
     else:

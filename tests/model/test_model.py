@@ -8,7 +8,7 @@ import pytest
 
 from lessor.gateway.resources import LESSOR_RESOURCES
 from lessor.model import kinds
-from lessor.model.fields import Holder, holder_of, lease_ref, newer, timestamp
+from lessor.model.fields import newer, timestamp
 from lessor.model.keys import ObjectKey, actor_address, address, key_of, reference_key, split_address
 from lessor.topology import keys as topology_keys
 
@@ -67,8 +67,3 @@ def test_newer_keeps_the_higher_version_and_never_sticks_on_an_uncomparable_one(
 def test_readers_answer_none_for_what_a_user_may_write() -> None:
     assert timestamp("2026-01-02T03:04:05Z") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     assert timestamp("yesterday") is None and timestamp(5) is None
-    assert lease_ref({"status": {"leaseRef": {"name": "l1"}}}) == "l1"
-    assert lease_ref({"status": {"leaseRef": "l1"}}) is None and lease_ref({"status": []}) is None
-    assert holder_of("l1", {"status": {"priority": 7, "spotAccess": True}}) == Holder("l1", 7, True)
-    assert holder_of("l1", {"status": {"priority": "high"}}) == Holder("l1", 0, False)
-    assert holder_of("l1", None) == Holder("l1")

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lessor.actors.leasing.access_policy import PolicySet, compile_policy
+from lessor.model.views.leasing import PolicyView
 from lessor.actors.leasing.world import LeaseWorld
 from lessor.topology import ADDED, DELETED, MODIFIED, Topology
 from lessor.topology import actor as topology_actor
@@ -101,8 +102,8 @@ def selectors(draw: st.DrawFn) -> Any:
 def test_the_policies_applying_to_a_label_set_are_those_whose_exporter_selector_matches(
     raw: list[Any], label_sets: list[dict[str, str]]
 ) -> None:
-    compiled = [compile_policy({"metadata": {"name": f"p{i:02d}"},
-                                "spec": {"exporterSelector": selector, "policies": []}})
+    compiled = [compile_policy(PolicyView.of({"metadata": {"name": f"p{i:02d}"},
+                                             "spec": {"exporterSelector": selector, "policies": []}}))
                 for i, selector in enumerate(raw)]
     policies = PolicySet.of(compiled)
     for labels in label_sets:

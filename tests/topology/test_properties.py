@@ -112,7 +112,8 @@ def compiled(raw: Any) -> Selector:
 
 
 def ended(lease: dict) -> bool:
-    return lease["status"]["ended"] is True or labels(lease).get(ENDED) == "true"
+    """`status.ended`: the ended label alone (drawn too, with either value) ends nothing."""
+    return lease["status"]["ended"] is True
 
 
 def ref(obj: dict, part: str, field: str) -> str | None:

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from lessor.model.selectors import parse_selector
+from lessor.model.views.leasing import ExporterView
 from lessor.topology import ADDED, MODIFIED, Edge, ObjectKey, Topology
 from lessor.topology.fields import CLIENT_REF, FREE_HANDLE_PROVIDER
 
@@ -140,12 +141,23 @@ def test_an_ended_lease_keeps_its_object_but_loses_its_edges(lab: Topology) -> N
         "l1",
         labels={"lessor.dev/lease-ended": "true"},
         spec={"clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}},
+        status={"ended": True},
     )
     lab.apply(MODIFIED, ended)
     assert lab.get(key("Lease", "l1")) is ended
     assert lab.edges_from(key("Lease", "l1")) == []
     assert lab.leases_selecting("lab", {"board": "rpi4"}) == set()
     assert lab.referrers(key("Client", "alice"), CLIENT_REF) == set()
+
+
+def test_the_ended_label_alone_ends_nothing(lab: Topology) -> None:
+    """A live lease a user labelled ended still hears of its exporters and client, as its actor, which
+    goes by `status.ended` too, still holds them (one definition of ended: `LeaseView.ended`)."""
+    labelled = obj("Lease", "l1", labels={"lessor.dev/lease-ended": "true"},
+                   spec={"clientRef": {"name": "alice"}, "selector": {"matchLabels": {"board": "rpi4"}}})
+    lab.apply(MODIFIED, labelled)
+    assert lab.leases_selecting("lab", {"board": "rpi4"}) == {key("Lease", "l1")}
+    assert lab.referrers(key("Client", "alice"), CLIENT_REF) == {key("Lease", "l1")}
 
 
 def test_pool_handles_claims_and_created_resources() -> None:
@@ -249,3 +261,15 @@ def test_what_changed_while_down_is_told_to_the_actors_that_must_act(lab: Topolo
     ]
     pool, handle = key("ResourcePool", "p-gone", OPS), key("ResourceHandle", "guid-a", OPS)
     assert lab.dangling("spec.resourcePool") == {pool: {handle}}
+
+
+def test_a_view_is_built_once_per_version_and_shared(lab: Topology) -> None:
+    exporter = key("Exporter", "rpi4-1")
+    first = lab.view(exporter, ExporterView)
+    assert first is not None and first.meta.labels == {"board": "rpi4", "site": "a"}
+    assert lab.view(exporter, ExporterView) is first  # every lease asking about it gets this one
+    lab.apply(MODIFIED, obj("Exporter", "rpi4-1", labels={"board": "rpi4"}, status={"leaseRef": {"name": "l9"}}))
+    fresh = lab.view(exporter, ExporterView)
+    assert fresh is not None and fresh is not first and fresh.held_by == "l9"
+    assert lab.view(key("Exporter", "nowhere"), ExporterView) is None
+

@@ -20,6 +20,7 @@ from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import problem_cause, ref_name, selector_causes, spec, spec_changed
 from lessor.gateway.resources import CLIENT, POLICY
 from lessor.model.selectors import SelectorError, parse_selector
+from lessor.model.views.leasing import ClientView, LeaseView
 
 _TIME_KEYS = ("duration", "beginTime", "endTime")
 
@@ -91,10 +92,10 @@ async def _within_policies(
     the lease would end with. A lease the operator cannot read is lease-selector's
     or lease-duration's to refuse.
     """
-    request = parse_lease(lease)
+    request = parse_lease(LeaseView.of(lease))
     if isinstance(request, Verdict):
         return CheckResult.ok()
-    labels = (client.get("metadata") or {}).get("labels") or {}
+    labels = ClientView.of(client).labels
     now = dt.datetime.now(dt.UTC)
     closed = too_short_for(labels, compile_policies(policies), request.requested_duration(now))
     if not closed:

@@ -16,8 +16,9 @@ from typing import Any
 from lessor.actors.leasing.validity import policy_errors
 from lessor.actors.validity import FieldError
 from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
-from lessor.admission.checks.fields import deny_errors, grouped, spec
+from lessor.admission.checks.fields import deny_errors, grouped
 from lessor.gateway.resources import POLICY
+from lessor.model.views.leasing import PolicyView
 
 _CHECKS = (
     ("policy-exporter-selector", lambda error: error.field.startswith("spec.exporterSelector")),
@@ -32,20 +33,20 @@ class PolicyChecker:
                    "policy-duplicate")
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
-        policy = request["object"]
+        policy = PolicyView.of(request["object"])
         others = [
             other
-            for other in await lookup.list(POLICY.group, POLICY.kind, request["namespace"])
-            if other["metadata"]["name"] != policy["metadata"].get("name")
+            for other in map(PolicyView.of, await lookup.list(POLICY.group, POLICY.kind, request["namespace"]))
+            if other.name != policy.name
         ]
-        errors = grouped(policy_errors(policy), _CHECKS, "policy-rules")
+        errors = grouped(policy_errors(policy.body), _CHECKS, "policy-rules")
         return {
-            "policy-exporter-selector": partial(_exporter_selector, spec(policy).get("exporterSelector"),
+            "policy-exporter-selector": partial(_exporter_selector, policy.exporter_selector,
                                                 errors["policy-exporter-selector"]),
             "policy-from": partial(deny_errors, errors["policy-from"]),
             "policy-max-duration": partial(deny_errors, errors["policy-max-duration"]),
             "policy-rules": partial(deny_errors, errors["policy-rules"]),
-            "policy-duplicate": partial(_duplicate, spec(policy), others),
+            "policy-duplicate": partial(_duplicate, policy, others),
         }
 
 
@@ -57,8 +58,8 @@ async def _exporter_selector(raw: Any, errors: Sequence[FieldError]) -> CheckRes
     return CheckResult.ok()
 
 
-async def _duplicate(policy: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> CheckResult:
-    copies = sorted(other["metadata"]["name"] for other in others if spec(other) == policy)
+async def _duplicate(policy: PolicyView, others: Sequence[PolicyView]) -> CheckResult:
+    copies = sorted(other.name for other in others if other.spec == policy.spec)
     if copies:
         return CheckResult.ok(f"the same spec as ExporterAccessPolicy {', '.join(copies)} in this namespace")
     return CheckResult.ok()

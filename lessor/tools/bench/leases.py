@@ -59,7 +59,7 @@ from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import WatchEvent
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install
-from lessor.model.fields import lease_ended
+from lessor.model.views.leasing import LeaseView
 from lessor.tools.bench.priority import Terms, judge
 from lessor.tracefile import TRACES_FILE_ENV
 
@@ -363,11 +363,11 @@ async def _release(kube: Gateway, args: argparse.Namespace, granted: dict[str, f
                    latest: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Release a share of the holders at once, wait for the waiters to take what was freed, and judge it."""
     terms_of = _terms(args)
-    holders = sorted(n for n, lease in latest.items() if n in granted and not lease_ended(lease))
+    holders = sorted(n for n, lease in latest.items() if n in granted and not LeaseView.of(lease).ended)
     step = max(1, round(1 / args.release))
     released = holders[::step]
     per_group = Counter(f"g{i % args.groups}" for i in range(args.exporters))
-    waiting = Counter(terms_of(n).group for n, lease in latest.items() if n not in granted and not lease_ended(lease))
+    waiting = Counter(terms_of(n).group for n, lease in latest.items() if n not in granted and not LeaseView.of(lease).ended)
     freed = Counter(terms_of(n).group for n in released)
     expected = sum(min(freed[g], waiting[g]) for g in freed)
     say(f"releasing {len(released)} of {len(holders)} holders at once; {expected} waiters should take their place")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lessor.model.fields import lease_ended
+from lessor.model.views.leasing import LeaseView
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ def judge(final: Mapping[str, Mapping[str, Any]], granted: Mapping[str, float], 
         terms = terms_of(name)
         if not _has_status(lease):
             no_status.append(name)
-        if lease_ended(lease):
+        if LeaseView.of(lease).ended:
             continue
         if _ready(lease):
             holding[terms.group] += 1

@@ -28,7 +28,7 @@ from lessor.mailbox import Actor
 from lessor.model.fields import mapping_at
 from lessor.model.keys import split_address
 from lessor.model.views import Meta, View
-from lessor.model.views.conditions import Condition, condition_dicts
+from lessor.model.views.conditions import Condition, StatusView, condition_dicts
 
 from .api import Api, Conflict, Kind, NotFound
 from .context import Context
@@ -51,6 +51,8 @@ class ObjectActor(Guarded, Actor):
 
     __slots__ = ("ctx", "namespace", "name", "obj", "parked", "_view")
     kind: Kind
+    view_kind: type[StatusView] = StatusView
+    """The view of this actor's kind (`LeaseView`, `ClaimView`, ...): `seen_as` builds it, once per version."""
     honours_ignore = False
     """Whether the ignore label on the object makes this actor leave it alone (claims, handles, pools)."""
 
@@ -62,12 +64,15 @@ class ObjectActor(Guarded, Actor):
         self._view: View | None = None
 
     def seen_as(self, kind: type[V]) -> V | None:
-        """`obj` through its kind's view, built once per version of `obj` (None when there is no object)."""
+        """`obj` through its kind's view (`view_kind`, of which `kind` is the class or a base the caller needs),
+        built once per version of `obj`; None when there is no object."""
         if self.obj is None:
             return None
         view = self._view
-        if not isinstance(view, kind) or view.body is not self.obj:
-            view = self._view = kind.of(self.obj)
+        if view is None or view.body is not self.obj:
+            view = self._view = self.view_kind.of(self.obj)
+        if not isinstance(view, kind):
+            raise TypeError(f"{type(self).__name__} sees its object as {type(view).__name__}, not {kind.__name__}")
         return view
 
     async def write_status(self, status: Mapping[str, Any]) -> bool:

@@ -94,16 +94,19 @@ class Rule:
     """What a valid object does, as its `Valid` message (what `kubectl get` shows in Message)."""
     shown: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     """Status fields written with `Valid` for `kubectl get`'s columns (what a JSONPath cannot format)."""
+    view: type[StatusView] = StatusView
+    """The kind's view (`ObjectActor.view_kind`)."""
 
 
 class ValidActor(ObjectActor):
-    __slots__ = ("rule", "kind")
+    __slots__ = ("rule", "kind", "view_kind")
     condition = VALID  # given up on a version (`guard`): Valid=False, InternalError
 
     def __init__(self, address: str, ctx: Context, rule: Rule) -> None:
         super().__init__(address, ctx)
         self.rule = rule
         self.kind = rule.kind
+        self.view_kind = rule.view
 
     async def started(self) -> None:
         self.obj = await self.ask(TOPOLOGY, GetObject(self.rule.kind.kind, self.namespace, self.name))

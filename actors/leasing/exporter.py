@@ -110,6 +110,7 @@ class ExporterActor(ObjectActor):
     __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled", "verified", "evicting",
                  "grant_due")
     kind = EXPORTER  # given up on a version (`guard`): its leaseRef stays, as its lease's commit point
+    view_kind = ExporterView
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)

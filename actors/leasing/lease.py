@@ -115,6 +115,7 @@ class LeaseActor(ObjectActor):
     __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes",
                  "settling", "settle_due", "rechecks", "story")
     kind = LEASE
+    view_kind = LeaseView
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)  # `parked`: given up on this version of the lease (see `guard`)

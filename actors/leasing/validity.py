@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from lessor.model.fields import mapping_at
-from lessor.model.views.leasing import PolicyView
+from lessor.model.views.leasing import ClientView, PolicyView
 from lessor.model.selectors import SelectorError, format_selector, parse_selector
 
 from ..api import CLIENT, POLICY
@@ -116,5 +116,5 @@ def _policy_shown(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"exporterSelector": format_selector(PolicyView.of(obj).exporter_selector)}
 
 
-CLIENT_RULE = Rule(CLIENT, client_errors)
-POLICY_RULE = Rule(POLICY, policy_errors, summary=_policy_summary, shown=_policy_shown)
+CLIENT_RULE = Rule(CLIENT, client_errors, view=ClientView)
+POLICY_RULE = Rule(POLICY, policy_errors, summary=_policy_summary, shown=_policy_shown, view=PolicyView)

@@ -106,8 +106,9 @@ class _Ended:
 
 class ClaimActor(ObjectActor):
     __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
-                 "update_errors", "decided_generation", "holding", "_view", "_handle_view")
+                 "update_errors", "decided_generation", "holding", "_handle_view")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
+    view_kind = ClaimView
     wake_kinds = (PROVIDER.kind,)
     honours_ignore = True
 
@@ -124,15 +125,14 @@ class ClaimActor(ObjectActor):
         self.update_errors: list[ResourceError] = []
         self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
         self.holding: bool | None = None  # the status waits for the handle (True), or waited long enough (False)
-        self._view: ClaimView | None = None
         self._handle_view: HandleView | None = None
 
     @property
     def view(self) -> ClaimView:
         """The claim as last observed (or written), typed; built once per version."""
-        assert self.obj is not None
-        self._view = view_of(ClaimView, self.obj, self._view)
-        return self._view
+        view = self.seen_as(ClaimView)
+        assert view is not None
+        return view
 
     @property
     def handle_view(self) -> HandleView | None:
@@ -779,7 +779,7 @@ class ClaimActor(ObjectActor):
         """Ready by each provider's rule on the states the handle reports; the handle's refusals first."""
         assert self.obj is not None
         if (refusal := handle.refusal) is not None:
-            return new_condition(READY, False, refusal.get("reason") or "NotRendered", refusal.get("message", ""),
+            return new_condition(READY, False, refusal.reason or "NotRendered", refusal.message,
                                  now=now, observed_generation=gen)
         readiness = []
         for index, entry in enumerate(resources):
@@ -828,7 +828,7 @@ def _status_end(status: Mapping[str, Any]) -> datetime | None:
 def _behind(handle: HandleView) -> bool:
     """The handle's actor has not reported on the handle's current spec yet (see `ClaimActor._handle_behind`)."""
     rendered = handle.rendered
-    return rendered is None or rendered.get("observedGeneration") != handle.meta.generation
+    return rendered is None or rendered.observed_generation != handle.meta.generation
 
 
 def _copy_states(resources: list[dict[str, Any]], handle: HandleView) -> None:

@@ -48,7 +48,7 @@ from lessor.model.jsonpatch import json_equal
 from lessor.model.keys import reference_key
 from lessor.model.kinds import kind_of
 from lessor.model.views.meta import Meta
-from lessor.model.views.provisioning import HandleView, provider_name, view_of
+from lessor.model.views.provisioning import HandleView, provider_name
 from lessor.templates import offload
 
 from ..api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, Kind, NotFound
@@ -87,8 +87,9 @@ class _End:
 
 
 class HandleActor(ObjectActor):
-    __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending", "_view")
+    __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending")
     kind = HANDLE  # given up on a version (`guard`): its resources stay as they are
+    view_kind = HandleView
     wake_kinds = (PROVIDER.kind,)
     honours_ignore = True
 
@@ -102,14 +103,13 @@ class HandleActor(ObjectActor):
         self.watched: set[tuple[str, str]] = set()
         self.requester: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None
         self.ending = False
-        self._view: HandleView | None = None
 
     @property
     def view(self) -> HandleView:
         """The handle as last observed (or written), typed; built once per version."""
-        assert self.obj is not None
-        self._view = view_of(HandleView, self.obj, self._view)
-        return self._view
+        view = self.seen_as(HandleView)
+        assert view is not None
+        return view
 
     # --- life ---------------------------------------------------------------------------
 

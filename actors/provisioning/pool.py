@@ -63,7 +63,7 @@ from .provider import Provider, load_providers
 from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
 from lessor.model.times import whole_seconds
 from lessor.model.views.meta import Meta
-from lessor.model.views.provisioning import HandleView, PoolView, view_of
+from lessor.model.views.provisioning import HandleView, PoolView
 from lessor.model.labels import POOL_SCALING
 
 log = logging.getLogger(__name__)
@@ -106,8 +106,9 @@ class _WriteStatus:
 
 class PoolActor(ObjectActor):
     __slots__ = ("providers", "spec", "lifespan", "errors", "handles", "wanting", "deciding", "status_due", "scalings",
-                 "pausing", "_view")
+                 "pausing")
     kind = POOL
+    view_kind = PoolView
     wake_kinds = (PROVIDER.kind,)
     honours_ignore = True
 
@@ -123,14 +124,13 @@ class PoolActor(ObjectActor):
         self.status_due = False
         self.scalings: list[Mapping[str, Any]] = []  # the ResourcePoolScalings of the namespace, as last seen
         self.pausing = False  # between two steps of creates (CREATE_STEP, STEP_PAUSE)
-        self._view: PoolView | None = None
 
     @property
     def view(self) -> PoolView:
         """The pool as last observed (or written), typed; built once per version."""
-        assert self.obj is not None
-        self._view = view_of(PoolView, self.obj, self._view)
-        return self._view
+        view = self.seen_as(PoolView)
+        assert view is not None
+        return view
 
     # --- life ---------------------------------------------------------------------------
 

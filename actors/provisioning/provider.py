@@ -29,7 +29,8 @@ from lessor.mailbox import Actor
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import ALL_OPS, json_equal
 from lessor.model.kinds import PROVIDER
-from lessor.model.views.provisioning import ClaimView, HandleView, ProviderView, condition
+from lessor.model.views.conditions import find_condition
+from lessor.model.views.provisioning import ClaimView, HandleView, ProviderView
 from lessor.templates import (
     TemplateError,
     check_expression,
@@ -181,12 +182,12 @@ class Provider:
             except TemplateError as error:
                 return Readiness(None, f"readinessCheck could not be evaluated: {error.message}")
         # any kind of resource: no view of its own, its status conditions are all that is read
-        ready = condition(mapping_at(state, "status").get("conditions"), "Ready")
-        if ready is None or ready.get("status") == "True":
+        ready = find_condition(mapping_at(state, "status"), "Ready")
+        if ready is None or ready.true:
             return Readiness(True)
-        reason = ready.get("reason") or ready.get("status")
-        detail = ready.get("message") or ""
-        status = f"Ready is {ready.get('status')} ({reason})"
+        reason = ready.reason or ready.status
+        detail = ready.message
+        status = f"Ready is {ready.status} ({reason})"
         return Readiness(False, f"{status}: {detail}" if detail else status)
 
     def healthy(self, state: Mapping[str, Any] | None, *, handle: Mapping[str, Any] | None = None,

@@ -21,6 +21,8 @@ from lessor.model.jsonpatch import field_path
 
 from ..api import PROVIDER
 from ..validity import INVALID_DURATION, INVALID_FIELD, FieldError, Rule
+from lessor.model.views.provisioning import ProviderView
+
 from .provider import provider_from
 
 INVALID_TEMPLATE = "InvalidTemplate"
@@ -70,4 +72,4 @@ def _provider_summary(obj: Mapping[str, Any]) -> str:
     return "creates the kind its override's templates render, for each claim's resource"
 
 
-PROVIDER_RULE = Rule(PROVIDER, provider_errors, log_refusals=True, summary=_provider_summary)
+PROVIDER_RULE = Rule(PROVIDER, provider_errors, log_refusals=True, summary=_provider_summary, view=ProviderView)

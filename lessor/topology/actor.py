@@ -34,7 +34,8 @@ from lessor.actors.queries import (
 from lessor.mailbox import Actor, Cause
 from lessor.model.fields import mapping_at
 from lessor.model.selectors import SelectorError, parse_selector
-from lessor.model.views.leasing import ClientView, ExporterView, LeaseView, ref_name
+from lessor.model.views.leasing import ClientView, ExporterView, LeaseView
+from lessor.model.views.meta import ref_name
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address

@@ -11,6 +11,6 @@ that a user may write in any shape is read, checked and typed in one place, and 
   pool reads.
 """
 
-from .meta import Meta, View
+from .meta import Meta, View, ref_name
 
-__all__ = ["Meta", "View"]
+__all__ = ["Meta", "View", "ref_name"]

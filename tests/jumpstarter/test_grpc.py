@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime as dt
 import functools
 import os
 import signal
@@ -594,6 +595,67 @@ async def test_two_real_clients_waiting_for_one_real_exporter_are_served_by_prio
         assert high["status"]["beginTime"] <= high["status"]["endTime"] <= low["status"]["beginTime"], \
             (high["status"], low["status"])
         assert exporter_log.read_text().count("power on") >= 2  # both shells reached the mock driver
+
+
+async def test_update_lease_extends_refuses_a_new_begin_once_started_and_hands_the_lease_over(lab: Lab) -> None:
+    """`jmp update lease` as the controller of the pinned version serves it: the duration of a Ready lease is
+    extended (and with it the lease's end), its begin cannot move once it has an exporter, conflicting times and
+    another client's lease are refused, and `--to-client` hands the lease to another client of the namespace."""
+    await an_exporter(lab, "board-u", {"board": "upd"})
+    agent = metadata("Exporter", "board-u", token_of(await credentials(lab, "exporter", "board-u")))
+    for name in ("uma", "vic"):
+        await a_client(lab, name)
+    uma, vic = await client_config(lab, "uma"), await client_config(lab, "vic")
+    tokens = {"uma": token_of(uma), "vic": token_of(vic)}
+    async with channel(lab) as ch:
+        await jumpstarter_pb2_grpc.ControllerServiceStub(ch).ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE")), metadata=agent)
+        made = await run(str(JMP), "create", "lease", "--client-config", str(uma), "-l", "board=upd",
+                         "--duration", "5m", "-o", "name")
+        assert made.returncode == 0, made.stdout
+        name = made.stdout.strip().split("/")[-1]
+        granted = await until(lab.kube, LEASE, NS, name, ready)
+        begin = dt.datetime.fromisoformat(granted["status"]["beginTime"])
+
+        extended = await run(str(JMP), "update", "lease", "--client-config", str(uma), name, "--duration", "20m")
+        assert extended.returncode == 0, extended.stdout
+        lease = await until(lab.kube, LEASE, NS, name, lambda o: ready(o) and dt.datetime.fromisoformat(
+            o["status"].get("endTime", "")) == begin + dt.timedelta(minutes=20))
+        assert lease["spec"]["duration"] == "20m" and lease["status"]["exporterRef"] == {"name": "board-u"}
+
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        full = f"namespaces/{NS}/leases/{name}"
+
+        async def refused(who: str, change: Callable[[Any], None]) -> tuple[grpc.StatusCode, str]:
+            wanted = client_pb2.Lease(name=full)
+            change(wanted)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await clients.UpdateLease(client_pb2.UpdateLeaseRequest(lease=wanted),
+                                          metadata=metadata("Client", who, tokens[who]))
+            return caught.value.code(), caught.value.details() or ""
+
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+        code, details = await refused("uma", lambda lease: lease.begin_time.FromDatetime(later))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "has already started" in details, details
+
+        code, details = await refused("uma", lambda lease: lease.duration.FromTimedelta(dt.timedelta(minutes=-5)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "duration must be positive" in details, details
+        code, details = await refused("vic", lambda lease: lease.duration.FromTimedelta(dt.timedelta(hours=9)))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "belongs to client uma" in details, details
+        code, details = await refused("uma", lambda lease: setattr(lease, "client", f"namespaces/{NS}/clients/nobody"))
+        assert code == grpc.StatusCode.NOT_FOUND and "does not exist" in details, details
+
+        handed = await run(str(JMP), "update", "lease", "--client-config", str(uma), name, "--to-client", "vic")
+        assert handed.returncode == 0, handed.stdout
+        lease = await until(lab.kube, LEASE, NS, name, lambda o: o["spec"]["clientRef"] == {"name": "vic"})
+        assert ready(lease) and lease["status"]["exporterRef"] == {"name": "board-u"}, lease["status"]
+        mine = await clients.GetLease(client_pb2.GetLeaseRequest(name=full), metadata=metadata("Client", "vic",
+                                                                                                 tokens["vic"]))
+        assert mine.client == f"namespaces/{NS}/clients/vic"
+        code, details = await refused("uma", lambda lease: lease.duration.FromTimedelta(dt.timedelta(hours=1)))
+        assert code == grpc.StatusCode.PERMISSION_DENIED, details
+        await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=full), metadata=metadata("Client", "vic",
+                                                                                               tokens["vic"]))
 
 
 async def test_rotating_the_key_mints_every_credential_again_and_refuses_the_old_tokens(lab: Lab) -> None:

@@ -124,7 +124,8 @@ class Operator:
             operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
             decision_window=config.decision_window, events=self.events,
-            credentials=Minter(SigningKey(api, config.operator_namespace), config.grpc.endpoint)
+            credentials=Minter(SigningKey(api, config.operator_namespace), config.grpc.endpoint,
+                               config.grpc.token_lifetime)
             if config.grpc else None,
         )
         self.system: ActorSystem | None = None

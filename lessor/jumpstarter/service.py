@@ -13,7 +13,7 @@ exporter actors decide the rest as for any Lease. Reads come from the operator's
 A client's `Dial` reaches its exporter through the router (router.py), announced on the exporter's `Listen`.
 
 Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): the controller's older lease calls but
-ReleaseLease, RotateToken, AuditStream.
+ReleaseLease, AuditStream.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jum
 
 from lessor.actors.api import AlreadyExists, Api, ApiFailure, NotFound
 from lessor.actors.leasing.agent import AgentReport
+from lessor.actors.leasing.credentials import RotateCredential
 from lessor.actors.leasing.spec import format_go_duration, parse_go_duration
 from lessor.leader import NotLeader
 from lessor.mailbox import AskTimeout, MailboxError
@@ -45,7 +46,7 @@ from lessor.model.views.leasing import ExporterView, LeaseView
 
 from .router import Router
 from .names import parse_parent, parse_resource, resource, selector_from_text
-from .tokens import KINDS, InvalidToken, SigningKey, Subject, verify
+from .tokens import KINDS, InvalidToken, SigningKey, Subject, token_expiry, verify
 
 log = logging.getLogger(__name__)
 
@@ -705,8 +706,19 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
 
     @_guarded
     async def RotateToken(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authenticate(self.backend, context, "client")
-        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not rotate tokens over gRPC yet")
+        """A freshly signed token for the caller, written into its credential Secret by its Client's actor
+        (`jmp auth rotate`), with its expiry when lessor mints tokens with a lifetime."""
+        subject = await authenticate(self.backend, context, "client")
+        self._namespace(subject, request.parent, "tokens")
+        token = await self.backend.ask(f"{CLIENT.prefix}/{subject.namespace}/{subject.name}", RotateCredential())
+        if not isinstance(token, str):
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"client {subject.namespace}/{subject.name} has no credential Secret that lessor made")
+        answer = client_pb2.RotateTokenResponse(token=token)
+        expiry = token_expiry(token)
+        if expiry is not None:
+            answer.expiry.FromDatetime(expiry.replace(tzinfo=None))
+        return answer
 
 
 __all__ = ["Backend", "ClientService", "ControllerService", "authenticate", "lease_message"]

@@ -658,6 +658,32 @@ async def test_update_lease_extends_refuses_a_new_begin_once_started_and_hands_t
                                                                                                tokens["vic"]))
 
 
+async def test_jmp_auth_rotate_writes_a_new_token_and_an_expired_token_is_refused(lab: Lab) -> None:
+    """RotateToken (`jmp auth rotate`): the Client's actor mints a fresh token into its credential Secret and
+    answers it; old and new work. A token past its `exp` (lessor run --grpc-token-lifetime) signed with
+    lessor's own key is UNAUTHENTICATED, with the reason."""
+    client = await a_client(lab, "wes")
+    path = await client_config(lab, "wes")
+    old = token_of(path)
+    # What `jmp auth rotate` calls (the command itself saves the config under the user's home, not at PATH).
+    new = await ClientConfigV1Alpha1.from_file(path).rotate_token()
+    assert new and new != old
+    secret = await lab.kube.get(SECRET, NS, "wes-client")
+    assert base64.b64decode(secret["data"]["token"]).decode() == new
+    parent = client_pb2.ListLeasesRequest(parent=f"namespaces/{NS}")
+    key = load_key(base64.b64decode((await lab.kube.get(SECRET, OPS, "lessor-jumpstarter-signing-key"))["data"][
+        "key.pem"]))
+    expired = mint(key, Subject("client", NS, "wes", client["metadata"]["uid"]), lifetime=-60)
+    async with channel(lab) as ch:
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        for token in (old, new):
+            await clients.ListLeases(parent, metadata=metadata("Client", "wes", token))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await clients.ListLeases(parent, metadata=metadata("Client", "wes", expired))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert caught.value.details() == "the bearer token has expired"
+
+
 async def test_rotating_the_key_mints_every_credential_again_and_refuses_the_old_tokens(lab: Lab) -> None:
     """Last in this module: every token before it is replaced."""
     await a_client(lab, "zed")

@@ -1,8 +1,10 @@
-"""UpdateLease's times, reconciled as the controller of the pinned version does (no API server needed)."""
+"""UpdateLease's times, reconciled as the controller of the pinned version does, and tokens' expiry (no API server
+needed)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import grpc
 import pytest
@@ -42,3 +44,17 @@ def test_conflicting_times_and_a_begin_after_the_start_are_refused_with_their_re
         _time_update(started, moved)
     assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert caught.value.message == "cannot update begin_time: lease lab/l has already started"
+
+
+def test_a_token_minted_with_a_lifetime_carries_its_expiry() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from lessor.jumpstarter.tokens import Subject, mint, token_expiry, verify
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = Subject("client", "lab", "a", "u-1")
+    now = int(time.time())
+    token = mint(key, subject, now=now, lifetime=3600)
+    assert token_expiry(token) == dt.datetime.fromtimestamp(now + 3600, dt.UTC)
+    assert verify(key.public_key(), token) == subject
+    assert token_expiry(mint(key, subject)) is None  # no lifetime: no exp, as before

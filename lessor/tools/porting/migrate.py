@@ -28,9 +28,10 @@ from lessor.leader import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
 from .convert import Note, convert_object
-from lessor.model.fields import lease_ended, mapping_at
+from lessor.model.fields import mapping_at
 from lessor.model.labels import LEASE_ENDED
 from lessor.model.views import Meta, View
+from lessor.model.views.leasing import LeaseView
 
 
 @dataclass
@@ -261,7 +262,7 @@ async def _jumpstarter_plan(gateway: Gateway, namespaces: Sequence[str], group: 
 
 
 def _ended_label(old: Mapping[str, Any], new: dict[str, Any]) -> None:
-    if lease_ended(old):
+    if LeaseView.ended_body(old):
         new["metadata"].setdefault("labels", {})[LEASE_ENDED] = "true"
 
 

@@ -534,13 +534,13 @@ def _new_lease(subject: Subject, name: str, lease: Any) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": subject.namespace}, "spec": spec}
 
 
-def _time_update(obj: Object, lease: Any) -> dict[str, Any]:
+def _time_update(obj: LeaseView, lease: Any) -> dict[str, Any]:
     """The spec's times after an UpdateLease that gives any of `begin_time`, `duration`, `end_time` (else {}),
     reconciled as the controller does: begin and end give the duration (a different one given too is refused),
     end and duration give the begin; the duration must then be known and positive."""
     if not any(lease.HasField(field) for field in ("begin_time", "duration", "end_time")):
         return {}
-    spec = obj.get("spec") or {}
+    spec = obj.spec
     begin, end = timestamp(spec.get("beginTime")), timestamp(spec.get("endTime"))
     try:
         duration = parse_go_duration(spec["duration"], "spec.duration") if spec.get("duration") else None
@@ -548,10 +548,9 @@ def _time_update(obj: Object, lease: Any) -> dict[str, Any]:
         duration = None
     if lease.HasField("begin_time"):
         wanted = lease.begin_time.ToDatetime(tzinfo=UTC)
-        if exporter_ref(obj) is not None and wanted != begin:
+        if obj.exporter is not None and wanted != begin:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"cannot update begin_time: lease {obj['metadata']['namespace']}/{obj['metadata']['name']} "
-                          "has already started")
+                          f"cannot update begin_time: lease {obj.namespace}/{obj.name} has already started")
         begin = wanted
     if lease.HasField("duration"):
         duration = lease.duration.ToTimedelta()
@@ -671,25 +670,23 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         patched under the version read, as the client would with kubectl, and its actor decides the rest."""
         subject = await authenticate(self.backend, context, "client")
         obj = await self._lease(subject, request.lease.name)
-        metadata = obj["metadata"]
         spec = {**_time_update(obj, request.lease),
                 **await self._transfer(obj, request.lease)}
         if not spec:
             return lease_message(obj)
         patched = await self.backend.api.merge_patch(
-            LEASE, metadata["namespace"], metadata["name"],
-            {"metadata": {"resourceVersion": metadata.get("resourceVersion")}, "spec": spec})
-        return lease_message(patched)
+            LEASE, obj.namespace, obj.name, {"metadata": {"resourceVersion": obj.meta.resource_version}, "spec": spec})
+        return lease_message(LeaseView.of(patched))
 
-    async def _transfer(self, obj: Object, lease: Any) -> dict[str, Any]:
+    async def _transfer(self, obj: LeaseView, lease: Any) -> dict[str, Any]:
         """`spec.clientRef` for a lease handed to another client of its namespace (`lease.client`), else {}."""
         if not lease.HasField("client") or not lease.client:
             return {}
-        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        if lease_ended(obj):
+        namespace, name = obj.namespace, obj.name
+        if obj.ended:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
                           f"cannot transfer lease {namespace}/{name}: it has already ended")
-        if exporter_ref(obj) is None:
+        if obj.exporter is None:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
                           f"cannot transfer lease {namespace}/{name}: it has not started yet (no exporter)")
         try:

@@ -321,6 +321,14 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grpc-cert-dir", type=Path, metavar="DIR",
                    help="with --grpc-port: serve DIR/tls.crt and DIR/tls.key, which must name the endpoint's host "
                    "(default: a development CA and a certificate for localhost and 127.0.0.1)")
+    p.add_argument("--grpc-token-lifetime", type=_seconds, metavar="DURATION",
+                   help="with --grpc-port: how long a minted token is valid (its exp claim, e.g. 8760h as upstream's "
+                   "default); a client renews its own with `jmp auth rotate` (RotateToken), and an expired token is "
+                   "UNAUTHENTICATED. Default: tokens without expiry, revoked by `lessor credentials rotate-key`")
+    p.add_argument("--grpc-advertise", metavar="HOST:PORT",
+                   help="with --grpc-port: this replica's own address (in a pod: its IP and PORT), which the leader "
+                   "writes into the leader Lease (annotation lessor.dev/holder-grpc) and a follower names in the "
+                   "UNAVAILABLE it answers every call with (default: the --grpc-endpoint)")
     p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
                    help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
                    "--ca-file`")
@@ -386,7 +394,8 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             require_extra()
         grpc = None if args.grpc_port is None else GrpcSettings(
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
-            cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out,
+            cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,
+            token_lifetime=args.grpc_token_lifetime,
         )
         webhook = None if args.no_webhook else WebhookSettings(
             port=args.webhook_port, cert_dir=args.webhook_cert_dir,

@@ -43,7 +43,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -52,7 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
 from lessor.gateway import ApiError, Gateway, Resource
-from lessor.model.labels import HOLDER_POD, HOLDER_USERNAME
+from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
 from lessor.telemetry import unrecorded
 
 log = logging.getLogger(__name__)
@@ -176,6 +176,11 @@ class Leadership(Protocol):
 
     async def release(self) -> None: ...
 
+    def leader_says(self, annotation: str) -> str | None:
+        """What another replica that holds the leadership wrote into the leader Lease's `annotation`
+        (None: this replica leads, nobody does, or the holder did not write it)."""
+        ...
+
     def refused(self, message: str) -> None:
         """The API server's leader fence refused one of this replica's writes (`message`: its answer)."""
 
@@ -217,6 +222,9 @@ class Unelected:
     async def release(self) -> None:
         return None
 
+    def leader_says(self, annotation: str) -> str | None:
+        return None
+
     def refused(self, message: str) -> None:
         log.error("the API server's leader fence refused a write of this replica, which runs with "
                   "--no-leader-elect: %s. A leader Lease is left from an elected deployment; remove the fence "
@@ -229,8 +237,11 @@ class LeaderElector:
 
     def __init__(self, gateway: Gateway, namespace: str, settings: ElectionSettings, *,
                  identity: str | None = None, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = boot_clock) -> None:
+                 clock: Callable[[], float] = boot_clock, advertise: Mapping[str, str] | None = None) -> None:
         self.gateway = gateway
+        # Annotations this replica writes into the Lease with each acquire and renewal, for the followers
+        # (HOLDER_GRPC: where it serves Jumpstarter's protocol).
+        self.advertise = dict(advertise or {})
         self.namespace = namespace
         self.settings = settings
         self.identity = identity or holder_identity()
@@ -326,6 +337,16 @@ class LeaderElector:
         except Exception as err:  # the Lease then expires as usual
             log.warning("could not release the leader Lease: %s", err)
 
+    def leader_says(self, annotation: str) -> str | None:
+        """From the Lease as this replica last read it: a follower reads it every retry period (its
+        campaign), so a new leader's word reaches it within one period."""
+        lease = self._lease or {}
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if not holder or holder == self.identity or self._clock() >= self._expires_at:
+            return None
+        value = ((lease.get("metadata") or {}).get("annotations") or {}).get(annotation)
+        return str(value) if value else None
+
     # --- the loops -------------------------------------------------------------------------
 
     async def _campaign(self) -> None:
@@ -403,7 +424,7 @@ class LeaderElector:
                 raise
             body = {"apiVersion": COORDINATION_LEASE.api_version, "kind": "Lease",
                     "metadata": _holder_annotations({"name": self.settings.name, "namespace": self.namespace},
-                                                    self.authenticated),
+                                                    self.authenticated, self.advertise),
                     "spec": spec}
             self._won(await self._write("create", "POST", body), started)
             return True
@@ -420,7 +441,7 @@ class LeaderElector:
             spec["leaseTransitions"] = old.get("leaseTransitions") or 0
         else:
             spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
-        metadata = _holder_annotations(lease.get("metadata") or {}, self.authenticated)
+        metadata = _holder_annotations(lease.get("metadata") or {}, self.authenticated, self.advertise)
         self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
         return True
 
@@ -526,10 +547,13 @@ class LeaderElector:
         return COORDINATION_LEASE.path(self.namespace, name)
 
 
-def _holder_annotations(metadata: dict[str, Any], authenticated: tuple[str, str] | None) -> dict[str, Any]:
-    """`metadata` with the holder annotations naming `authenticated` (username, pod), or none of them."""
+def _holder_annotations(metadata: dict[str, Any], authenticated: tuple[str, str] | None,
+                        advertise: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`metadata` with the holder annotations naming `authenticated` (username, pod) and what it `advertise`s,
+    or none of them (a former holder's are removed)."""
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
-                   if k not in (HOLDER_USERNAME, HOLDER_POD)}
+                   if k not in (HOLDER_USERNAME, HOLDER_POD, HOLDER_GRPC)}
+    annotations.update(advertise or {})
     if authenticated is not None:
         username, pod = authenticated
         annotations[HOLDER_USERNAME] = username
@@ -544,8 +568,8 @@ def _micro_time() -> str:
 
 
 def leadership(gateway: Gateway, namespace: str, settings: ElectionSettings | None,
-               registry: CollectorRegistry | None) -> Leadership:
+               registry: CollectorRegistry | None, advertise: Mapping[str, str] | None = None) -> Leadership:
     """The election `settings` ask for; None: the only replica (`--no-leader-elect`)."""
     if settings is None:
         return Unelected(registry)
-    return LeaderElector(gateway, namespace, settings, registry=registry)
+    return LeaderElector(gateway, namespace, settings, registry=registry, advertise=advertise)

@@ -45,6 +45,7 @@ from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
 from lessor.jumpstarter.settings import GrpcSettings
 from lessor.jumpstarter.tokens import Minter, SigningKey
 from lessor.leader import ElectionSettings, leadership
+from lessor.model.labels import HOLDER_GRPC
 from lessor.memory import StartupFreezer, settle_after_start
 from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
@@ -109,7 +110,8 @@ class Operator:
         runtime_collectors(registry)
         self.state_metrics = StateMetrics(self._cached, registry)
         self.topology_state = TopologyState(Topology(config.operator_namespace))
-        self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry)
+        self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry,
+                                     advertise={HOLDER_GRPC: config.grpc.own_address} if config.grpc else None)
         self.loop_lag = LoopLag(config.max_loop_lag, registry)
         self.render_queue = RenderQueueMetrics(registry)
         self.reachability = ApiReachability(gateway, config.api_unreachable_timeout)
@@ -122,7 +124,8 @@ class Operator:
             operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
             decision_window=config.decision_window, events=self.events,
-            credentials=Minter(SigningKey(api, config.operator_namespace), config.grpc.endpoint)
+            credentials=Minter(SigningKey(api, config.operator_namespace), config.grpc.endpoint,
+                               config.grpc.token_lifetime)
             if config.grpc else None,
         )
         self.system: ActorSystem | None = None

@@ -43,3 +43,6 @@ HOLDER_USERNAME = "lessor.dev/holder-username"
 HOLDER_POD = "lessor.dev/holder-pod"
 """Annotations of the leader Lease: the holder's username and pod as the API server authenticates it,
 which the API server's fence (deploy/leader-fence.yaml) compares with each writer's."""
+HOLDER_GRPC = "lessor.dev/holder-grpc"
+"""Annotation of the leader Lease: HOST:PORT where the holder serves Jumpstarter's gRPC protocol
+(`lessor run --grpc-advertise`), which followers name to the tools they turn away."""

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from .credentials import ensure_credential
+from typing import Any
+
+from .credentials import RotateCredential, ensure_credential, rotate_credential
 from ..validity import ValidActor
 
 
 class ClientActor(ValidActor):
     __slots__ = ()
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, RotateCredential):  # Jumpstarter's RotateToken, asked by the gRPC service
+            return await rotate_credential(self, "client")
+        return await super().receive(message)
 
     async def _judge(self) -> None:
         await super()._judge()

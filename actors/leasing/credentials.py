@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from lessor.model.views import Meta
@@ -90,6 +91,31 @@ async def ensure_credential(actor: ObjectActor, word: str) -> None:
 
 class _NotOurs(Exception):
     """A Secret of the credential's name that lessor did not make."""
+
+
+@dataclass(frozen=True, slots=True)
+class RotateCredential:
+    """Ask: a freshly signed token in the object's credential Secret (Jumpstarter's RotateToken). Answers the
+    token, or None when there is no credential lessor made for this object (yet)."""
+
+
+async def rotate_credential(actor: ObjectActor, word: str) -> str | None:
+    """Mint the object's token again (a new `iat`, and `exp` with a token lifetime) into its Secret: the Secret
+    lessor made for this object only (its owner's UID), patched; the old token stays valid until it expires or
+    the key is rotated, as upstream's."""
+    credentials = actor.ctx.credentials
+    obj: Credentialed | None = actor.seen_as(ClientView) if word == "client" else actor.seen_as(ExporterView)
+    if credentials is None or obj is None:
+        return None
+    uid = obj.meta.uid
+    name = secret_name(actor.name, word)
+    found = await actor.ctx.api.get(SECRET, actor.namespace, name)
+    if found is None or not _owned_by(Meta.of(found), uid):
+        return None
+    token = await credentials.mint(word, actor.namespace, actor.name, uid)
+    await actor.ctx.api.merge_patch(SECRET, actor.namespace, name,
+                                    {"data": {TOKEN_KEY: base64.b64encode(token.encode()).decode()}})
+    return token
 
 
 async def _ensure(actor: ObjectActor, word: str, credentials: Credentials, obj: Credentialed) -> None:

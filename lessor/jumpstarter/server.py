@@ -20,10 +20,11 @@ from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2_grpc, router_pb2
 from lessor.actors.api import Api
 from lessor.admission.server import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE
 from lessor.certs import CertificateAuthority
-from lessor.leader import NotLeader
+from lessor.leader import Leadership
+from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 
 from .router import Router, RouterService
-from .service import ClientService, ControllerService
+from .service import ClientService, ControllerService, Refusal
 from .settings import GrpcSettings
 from .tokens import Minter, SigningKey
 
@@ -41,6 +42,57 @@ KEEPALIVE = (
 )
 
 
+LEADER_METADATA = "lessor-leader"
+"""Trailing metadata of a follower's UNAVAILABLE: the leader's HOST:PORT, for tools that can follow it."""
+
+
+def not_leading(leadership: Leadership) -> str:
+    """Why this replica turns a call away, naming the leader's gRPC address as the Lease says it."""
+    address = leadership.leader_says(HOLDER_GRPC)
+    if address is None:
+        return "no lessor replica leads at the moment (an election is under way): try again in a few seconds"
+    pod = leadership.leader_says(HOLDER_POD)
+    return (f"this lessor replica is not the leader; the leader{f' (pod {pod})' if pod else ''} serves "
+            f"Jumpstarter's protocol at {address}: connect there, or try again through an endpoint that reaches it")
+
+
+class FollowerRefusal(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """On a follower, every call (exporters', clients', the router's) is UNAVAILABLE with the leader's address
+    in its message and in the trailing metadata `lessor-leader`: only the leader's actors lease, and the
+    router pairs streams in the leader's process."""
+
+    def __init__(self, leadership: Leadership) -> None:
+        self.leadership = leadership
+
+    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None or self.leadership.leading():
+            return handler
+        return _refusing(handler, not_leading(self.leadership), self.leadership.leader_says(HOLDER_GRPC))
+
+
+def _refusing(handler: grpc.RpcMethodHandler, message: str, leader: str | None) -> grpc.RpcMethodHandler:
+    """A handler of `handler`'s shape that answers UNAVAILABLE with `message`."""
+
+    async def refuse(context: grpc.aio.ServicerContext) -> None:
+        if leader is not None:
+            context.set_trailing_metadata(((LEADER_METADATA, leader),))
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await refuse(context)
+
+    async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await refuse(context)
+        yield  # pragma: no cover - abort raises
+
+    make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+    behaviour = streaming if handler.response_streaming else unary
+    return make[(bool(handler.request_streaming), bool(handler.response_streaming))](
+        behaviour, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+
+
 class OperatorBackend:
     """`service.Backend` on a running operator: the leader's actor system, its API and its informer caches."""
 
@@ -53,7 +105,7 @@ class OperatorBackend:
     async def ask(self, address: str, message: Any) -> Any:
         system = self.operator.system
         if system is None or not self.operator.leadership.leading():
-            raise NotLeader("a follower does not serve exporters; connect to the leader")
+            raise Refusal(grpc.StatusCode.UNAVAILABLE, not_leading(self.operator.leadership))
         return await system.ask(address, message)
 
     def cached(self, kind: str, namespace: str) -> list[Mapping[str, Any]]:
@@ -91,7 +143,7 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
     key = minter.key if isinstance(minter, Minter) else SigningKey(operator.context.api,
                                                                    operator.config.operator_namespace)
     backend = OperatorBackend(operator, key)
-    server = grpc.aio.server(options=KEEPALIVE)
+    server = grpc.aio.server(options=KEEPALIVE, interceptors=[FollowerRefusal(operator.leadership)])
     router = Router(settings.endpoint)
     jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend, router), server)
     router_pb2_grpc.add_RouterServiceServicer_to_server(RouterService(router), server)
@@ -99,7 +151,8 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
     host = f"[{bind_address}]" if ":" in bind_address else bind_address
     server.add_secure_port(f"{host}:{settings.port}", server_credentials(settings))
     await server.start()
-    log.info("Jumpstarter gRPC on :%d (endpoint %s)", settings.port, settings.endpoint)
+    log.info("Jumpstarter gRPC on :%d (endpoint %s, this replica %s)", settings.port, settings.endpoint,
+             settings.own_address)
     try:
         yield server
     finally:

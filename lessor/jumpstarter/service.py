@@ -13,7 +13,7 @@ exporter actors decide the rest as for any Lease. Reads come from the operator's
 A client's `Dial` reaches its exporter through the router (router.py), announced on the exporter's `Listen`.
 
 Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): the controller's older lease calls but
-ReleaseLease, UpdateLease, RotateToken, AuditStream.
+ReleaseLease, AuditStream.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jum
 
 from lessor.actors.api import AlreadyExists, Api, ApiFailure, NotFound
 from lessor.actors.leasing.agent import AgentReport
+from lessor.actors.leasing.credentials import RotateCredential
 from lessor.actors.leasing.spec import format_go_duration, parse_go_duration
 from lessor.leader import NotLeader
 from lessor.mailbox import AskTimeout, MailboxError
@@ -45,7 +46,7 @@ from lessor.model.views.leasing import ExporterView, LeaseView
 
 from .router import Router
 from .names import parse_parent, parse_resource, resource, selector_from_text
-from .tokens import KINDS, InvalidToken, SigningKey, Subject, verify
+from .tokens import KINDS, InvalidToken, SigningKey, Subject, token_expiry, verify
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +296,12 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     @_guarded_stream
     async def Status(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        """Who holds the exporter, at once and at every change; `lastSeen` kept fresh while it is open."""
+        """Who holds the exporter, at once and at every change; `lastSeen` kept fresh while it is open.
+
+        A lease that follows another at once (a waiting lease granted as the holder's ends) is told as
+        "not leased", then the new one: the agent ends a lease (its afterLease hook, its Listen) only on
+        "not leased", and starts the next only after that; without it, it would keep serving the ended
+        lease and never listen for the new one."""
         subject = await authenticate(self.backend, context, "exporter")
         last: Any = None
         beat = 0.0
@@ -306,6 +312,8 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
                 beat = loop.time() + self._period()
             current = self._holder(subject)
             if current != last:
+                if last is not None and last.leased and current.leased and current.lease_name != last.lease_name:
+                    yield jumpstarter_pb2.StatusResponse(leased=False)
                 last = current
                 yield current
             await asyncio.sleep(min(0.5, self._period()))
@@ -526,6 +534,43 @@ def _new_lease(subject: Subject, name: str, lease: Any) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": subject.namespace}, "spec": spec}
 
 
+def _time_update(obj: LeaseView, lease: Any) -> dict[str, Any]:
+    """The spec's times after an UpdateLease that gives any of `begin_time`, `duration`, `end_time` (else {}),
+    reconciled as the controller does: begin and end give the duration (a different one given too is refused),
+    end and duration give the begin; the duration must then be known and positive."""
+    if not any(lease.HasField(field) for field in ("begin_time", "duration", "end_time")):
+        return {}
+    spec = obj.spec
+    begin, end = timestamp(spec.get("beginTime")), timestamp(spec.get("endTime"))
+    try:
+        duration = parse_go_duration(spec["duration"], "spec.duration") if spec.get("duration") else None
+    except ValueError:
+        duration = None
+    if lease.HasField("begin_time"):
+        wanted = lease.begin_time.ToDatetime(tzinfo=UTC)
+        if obj.exporter is not None and wanted != begin:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"cannot update begin_time: lease {obj.namespace}/{obj.name} has already started")
+        begin = wanted
+    if lease.HasField("duration"):
+        duration = lease.duration.ToTimedelta()
+    if lease.HasField("end_time"):
+        end = lease.end_time.ToDatetime(tzinfo=UTC)
+    if begin is not None and end is not None:
+        if duration is not None and duration > timedelta(0) and duration != end - begin:
+            raise _invalid("duration conflicts with begin_time and end_time")
+        duration = end - begin
+    elif end is not None and duration is not None and duration > timedelta(0):
+        begin = end - duration
+    if duration is None:
+        raise _invalid("duration is required (give duration, or both begin_time and end_time)")
+    if duration <= timedelta(0):
+        raise _invalid(f"duration must be positive, got {format_go_duration(duration)}")
+    return {"duration": format_go_duration(duration),
+            "beginTime": format_time(begin) if begin is not None else None,
+            "endTime": format_time(end) if end is not None else None}
+
+
 class ClientService(client_pb2_grpc.ClientServiceServicer):
     """`jumpstarter.client.v1.ClientService`: a client's exporters and leases."""
 
@@ -620,13 +665,57 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
 
     @_guarded
     async def UpdateLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authenticate(self.backend, context, "client")
-        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not update leases over gRPC yet")
+        """The caller's own lease, changed as the controller changes it: its times (`begin_time` only before it
+        has an exporter), and its holder (`client`, only while it holds an exporter); the Lease object is
+        patched under the version read, as the client would with kubectl, and its actor decides the rest."""
+        subject = await authenticate(self.backend, context, "client")
+        obj = await self._lease(subject, request.lease.name)
+        spec = {**_time_update(obj, request.lease),
+                **await self._transfer(obj, request.lease)}
+        if not spec:
+            return lease_message(obj)
+        patched = await self.backend.api.merge_patch(
+            LEASE, obj.namespace, obj.name, {"metadata": {"resourceVersion": obj.meta.resource_version}, "spec": spec})
+        return lease_message(LeaseView.of(patched))
+
+    async def _transfer(self, obj: LeaseView, lease: Any) -> dict[str, Any]:
+        """`spec.clientRef` for a lease handed to another client of its namespace (`lease.client`), else {}."""
+        if not lease.HasField("client") or not lease.client:
+            return {}
+        namespace, name = obj.namespace, obj.name
+        if obj.ended:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"cannot transfer lease {namespace}/{name}: it has already ended")
+        if obj.exporter is None:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"cannot transfer lease {namespace}/{name}: it has not started yet (no exporter)")
+        try:
+            target_namespace, target = parse_resource(lease.client, "clients")
+        except ValueError as err:
+            raise _invalid(f"lease.client: {err}") from None
+        if target_namespace != namespace:
+            raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                          f"cannot transfer lease {namespace}/{name} to a client in namespace {target_namespace}")
+        if await self.backend.api.get(CLIENT, namespace, target) is None:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"cannot transfer lease {namespace}/{name}: client "
+                          f"{namespace}/{target} does not exist")
+        return {"clientRef": {"name": target}}
 
     @_guarded
     async def RotateToken(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await authenticate(self.backend, context, "client")
-        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not rotate tokens over gRPC yet")
+        """A freshly signed token for the caller, written into its credential Secret by its Client's actor
+        (`jmp auth rotate`), with its expiry when lessor mints tokens with a lifetime."""
+        subject = await authenticate(self.backend, context, "client")
+        self._namespace(subject, request.parent, "tokens")
+        token = await self.backend.ask(f"{CLIENT.prefix}/{subject.namespace}/{subject.name}", RotateCredential())
+        if not isinstance(token, str):
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"client {subject.namespace}/{subject.name} has no credential Secret that lessor made")
+        answer = client_pb2.RotateTokenResponse(token=token)
+        expiry = token_expiry(token)
+        if expiry is not None:
+            answer.expiry.FromDatetime(expiry.replace(tzinfo=None))
+        return answer
 
 
 __all__ = ["Backend", "ClientService", "ControllerService", "authenticate", "lease_message"]

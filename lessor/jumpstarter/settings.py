@@ -16,6 +16,15 @@ class GrpcSettings:
     """Serve DIR/tls.crt and DIR/tls.key; None: a development CA and a certificate for localhost and 127.0.0.1."""
     ca_out: Path | None = None
     """Without cert_dir: write the development CA's PEM here, for `lessor credentials --ca-file`."""
+    token_lifetime: float | None = None
+    """Seconds a minted token is valid (its `exp`); None: no expiry (a new signing key revokes it)."""
+    advertise: str | None = None
+    """HOST:PORT of this replica itself, written into the leader Lease while it leads, so that the other
+    replicas name it to the tools they turn away; None: the endpoint."""
+
+    @property
+    def own_address(self) -> str:
+        return self.advertise or self.endpoint
 
 
 def require_extra() -> None:

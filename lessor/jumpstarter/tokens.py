@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
@@ -79,10 +80,15 @@ def load_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def mint(key: ec.EllipticCurvePrivateKey, subject: Subject, *, now: float | None = None) -> str:
-    """A signed JWT for `subject`, without expiry (upstream's are long-lived too; a new key revokes them)."""
+def mint(key: ec.EllipticCurvePrivateKey, subject: Subject, *, now: float | None = None,
+         lifetime: float | None = None) -> str:
+    """A signed JWT for `subject`, valid `lifetime` seconds (`exp`), or without expiry (None; a new key revokes
+    it). Upstream's are valid a year unless configured otherwise."""
     header = {"alg": "ES256", "typ": "JWT"}
-    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": str(subject), "iat": int(now if now is not None else time.time())}
+    issued = int(now if now is not None else time.time())
+    claims: dict[str, Any] = {"iss": ISSUER, "aud": AUDIENCE, "sub": str(subject), "iat": issued}
+    if lifetime is not None:
+        claims["exp"] = issued + int(lifetime)
     signing_input = f"{_b64(json.dumps(header, separators=(',', ':')).encode())}." \
                     f"{_b64(json.dumps(claims, separators=(',', ':')).encode())}"
     r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
@@ -113,6 +119,16 @@ def verify(public: ec.EllipticCurvePublicKey, token: str) -> Subject:
     if isinstance(exp, int | float) and exp < time.time():
         raise InvalidToken("the bearer token has expired")
     return Subject.parse(str(claims.get("sub", "")))
+
+
+def token_expiry(token: str) -> datetime | None:
+    """The `exp` of a token lessor minted (unverified: the caller just minted it), or None without one."""
+    try:
+        claims = json.loads(_unb64(token.split(".")[1]))
+    except (IndexError, ValueError):
+        return None
+    exp = claims.get("exp") if isinstance(claims, Mapping) else None
+    return datetime.fromtimestamp(exp, UTC) if isinstance(exp, int | float) else None
 
 
 REFRESH_EVERY = 2.0
@@ -159,14 +175,15 @@ class SigningKey:
 class Minter:
     """What the leasing actors mint credentials with (`actors.leasing.credentials.Credentials`)."""
 
-    def __init__(self, key: SigningKey, endpoint: str) -> None:
+    def __init__(self, key: SigningKey, endpoint: str, lifetime: float | None = None) -> None:
         self.key = key
         self.endpoint = endpoint
+        self.lifetime = lifetime
 
     async def mint(self, kind: str, namespace: str, name: str, uid: str) -> str:
         key = await self.key.get(create=True, refresh=True, max_age=0.0)  # the current key, even just rotated
         assert key is not None
-        return mint(key, Subject(kind, namespace, name, uid))
+        return mint(key, Subject(kind, namespace, name, uid), lifetime=self.lifetime)
 
 
 async def rotate(gateway: Gateway, namespace: str, say: Callable[[str], None]) -> int:
@@ -207,4 +224,4 @@ async def rotate(gateway: Gateway, namespace: str, say: Callable[[str], None]) -
     return count
 
 
-__all__ = ["InvalidToken", "Minter", "SigningKey", "Subject", "mint", "rotate", "verify"]
+__all__ = ["InvalidToken", "Minter", "SigningKey", "Subject", "mint", "rotate", "token_expiry", "verify"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -218,3 +219,24 @@ def container_port(container: Mapping[str, Any], port: int | str) -> int:
     if isinstance(port, int):
         return port
     return next(int(p["containerPort"]) for p in container.get("ports", []) if p["name"] == port)
+
+
+def expand(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The container's command as the kubelet runs it: `$(VAR)` of a defined variable replaced by its value,
+    `$$` an escaped `$`, anything else left as written."""
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return [re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, arg) for arg in argv]
+
+
+def flag(argv: Sequence[str], name: str) -> str | None:
+    """The value of `--name VALUE` (or `--name=VALUE`) in a command line, or None."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+    return None

@@ -48,12 +48,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import grpc
+from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
+from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc
 
 from lessor import manifests
 from lessor.admission.registration import until_enforced
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.certs import CertificateAuthority
-from tests.deploy.pod import SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, resolve_env
+from tests.deploy.pod import (SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, expand, flag,
+                              resolve_env)
 from lessor.tools.dev.commands import _heartbeat as heartbeat
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, EXPORTER, HANDLE, LEASE
@@ -110,6 +114,12 @@ class PodRun:
     impostor_refusal: str = ""
     """The API server's answer to an Exporter status patch by `lessor-impostor`, allowed by RBAC."""
     """who scraped /metrics (`allowed`, `unbound`, `anonymous`, `plain-http`) -> HTTP status (0: refused)."""
+    argv: list[str] = field(default_factory=list)
+    """The command the container ran, $(VAR) expanded."""
+    grpc_ca: bytes = b""
+    """The CA of the certificate in the gRPC endpoint's Secret."""
+    grpc: dict[str, Any] = field(default_factory=dict)
+    """What Jumpstarter's protocol answered on the pod's gRPC port (`_jumpstarter`), or `failure`."""
     exit_code: int | None = None
     failures: list[str] = field(default_factory=list)
 
@@ -148,7 +158,9 @@ async def operator_pod(directory: Path, operator_user: str) -> AsyncIterator[Pod
         for name in ("namespace.yaml", "rbac.yaml", "service.yaml", "leader-fence.yaml"):
             await manifests.apply_all(admin, deploy(name))
         pod, refusal = await _create_pod(admin, deployment, pod_name)
+        pod.setdefault("status", {})["podIP"] = sandbox.pod_ip  # what the kubelet reports once it runs
         webhook_ca = await _webhook_secret(admin, deployment)
+        grpc_ca = await _grpc_secret(admin, deployment)
         volumes = await _volumes(admin, directory, deployment, pod, cp)
         env = {
             **resolve_env(container, pod),
@@ -164,9 +176,11 @@ async def operator_pod(directory: Path, operator_user: str) -> AsyncIterator[Pod
         sandbox.mount(volumes, read_only_root=bool(context.get("readOnlyRootFilesystem")),
                       image=[Path(sys.base_prefix), Path(sys.prefix)])
         await _register_webhook(admin, container, pod, sandbox.pod_ip, webhook_ca)
-        child = sandbox.container(container["name"], [*container.get("command", []), *container.get("args", [])],
-                                  env=env, user=int(context["runAsUser"]), group=int(context["runAsGroup"]))
-        run = PodRun(cp, container, pod, sandbox.pod_ip, env, child.log_path, loose_pod_refusal=refusal)
+        # The command with $(VAR) expanded from the env, as the kubelet runs it.
+        child = sandbox.container(container["name"], expand(_argv(deployment), env), env=env,
+                                  user=int(context["runAsUser"]), group=int(context["runAsGroup"]))
+        run = PodRun(cp, container, pod, sandbox.pod_ip, env, child.log_path, loose_pod_refusal=refusal,
+                     grpc_ca=grpc_ca, argv=expand(_argv(deployment), env))
         await child.start()
         try:
             await _scenario(run, admin, sandbox.pod_ip, child)
@@ -257,14 +271,36 @@ def _webhook_service() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
 
 
 async def _webhook_secret(admin: Gateway, deployment: Mapping[str, Any]) -> bytes:
-    """The Secret deployment.yaml mounts, holding what cert-manager's Certificate (sketched in
-    webhook.yaml) would issue: a certificate for the Service's DNS names. Returns its CA (PEM)."""
+    """The Secret deployment.yaml mounts at --webhook-cert-dir, holding what cert-manager's Certificate
+    (sketched in webhook.yaml) would issue: a certificate for the Service's DNS names. Returns its CA (PEM)."""
     _, service, _ = _webhook_service()
     name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
-    ca = CertificateAuthority("lessor-webhook-ca")
-    pair = ca.issue(name, server=True, hosts=(f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"))
+    return await _cert_secret(admin, deployment, "--webhook-cert-dir",
+                              (f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"))
+
+
+async def _grpc_secret(admin: Gateway, deployment: Mapping[str, Any]) -> bytes:
+    """The Secret deployment.yaml mounts at --grpc-cert-dir, with a certificate for the host of
+    --grpc-endpoint (what docs/deploying.md's Certificate issues). Returns its CA (PEM)."""
+    endpoint = flag(_argv(deployment), "--grpc-endpoint")
+    assert endpoint, "deployment.yaml serves gRPC without --grpc-endpoint: the tools would dial localhost"
+    return await _cert_secret(admin, deployment, "--grpc-cert-dir", (endpoint.rsplit(":", 1)[0],))
+
+
+def _argv(deployment: Mapping[str, Any]) -> list[str]:
+    container = container_of(deployment)
+    return [*container.get("command", []), *container.get("args", [])]
+
+
+async def _cert_secret(admin: Gateway, deployment: Mapping[str, Any], option: str, hosts: tuple[str, ...]) -> bytes:
+    """The Secret of the volume mounted where the command's `option` points, with a certificate for `hosts`
+    from a new CA; returns the CA's PEM."""
+    folder = flag(_argv(deployment), option)
+    mount = next(vm for vm in container_of(deployment).get("volumeMounts", []) if vm["mountPath"] == folder)
     secret_name = next(v["secret"]["secretName"] for v in deployment["spec"]["template"]["spec"]["volumes"]
-                       if "secret" in v)
+                       if v["name"] == mount["name"])
+    ca = CertificateAuthority(f"{secret_name}-ca")
+    pair = ca.issue(secret_name, server=True, hosts=hosts)
     await manifests.apply_all(admin, [{
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
         "metadata": {"name": secret_name, "namespace": deployment["metadata"]["namespace"]},
@@ -338,6 +374,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
             if await _until(all_ready, 90, child):
                 await _impostor(run, admin, directory_of(run))
                 await _resizing(run, admin, child)
+                await _jumpstarter(run, admin, pod_ip, child)
                 await _ending(run, admin, child)
             await _scrape(run, admin, http, f"{pod_ip}:{container_port(container, 'metrics')}")
         finally:
@@ -424,6 +461,79 @@ async def _impostor(run: PodRun, admin: Gateway, folder: Path) -> None:
                 if err.status == 403 and "ValidatingAdmissionPolicy" in err.message:
                     return
             await asyncio.sleep(0.3)
+
+
+async def _jumpstarter(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> None:
+    """Jumpstarter's protocol on the pod's gRPC port, as the tools speak it to the host of --grpc-endpoint
+    (the certificate of the mounted Secret names it), with the tokens the operator minted into the samples'
+    credential Secrets: an exporter's agent reports its status, a client lists exporters, makes a lease for that
+    exporter's board, which the actors decide (Ready or waiting), and deletes it."""
+    try:
+        await _jumpstarter_calls(run, admin, pod_ip, child)
+    except grpc.aio.AioRpcError as err:
+        run.grpc["failure"] = f"{err.code().name}: {err.details()}"
+    except (AssertionError, ApiError) as err:
+        run.grpc["failure"] = str(err)
+
+
+async def _jumpstarter_calls(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> None:
+    host = (flag(run.argv, "--grpc-endpoint") or "").rsplit(":", 1)[0]
+    docs = manifests.samples()
+    client = next(d for d in docs if d["kind"] == "Client")["metadata"]
+    exporter = next(d for d in docs if d["kind"] == "Exporter")["metadata"]
+    secrets = await admin.resolve("v1", "Secret")
+    tokens: dict[str, str] = {}
+
+    async def minted(kind: str, name: str) -> bool:
+        secret = await _get(admin, secrets, LAB, f"{name}-{kind}")
+        if secret is not None:
+            tokens[kind] = base64.b64decode(secret["data"]["token"]).decode()
+        return secret is not None
+
+    assert await _until(lambda: minted("client", client["name"]), 30, child), "no client credential was minted"
+    assert await _until(lambda: minted("exporter", exporter["name"]), 30, child), "no exporter credential was minted"
+
+    def md(kind: str, name: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {tokens[kind.lower()]}"), ("jumpstarter-kind", kind),
+                ("jumpstarter-namespace", LAB), ("jumpstarter-name", name))
+
+    port = container_port(run.container, "grpc")
+    async with grpc.aio.secure_channel(f"{pod_ip}:{port}", grpc.ssl_channel_credentials(run.grpc_ca),
+                                       options=(("grpc.ssl_target_name_override", host),)) as channel:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(channel)
+        clients = client_pb2_grpc.ClientServiceStub(channel)
+        await controller.ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE"), message="pod run"),
+            metadata=md("Exporter", exporter["name"]), timeout=scaled(10))
+
+        async def reported() -> bool:
+            status = ((await _get(admin, EXPORTER, LAB, exporter["name"])) or {}).get("status") or {}
+            run.grpc["statusMessage"] = status.get("statusMessage")
+            return status.get("statusMessage") == "pod run"
+
+        await _until(reported, 30, child)
+        listed = await clients.ListExporters(client_pb2.ListExportersRequest(parent=f"namespaces/{LAB}"),
+                                             metadata=md("Client", client["name"]), timeout=scaled(10))
+        run.grpc["exporters"] = sorted(e.name.rsplit("/", 1)[-1] for e in listed.exporters)
+        lease = client_pb2.Lease(selector=f"board={exporter['labels']['board']}")
+        lease.duration.FromSeconds(60)
+        made = await clients.CreateLease(client_pb2.CreateLeaseRequest(parent=f"namespaces/{LAB}", lease=lease),
+                                         metadata=md("Client", client["name"]), timeout=scaled(10))
+        name = made.name.rsplit("/", 1)[-1]
+
+        async def decided() -> bool:
+            run.grpc["decided"] = ready_condition(await _get(admin, LEASE, LAB, name))
+            return run.grpc["decided"] is not None
+
+        await _until(decided, 30, child)
+        await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=made.name),
+                                  metadata=md("Client", client["name"]), timeout=scaled(10))
+
+        async def released() -> bool:
+            run.grpc["released"] = ready_condition(await _get(admin, LEASE, LAB, name))
+            return run.grpc["released"] == ("False", "Released")
+
+        await _until(released, 30, child)
 
 
 async def _resizing(run: PodRun, admin: Gateway, child: Any) -> None:

@@ -1044,7 +1044,8 @@ def test_rbac_least_privilege(deploy):
                 assert rule == {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}, rule
                 continue
             assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], rule
-            assert "secrets" not in rule["resources"]
+            if role["metadata"]["name"] not in ("lessor-jumpstarter-credentials", "lessor-jumpstarter-signing-key"):
+                assert "secrets" not in rule["resources"], role["metadata"]["name"]
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
     main = _one(deploy, "rbac.yaml", "ClusterRole", "lessor")
 
@@ -1056,8 +1057,8 @@ def test_rbac_least_privilege(deploy):
         assert {"list", "watch"} <= verbs(GROUP, plural)
         # Which status is written, and with which verb, is measured by tests/test_rbac.py.
         assert not {"create", "delete", "deletecollection"} & verbs(GROUP, f"{plural}/status")
-    assert not {"create", "delete"} & verbs(GROUP, "leases")
-    assert "patch" in verbs(GROUP, "leases")
+    assert "delete" not in verbs(GROUP, "leases")
+    assert {"create", "patch"} <= verbs(GROUP, "leases")  # create: a client's CreateLease over gRPC
     assert not {"create", "update", "patch", "delete"} & verbs(GROUP, "exporters")
     assert {"create", "patch", "delete"} <= verbs(GROUP, "resourcehandles")
     assert verbs(GROUP, "resourceclaims") == {"get", "list", "watch", "delete", "patch"}  # patch: labels only
@@ -1073,11 +1074,22 @@ def test_rbac_least_privilege(deploy):
     leader = _one(deploy, "rbac.yaml", "Role", "lessor-leader-election")
     assert leader["metadata"]["namespace"] == "lessor-system"
     assert leader["rules"] == [{**leader["rules"][0], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}]
+    # Jumpstarter's credentials: token Secrets read, created and re-owned, never listed, watched or deleted;
+    # the signing key in the operator namespace only, read by name.
+    credentials = _one(deploy, "rbac.yaml", "ClusterRole", "lessor-jumpstarter-credentials")
+    assert credentials["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]}]
+    signing = _one(deploy, "rbac.yaml", "Role", "lessor-jumpstarter-signing-key")
+    assert signing["metadata"]["namespace"] == "lessor-system"
+    assert signing["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["lessor-jumpstarter-signing-key"],
+         "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]
     provided = _one(deploy, "rbac.yaml", "ClusterRole", "lessor-provided-resources")
     assert provided["rules"][0]["resources"] == ["configmaps"]
     bound = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in deploy["rbac.yaml"] if b["kind"].endswith("Binding")}
     assert bound == {("ClusterRole", "lessor"), ("ClusterRole", "lessor-provided-resources"), ("Role", "lessor-leader-election"),
-                     ("ClusterRole", "lessor-metrics-auth")}
+                     ("ClusterRole", "lessor-metrics-auth"), ("ClusterRole", "lessor-jumpstarter-credentials"),
+                     ("Role", "lessor-jumpstarter-signing-key")}
     auth = _one(deploy, "rbac.yaml", "ClusterRole", "lessor-metrics-auth")  # --metrics-secure asks the API server
     assert auth["rules"] == [
         {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
@@ -1096,8 +1108,14 @@ def test_deployment(deploy):
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     [c] = pod["containers"]
     assert c["image"] == "lessor:dev"
-    assert c["command"] == ["lessor", "run", "--webhook-cert-dir", "/etc/lessor/webhook", "--metrics-secure"]
-    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "health": 8081, "webhook": 9443}
+    assert c["command"] == ["lessor", "run", "--webhook-cert-dir", "/etc/lessor/webhook", "--metrics-secure",
+                            "--grpc-port", "8082", "--grpc-cert-dir", "/etc/lessor/grpc",
+                            "--grpc-endpoint", "lessor-grpc.lessor-system.svc:8082", "--grpc-advertise", "$(POD_IP):8082"]
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "health": 8081, "webhook": 9443,
+                                                                   "grpc": 8082}
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
+    grpc = _one(deploy, "service.yaml", "Service", "lessor-grpc")
+    assert grpc["spec"]["ports"] == [{"name": "grpc", "port": 8082, "targetPort": "grpc", "protocol": "TCP"}]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     sc = c["securityContext"]
@@ -1105,7 +1123,7 @@ def test_deployment(deploy):
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
     assert {"requests", "limits"} <= set(c["resources"])
-    assert "/etc/lessor/webhook" in {m["mountPath"] for m in c["volumeMounts"]}
+    assert {"/etc/lessor/webhook", "/etc/lessor/grpc"} <= {m["mountPath"] for m in c["volumeMounts"]}
     labels = d["spec"]["template"]["metadata"]["labels"]
     for svc in deploy["service.yaml"]:
         assert all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()), svc["metadata"]["name"]

@@ -141,3 +141,12 @@ def test_the_entrypoint_is_the_console_script_the_deployment_runs() -> None:
     from lessor.cli import build_parser
 
     build_parser().parse_args(command[1:])  # the deployment's arguments are ones `lessor` accepts
+
+
+def test_the_image_has_the_jumpstarter_extra_when_the_deployment_serves_grpc() -> None:
+    """`lessor run --grpc-port` needs grpcio and the protocol's stubs, which only the [jumpstarter] extra brings:
+    an image without them would crash-loop on the deployment's command."""
+    command = deployment()["spec"]["template"]["spec"]["containers"][0]["command"]
+    installs = [a for i, a in stages()[-1] if i == "RUN" and re.search(r"\bpip install\b", a)]
+    assert "--grpc-port" in command
+    assert any("[jumpstarter]" in a for a in installs), installs

@@ -115,3 +115,19 @@ def test_metrics_are_https_for_a_scraper_allowed_to_read_them(operator_pod: Any)
     assert operator_pod.metrics_status == {"allowed": 200, "unbound": 403, "anonymous": 401, "plain-http": 0}, \
         operator_pod.metrics_status
     assert "lessor_leader" in operator_pod.metrics and "process_resident_memory_bytes" in operator_pod.metrics
+
+
+def test_jumpstarters_grpc_endpoint_answers_on_the_pods_port_with_the_tokens_it_minted(operator_pod: Any) -> None:
+    """deployment.yaml serves Jumpstarter's protocol (--grpc-port, the certificate of its mounted Secret, which
+    names the host of --grpc-endpoint): with the tokens the operator minted into the samples' credential
+    Secrets (as its ServiceAccount, rbac.yaml's Secret grants), an exporter's agent reports its status, and a
+    client lists the exporters and makes a lease over gRPC, which the actors decide, and deletes it."""
+    run = operator_pod
+    grpc = run.grpc
+    assert "failure" not in grpc, f"{grpc}\n{run.log[-3000:]}"
+    exporters = sorted(d["metadata"]["name"] for d in manifests.samples() if d["kind"] == "Exporter")
+    assert grpc["exporters"] == exporters, grpc
+    assert grpc["statusMessage"] == "pod run", grpc
+    assert grpc["decided"] and grpc["released"] == ("False", "Released"), grpc
+    advertise = [a for a in run.argv if a.endswith(":8082") and not a.startswith("lessor-grpc")]
+    assert advertise == [f"{run.pod_ip}:8082"], run.argv  # $(POD_IP) expanded as the kubelet does

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime as dt
+import functools
 import os
 import signal
 import subprocess
@@ -122,13 +124,18 @@ class Done:
     stdout: str
 
 
-async def run(*args: str) -> Done:
+async def run(*args: str, timeout: float = 60) -> Done:
     """A command of the user's, without blocking this loop (the operator and its gRPC server run on it)."""
     # the venv's commands on PATH, as in an activated venv (`jmp shell -- j ...` runs `j` from PATH)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     process = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
                                                    stderr=asyncio.subprocess.STDOUT, env=env)
-    out, _ = await asyncio.wait_for(process.communicate(), scaled(60))
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), scaled(timeout))
+    except TimeoutError:
+        process.kill()
+        out, _ = await process.communicate()
+        return Done(-9, out.decode() + f"\n(killed after {scaled(timeout):.0f} s)")
     return Done(process.returncode or 0, out.decode())
 
 
@@ -141,10 +148,11 @@ def metadata(kind: str, name: str, token: str) -> tuple[tuple[str, str], ...]:
             ("jumpstarter-name", name))
 
 
-async def eventually(read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], what: str) -> Any:
+async def eventually(read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], what: str,
+                     timeout: float = 10) -> Any:
     """What `read` answers once `check` holds: lessor answers lists from its informers' caches, which follow
     the API server a moment later than the test's own reads."""
-    deadline = asyncio.get_running_loop().time() + scaled(10)
+    deadline = asyncio.get_running_loop().time() + scaled(timeout)
     while True:
         value = await read()
         if check(value):
@@ -205,16 +213,41 @@ async def test_credentials_for_an_object_without_one_says_why(lab: Lab) -> None:
     assert "Client lab/nobody does not exist" in done.stdout and "Traceback" not in done.stdout
 
 
-async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(lab: Lab) -> None:
-    await an_exporter(lab, "board-1", {"board": "rpi4"})
-    path = await credentials(lab, "exporter", "board-1")
+@contextlib.asynccontextmanager
+async def real_exporter(lab: Lab, name: str, labels: Mapping[str, str]) -> AsyncIterator[Path]:
+    """`jmp run` for a new Exporter with the mock power driver, while the context is open; its log's path."""
+    await an_exporter(lab, name, labels)
+    path = await credentials(lab, "exporter", name)
     config = yaml.safe_load(path.read_text())
     config["export"] = {"power": {"type": "jumpstarter_driver_power.driver.MockPower"}}
     path.write_text(yaml.safe_dump(config))
-    log = (lab.folder / "board-1.log").open("wb")  # the agent's output, read back when a step fails
+    log_path = lab.folder / f"{name}.log"
+    log = log_path.open("wb")  # the agent's output, read back when a step fails
     agent = subprocess.Popen([str(JMP), "run", "--exporter-config", str(path)],
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        yield log_path
+    finally:
+        os.killpg(agent.pid, signal.SIGTERM)
+        try:
+            agent.wait(timeout=scaled(20))
+        except subprocess.TimeoutExpired:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait()
+        log.close()
+
+
+async def client_config(lab: Lab, name: str) -> Path:
+    """`lessor credentials client NAME`, with the drivers this user's client may load (as a user adds them)."""
+    path = await credentials(lab, "client", name)
+    config = yaml.safe_load(path.read_text())
+    config["drivers"] = {"allow": ["jumpstarter_driver_power.*", "jumpstarter_driver_composite.*"]}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(lab: Lab) -> None:
+    async with real_exporter(lab, "board-1", {"board": "rpi4"}):
         # Register (devices), then ReportStatus (Available), then the streams' heartbeats
         exporter = await until(lab.kube, EXPORTER, NS, "board-1", lambda o: online(o) and (o.get("status") or {}).get(
             "devices") and o["status"].get("exporterStatus") == "Available", timeout=60)
@@ -222,10 +255,7 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         assert registered and registered[0]["status"] == "True"
 
         await a_client(lab, "bob")
-        client_path = await credentials(lab, "client", "bob")
-        config = yaml.safe_load(client_path.read_text())  # the drivers this user's client may load
-        config["drivers"] = {"allow": ["jumpstarter_driver_power.*", "jumpstarter_driver_composite.*"]}
-        client_path.write_text(yaml.safe_dump(config))
+        client_path = await client_config(lab, "bob")
         client = ClientConfigV1Alpha1.from_file(client_path)
         await eventually(lambda: client.list_exporters(include_online=True),
                          lambda got: [(e.name, e.online) for e in got.exporters] == [("board-1", True)],
@@ -256,13 +286,6 @@ async def test_a_real_exporter_registers_and_becomes_online_and_jmp_leases_it(la
         assert deleted.returncode == 0, deleted.stdout
         await eventually(client.list_leases, lambda got: got.leases == [], "the deleted lease leaves ListLeases")
         await until(lab.kube, EXPORTER, NS, "board-1", lambda o: not (o.get("status") or {}).get("leaseRef"))
-    finally:
-        os.killpg(agent.pid, signal.SIGTERM)
-        try:
-            agent.wait(timeout=scaled(20))
-        except subprocess.TimeoutExpired:
-            os.killpg(agent.pid, signal.SIGKILL)
-            agent.wait()
 
 
 async def test_a_lease_made_over_grpc_carries_tags_and_waits_with_a_pending_reason(lab: Lab) -> None:
@@ -513,6 +536,152 @@ async def test_the_router_pairs_a_dial_with_the_exporters_listen_and_a_lease_tha
                 await asyncio.wait_for(side.read(), scaled(10))
             assert caught.value.code() == grpc.StatusCode.ABORTED and "ended" in (caught.value.details() or "")
         assert await asyncio.wait_for(listen.read(), scaled(10)) == grpc.aio.EOF  # the exporter stops serving it
+
+
+async def leases_of(lab: Lab, client: str) -> list[dict[str, Any]]:
+    return [o for o in (await lab.kube.list(LEASE, NS))[0] if o["spec"]["clientRef"]["name"] == client]
+
+
+def pending_on_a_busy_exporter(obj: Mapping[str, Any]) -> bool:
+    return any(c["type"] == "Pending" and c["status"] == "True" and c["reason"] == "NotAvailable"
+               for c in (obj.get("status") or {}).get("conditions") or ())
+
+
+async def test_two_real_clients_waiting_for_one_real_exporter_are_served_by_priority(lab: Lab) -> None:
+    """The real tools end to end: `jmp run` is the only board=contest exporter; a qa client (priority 10) holds
+    it with `jmp create lease`; another qa client, then an ops client (priority 30, its own policy) run
+    `jmp shell -l board=contest -- j power on`, which waits for a lease. When the holder runs `jmp delete lease`,
+    the ops client's shell gets the board first although it asked last (the controller lessor replaces serves by
+    arrival), and the qa client's shell only once the ops client's shell has ended and released it."""
+    await lab.kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy",
+                                       "metadata": {"name": "contest-ops"},
+                                       "spec": {"exporterSelector": {"matchLabels": {"board": "contest"}}, "policies": [
+                                           {"priority": 30, "from": [{"clientSelector": {"matchLabels": {"team": "ops"}}}]}]}})
+    configs = {}
+    for name, team in (("nia", "qa"), ("lou", "qa"), ("max", "ops")):
+        await a_client(lab, name, team)
+        configs[name] = await client_config(lab, name)
+    async with real_exporter(lab, "board-c", {"board": "contest"}) as exporter_log:
+        await until(lab.kube, EXPORTER, NS, "board-c", lambda o: online(o) and (o.get("status") or {}).get(
+            "exporterStatus") == "Available", timeout=60)
+        held = await run(str(JMP), "create", "lease", "--client-config", str(configs["nia"]), "-l", "board=contest",
+                         "--duration", "1h", "-o", "name")
+        assert held.returncode == 0, held.stdout
+        holder = held.stdout.strip().split("/")[-1]
+        await until(lab.kube, LEASE, NS, holder, ready)
+
+        shells: dict[str, asyncio.Task[Done]] = {}
+        for name in ("lou", "max"):  # the low priority asks first
+            shells[name] = asyncio.create_task(run(
+                str(JMP), "shell", "--client-config", str(configs[name]), "-l", "board=contest", "--duration", "10m",
+                "--", "j", "power", "on", timeout=180))
+            await eventually(functools.partial(leases_of, lab, name),
+                             lambda got: len(got) == 1 and pending_on_a_busy_exporter(got[0]),
+                             f"{name}'s jmp shell waits for board-c", timeout=60)
+        deleted = await run(str(JMP), "delete", "lease", "--client-config", str(configs["nia"]), holder)
+        assert deleted.returncode == 0, deleted.stdout
+
+        done = {name: await shell for name, shell in shells.items()}
+        for name, shell in done.items():
+            assert shell.returncode == 0, f"{name}: {shell.stdout}\n--- exporter:\n{exporter_log.read_text()}"
+        highs, lows = await leases_of(lab, "max"), await leases_of(lab, "lou")
+        assert len(highs) == len(lows) == 1, ("a shell had to ask again", [(o["metadata"]["name"], o["status"])
+                                              for o in highs + lows], done["max"].stdout, done["lou"].stdout)
+        (high,), (low,) = highs, lows
+        for lease in (high, low):
+            assert lease["status"]["exporterRef"] == {"name": "board-c"}, lease["status"]
+            assert [c["reason"] for c in lease["status"]["conditions"] if c["type"] == "Ready"] == ["Released"]
+        # One at a time, the high priority first: lou's lease began once max's had ended.
+        assert high["status"]["beginTime"] <= high["status"]["endTime"] <= low["status"]["beginTime"], \
+            (high["status"], low["status"])
+        assert exporter_log.read_text().count("power on") >= 2  # both shells reached the mock driver
+
+
+async def test_update_lease_extends_refuses_a_new_begin_once_started_and_hands_the_lease_over(lab: Lab) -> None:
+    """`jmp update lease` as the controller of the pinned version serves it: the duration of a Ready lease is
+    extended (and with it the lease's end), its begin cannot move once it has an exporter, conflicting times and
+    another client's lease are refused, and `--to-client` hands the lease to another client of the namespace."""
+    await an_exporter(lab, "board-u", {"board": "upd"})
+    agent = metadata("Exporter", "board-u", token_of(await credentials(lab, "exporter", "board-u")))
+    for name in ("uma", "vic"):
+        await a_client(lab, name)
+    uma, vic = await client_config(lab, "uma"), await client_config(lab, "vic")
+    tokens = {"uma": token_of(uma), "vic": token_of(vic)}
+    async with channel(lab) as ch:
+        await jumpstarter_pb2_grpc.ControllerServiceStub(ch).ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE")), metadata=agent)
+        made = await run(str(JMP), "create", "lease", "--client-config", str(uma), "-l", "board=upd",
+                         "--duration", "5m", "-o", "name")
+        assert made.returncode == 0, made.stdout
+        name = made.stdout.strip().split("/")[-1]
+        granted = await until(lab.kube, LEASE, NS, name, ready)
+        begin = dt.datetime.fromisoformat(granted["status"]["beginTime"])
+
+        extended = await run(str(JMP), "update", "lease", "--client-config", str(uma), name, "--duration", "20m")
+        assert extended.returncode == 0, extended.stdout
+        lease = await until(lab.kube, LEASE, NS, name, lambda o: ready(o) and dt.datetime.fromisoformat(
+            o["status"].get("endTime", "")) == begin + dt.timedelta(minutes=20))
+        assert lease["spec"]["duration"] == "20m" and lease["status"]["exporterRef"] == {"name": "board-u"}
+
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        full = f"namespaces/{NS}/leases/{name}"
+
+        async def refused(who: str, change: Callable[[Any], None]) -> tuple[grpc.StatusCode, str]:
+            wanted = client_pb2.Lease(name=full)
+            change(wanted)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await clients.UpdateLease(client_pb2.UpdateLeaseRequest(lease=wanted),
+                                          metadata=metadata("Client", who, tokens[who]))
+            return caught.value.code(), caught.value.details() or ""
+
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+        code, details = await refused("uma", lambda lease: lease.begin_time.FromDatetime(later))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "has already started" in details, details
+
+        code, details = await refused("uma", lambda lease: lease.duration.FromTimedelta(dt.timedelta(minutes=-5)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "duration must be positive" in details, details
+        code, details = await refused("vic", lambda lease: lease.duration.FromTimedelta(dt.timedelta(hours=9)))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "belongs to client uma" in details, details
+        code, details = await refused("uma", lambda lease: setattr(lease, "client", f"namespaces/{NS}/clients/nobody"))
+        assert code == grpc.StatusCode.NOT_FOUND and "does not exist" in details, details
+
+        handed = await run(str(JMP), "update", "lease", "--client-config", str(uma), name, "--to-client", "vic")
+        assert handed.returncode == 0, handed.stdout
+        lease = await until(lab.kube, LEASE, NS, name, lambda o: o["spec"]["clientRef"] == {"name": "vic"})
+        assert ready(lease) and lease["status"]["exporterRef"] == {"name": "board-u"}, lease["status"]
+        mine = await clients.GetLease(client_pb2.GetLeaseRequest(name=full), metadata=metadata("Client", "vic",
+                                                                                                 tokens["vic"]))
+        assert mine.client == f"namespaces/{NS}/clients/vic"
+        code, details = await refused("uma", lambda lease: lease.duration.FromTimedelta(dt.timedelta(hours=1)))
+        assert code == grpc.StatusCode.PERMISSION_DENIED, details
+        await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=full), metadata=metadata("Client", "vic",
+                                                                                               tokens["vic"]))
+
+
+async def test_jmp_auth_rotate_writes_a_new_token_and_an_expired_token_is_refused(lab: Lab) -> None:
+    """RotateToken (`jmp auth rotate`): the Client's actor mints a fresh token into its credential Secret and
+    answers it; old and new work. A token past its `exp` (lessor run --grpc-token-lifetime) signed with
+    lessor's own key is UNAUTHENTICATED, with the reason."""
+    client = await a_client(lab, "wes")
+    path = await client_config(lab, "wes")
+    old = token_of(path)
+    # What `jmp auth rotate` calls (the command itself saves the config under the user's home, not at PATH).
+    new = await ClientConfigV1Alpha1.from_file(path).rotate_token()
+    assert new and new != old
+    secret = await lab.kube.get(SECRET, NS, "wes-client")
+    assert base64.b64decode(secret["data"]["token"]).decode() == new
+    parent = client_pb2.ListLeasesRequest(parent=f"namespaces/{NS}")
+    key = load_key(base64.b64decode((await lab.kube.get(SECRET, OPS, "lessor-jumpstarter-signing-key"))["data"][
+        "key.pem"]))
+    expired = mint(key, Subject("client", NS, "wes", client["metadata"]["uid"]), lifetime=-60)
+    async with channel(lab) as ch:
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        for token in (old, new):
+            await clients.ListLeases(parent, metadata=metadata("Client", "wes", token))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await clients.ListLeases(parent, metadata=metadata("Client", "wes", expired))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert caught.value.details() == "the bearer token has expired"
 
 
 async def test_rotating_the_key_mints_every_credential_again_and_refuses_the_old_tokens(lab: Lab) -> None:

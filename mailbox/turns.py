@@ -21,30 +21,41 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Hashable
+from time import perf_counter
 from typing import Any
 
 TenantOf = Callable[[str], Hashable]
 
+# Seconds a round should last when tenants contend: the turns per tenant per round (`Turns.quota`) double
+# while rounds are shorter and halve while they are over twice as long. Short rounds cost the loop's own
+# pass each; long ones are what a quiet tenant's step waits. The time slice of a draining actor's turn.
+ROUND = 0.001
+MAX_QUOTA = 1024
+
 
 class Turns:
-    """One per actor system: who had their turn this round, and the steps waiting for the next."""
+    """One per actor system: the turns each tenant took this round, and the steps waiting for the next."""
 
-    __slots__ = ("_ran", "_lines", "_order", "_ending", "rounds", "parked")
+    __slots__ = ("_taken", "_lines", "_order", "_ending", "_began", "quota", "rounds", "parked")
 
     def __init__(self) -> None:
-        self._ran: set[Hashable] = set()  # tenants that had their turn this round
+        self._taken: dict[Hashable, int] = {}  # turns taken this round, by tenant
         self._lines: dict[Hashable, deque[asyncio.Future[None]]] = {}  # steps waiting, by tenant
         self._order: deque[Hashable] = deque()  # tenants with steps waiting, next first
         self._ending = False  # the end of this round is scheduled
+        self._began = 0.0  # when this round began (perf_counter)
+        self.quota = 1  # turns per tenant per round: adapted so that a round lasts about ROUND seconds
         self.rounds = 0  # rounds ended so far: the unit of a turn's wait, for tests and the curious
         self.parked = 0  # steps that had to wait for a later round
 
     def take(self, tenant: Hashable) -> asyncio.Future[None] | None:
         """None: `tenant`'s step may run now. Else a future that resolves when its turn comes."""
-        if tenant not in self._ran:
-            self._ran.add(tenant)
+        taken = self._taken.get(tenant, 0)
+        if taken < self.quota:
+            self._taken[tenant] = taken + 1
             if not self._ending:
                 self._ending = True
+                self._began = perf_counter()
                 asyncio.get_running_loop().call_soon(self._end_round)
             return None
         self.parked += 1
@@ -57,25 +68,36 @@ class Turns:
         return turn
 
     def _end_round(self) -> None:
-        """The loop came round again: a new round, whose turns go first to the steps that waited, a tenant each."""
+        """The loop came round again: a new round, whose turns go first to the steps that waited, tenant by tenant."""
         self.rounds += 1
-        ran = self._ran
-        ran.clear()
+        now = perf_counter()
         order, lines = self._order, self._lines
+        if order:  # some tenant used up its turns: were they too few for the loop's pace, or too many?
+            took = now - self._began
+            if took < ROUND:
+                self.quota = min(self.quota * 2, MAX_QUOTA)
+            elif took > 2 * ROUND and self.quota > 1:
+                self.quota //= 2
+        self._began = now
+        taken = self._taken
+        taken.clear()
+        quota = self.quota
         for _ in range(len(order)):
             tenant = order.popleft()
             line = lines[tenant]
-            while line:
+            given = 0
+            while line and given < quota:
                 turn = line.popleft()
                 if not turn.done():  # else its task was cancelled while it waited
                     turn.set_result(None)
-                    ran.add(tenant)
-                    break
+                    given += 1
+            if given:
+                taken[tenant] = given
             if line:
                 order.append(tenant)
             else:
                 del lines[tenant]
-        if ran:  # the round just begun ends on the loop's next pass too
+        if taken:  # the round just begun ends on the loop's next pass too
             asyncio.get_running_loop().call_soon(self._end_round)
         else:
             self._ending = False

@@ -4,6 +4,8 @@ tenant's actor a round of tenants per step, not a round of their actors."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +15,7 @@ from lessor.mailbox import Actor, ActorSystem, AskTimeout
 
 STORM_ACTORS = 40
 HOPS = 30
+STEP = 0.0003  # seconds of work in each of the storm's steps: rounds are timed, so the steps must cost time
 
 
 def tenant_of(address: str) -> str:
@@ -29,6 +32,7 @@ class Spin:
 class Hop:
     n: int
     sent: int  # storm steps taken when the hop was sent
+    quota: int  # the turns per tenant per round then
 
 
 class Count:
@@ -37,6 +41,7 @@ class Count:
     def __init__(self) -> None:
         self.storm_steps = 0
         self.waits: list[int] = []
+        self.quotas: list[int] = []  # the most turns per tenant per round while each hop waited
         self.done = asyncio.Event()
 
 
@@ -49,50 +54,62 @@ class Storm(Actor):
     async def receive(self, message: Any) -> None:
         while not self.count.done.is_set():
             self.count.storm_steps += 1
+            busy_until = time.perf_counter() + STEP
+            while time.perf_counter() < busy_until:
+                pass
             await asyncio.sleep(0)
 
 
 class Link(Actor):
     """One hop of the chain: notes how long the hop waited (in the storm's steps), passes it on."""
 
-    def __init__(self, count: Count) -> None:
+    def __init__(self, count: Count, quota: Callable[[], int]) -> None:
         self.count = count
+        self.quota = quota
 
     async def receive(self, message: Any) -> None:
         assert isinstance(message, Hop)
         self.count.waits.append(self.count.storm_steps - message.sent)
+        self.count.quotas.append(max(message.quota, self.quota()))
         if message.n == HOPS:
             self.count.done.set()
         else:
-            self.tell(f"link/canary/{message.n + 1}", Hop(message.n + 1, self.count.storm_steps))
+            self.tell(f"link/canary/{message.n + 1}", Hop(message.n + 1, self.count.storm_steps, self.quota()))
 
 
-async def chain_during_storm(*, tenanted: bool) -> list[int]:
+async def chain_during_storm(*, tenanted: bool) -> Count:
     count = Count()
     tenant = tenant_of if tenanted else None
     async with ActorSystem(registry=None) as system:
+
+        def quota() -> int:
+            return system._turns.quota
+
         system.register("storm", lambda _: Storm(count), tenant=tenant)
-        system.register("link", lambda _: Link(count), tenant=tenant)
+        system.register("link", lambda _: Link(count, quota), tenant=tenant)
         for i in range(STORM_ACTORS):
             system.tell(f"storm/storm/{i}", Spin())
-        await asyncio.sleep(0)  # the storm is under way
-        system.tell("link/canary/0", Hop(0, count.storm_steps))
+        for _ in range(3):
+            await asyncio.sleep(0)  # the storm is under way
+        system.tell("link/canary/0", Hop(0, count.storm_steps, quota()))
         await asyncio.wait_for(count.done.wait(), 60)
     assert len(count.waits) == HOPS + 1
-    return count.waits
+    return count
 
 
 async def test_each_hop_of_a_quiet_tenants_chain_waits_about_a_round_of_tenants_not_of_the_storms_actors() -> None:
-    waits = await chain_during_storm(tenanted=True)
-    # Two tenants: a round is one step of the storm's and one of the chain's. A hop may land just after the
-    # storm's turn began, hence two; never the storm's forty actors a step each.
-    assert max(waits) <= 2, waits
+    count = await chain_during_storm(tenanted=True)
+    # A round gives each tenant `quota` turns (as many as fit in about a millisecond: a few of the storm's
+    # steps). A hop runs in the round it arrives in, behind at most the storm's turns of that round and of
+    # the one it arrived at the end of; never behind a step of each of the storm's forty actors.
+    assert all(wait <= 2 * quota for wait, quota in zip(count.waits, count.quotas)), (count.waits, count.quotas)
+    assert max(count.quotas) < STORM_ACTORS // 4, count.quotas
 
 
 async def test_without_tenants_each_hop_waits_a_step_of_every_storm_actor() -> None:
     """What the turns are for: the event loop alone takes every ready task in turn."""
-    waits = await chain_during_storm(tenanted=False)
-    assert min(waits[1:]) >= STORM_ACTORS - 1, waits
+    count = await chain_during_storm(tenanted=False)
+    assert min(count.waits[1:]) >= STORM_ACTORS - 1, count.waits
 
 
 async def test_a_lone_tenant_loses_nothing_to_the_turns() -> None:

@@ -26,78 +26,71 @@ from typing import Any
 
 TenantOf = Callable[[str], Hashable]
 
-# Seconds a round should last when tenants contend: the turns per tenant per round (`Turns.quota`) double
-# while rounds are shorter and halve while they are over twice as long. Short rounds cost the loop's own
-# pass each; long ones are what a quiet tenant's step waits. The time slice of a draining actor's turn.
-ROUND = 0.001
-MAX_QUOTA = 1024
+# Seconds of steps a tenant may run per round while others wait for their turn. A quiet tenant's step waits
+# at most about this long for each other busy tenant; shorter rounds cost the loop a pass each.
+ROUND = 0.002
 
 
 class Turns:
-    """One per actor system: the turns each tenant took this round, and the steps waiting for the next."""
+    """One per actor system: the time each tenant's steps took this round, and the steps waiting for the next."""
 
-    __slots__ = ("_taken", "_lines", "_order", "_ending", "_began", "quota", "rounds", "parked")
+    __slots__ = ("_spent", "_lines", "_order", "_ending", "_cost", "rounds", "parked")
 
     def __init__(self) -> None:
-        self._taken: dict[Hashable, int] = {}  # turns taken this round, by tenant
+        self._spent: dict[Hashable, float] = {}  # seconds of steps this round, by tenant
         self._lines: dict[Hashable, deque[asyncio.Future[None]]] = {}  # steps waiting, by tenant
         self._order: deque[Hashable] = deque()  # tenants with steps waiting, next first
         self._ending = False  # the end of this round is scheduled
-        self._began = 0.0  # when this round began (perf_counter)
-        self.quota = 1  # turns per tenant per round: adapted so that a round lasts about ROUND seconds
-        self.rounds = 0  # rounds ended so far: the unit of a turn's wait, for tests and the curious
+        self._cost = ROUND  # a step's seconds, on average lately: how many steps a round's turn holds
+        self.rounds = 0  # rounds ended so far, for tests and the curious
         self.parked = 0  # steps that had to wait for a later round
 
-    def take(self, tenant: Hashable) -> asyncio.Future[None] | None:
-        """None: `tenant`'s step may run now. Else a future that resolves when its turn comes."""
-        taken = self._taken.get(tenant, 0)
-        if taken < self.quota:
-            self._taken[tenant] = taken + 1
-            if not self._ending:
-                self._ending = True
-                self._began = perf_counter()
-                asyncio.get_running_loop().call_soon(self._end_round)
-            return None
+    def may_run(self, tenant: Hashable) -> bool:
+        return self._spent.get(tenant, 0.0) < ROUND
+
+    def charge(self, tenant: Hashable, seconds: float) -> None:
+        spent = self._spent
+        spent[tenant] = spent.get(tenant, 0.0) + seconds
+        self._cost += (seconds - self._cost) * 0.1
+
+    def wait(self, tenant: Hashable) -> asyncio.Future[None]:
+        """A future that resolves when `tenant`'s turn comes again (its time this round is used up)."""
         self.parked += 1
-        turn = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        turn = loop.create_future()
         line = self._lines.get(tenant)
         if line is None:
             line = self._lines[tenant] = deque()
             self._order.append(tenant)
         line.append(turn)
+        if not self._ending:
+            self._ending = True
+            loop.call_soon(self._end_round)
         return turn
 
     def _end_round(self) -> None:
-        """The loop came round again: a new round, whose turns go first to the steps that waited, tenant by tenant."""
+        """The loop came round again: a new round, whose turns go first to the steps that waited, a tenant's
+        worth (about `ROUND` seconds of them) at a time."""
         self.rounds += 1
-        now = perf_counter()
+        self._spent.clear()
         order, lines = self._order, self._lines
-        if order:  # some tenant used up its turns: were they too few for the loop's pace, or too many?
-            took = now - self._began
-            if took < ROUND:
-                self.quota = min(self.quota * 2, MAX_QUOTA)
-            elif took > 2 * ROUND and self.quota > 1:
-                self.quota //= 2
-        self._began = now
-        taken = self._taken
-        taken.clear()
-        quota = self.quota
+        worth = max(1, int(ROUND / self._cost)) if self._cost > 0 else 1
         for _ in range(len(order)):
             tenant = order.popleft()
             line = lines[tenant]
             given = 0
-            while line and given < quota:
+            while line and given < worth:
                 turn = line.popleft()
                 if not turn.done():  # else its task was cancelled while it waited
                     turn.set_result(None)
                     given += 1
-            if given:
-                taken[tenant] = given
             if line:
                 order.append(tenant)
             else:
                 del lines[tenant]
-        if taken:  # the round just begun ends on the loop's next pass too
+        # While steps wait, the round just begun ends on the loop's next pass too; else the next one to find
+        # its tenant's time used up ends it. Idle, a tenant runs free until it has used a round's time.
+        if order:
             asyncio.get_running_loop().call_soon(self._end_round)
         else:
             self._ending = False
@@ -120,24 +113,32 @@ class Gated(Coroutine[Any, None, None]):
         self._waiting = False  # the Task is waiting on our turn, not on something of the coroutine's
 
     def send(self, value: None) -> Any:
+        turns = self._turns
         if self._waiting:
             self._waiting = False  # our turn came
-        else:
-            turn = self._turns.take(self._tenant)
-            if turn is not None:
-                self._waiting = True
-                turn._asyncio_future_blocking = True  # what `await turn` would say to the Task
-                return turn
-        return self._coro.send(value)
+        elif not turns.may_run(self._tenant):
+            self._waiting = True
+            turn = turns.wait(self._tenant)
+            turn._asyncio_future_blocking = True  # what `await turn` would say to the Task
+            return turn
+        began = perf_counter()
+        try:
+            return self._coro.send(value)
+        finally:
+            turns.charge(self._tenant, perf_counter() - began)
 
     def __next__(self) -> Any:
         return self.send(None)
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         self._waiting = False
-        if val is None and tb is None:
-            return self._coro.throw(typ)
-        return self._coro.throw(typ, val, tb)  # pragma: no cover - the Task throws an instance
+        began = perf_counter()
+        try:
+            if val is None and tb is None:
+                return self._coro.throw(typ)
+            return self._coro.throw(typ, val, tb)
+        finally:
+            self._turns.charge(self._tenant, perf_counter() - began)
 
     def close(self) -> None:
         self._coro.close()

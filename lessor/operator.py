@@ -60,14 +60,13 @@ from lessor.watchdogs import ApiReachability, LoopLag
 log = logging.getLogger(__name__)
 
 
-def _namespace(address: str) -> str:
-    """The tenant an object's actor works for (`register(..., tenant=)`): its namespace."""
-    return split_address(address)[0]
-
-
-def _cluster(address: str) -> None:
-    """The tenant of an actor that serves every namespace (the topology, the created kinds): none of them."""
-    return None
+def _namespace(address: str) -> str | None:
+    """The tenant an object's actor works for (`register(..., tenant=)`): its namespace (None, the cluster's
+    own turns, for an address of another form: `tenant` must not raise)."""
+    try:
+        return split_address(address)[0]
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -194,13 +193,12 @@ class Operator:
         # Kill-tolerant supervision: chaos may kill one actor many times; each restart rebuilds
         # its state from the API, so restarting is always safe.
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=1.0)
-        # Every actor's steps take turns by namespace (`tenant=`, mailbox/turns.py), so one namespace's storm
-        # of busy actors costs another's lease a round of namespaces per hop, not a round of the storm's
-        # actors (issue 23). The topology serves every namespace: it takes turns as a tenant of its own (None,
-        # which no namespace is), and its mailbox takes the namespaces in turn (`fair_key`).
+        # Every object actor's steps take turns by namespace (`tenant=`, mailbox/turns.py), so one namespace's
+        # storm of busy actors costs another's lease a round of namespaces per hop, not a step of each of the
+        # storm's actors (issue 23). The topology serves every namespace: it takes no turns (it would make
+        # a lone namespace look contended), and its mailbox takes the namespaces in turn (`fair_key`).
         system.register("topology", lambda _: TopologyActor(self.topology_state), capacity=1_000_000,
-                        supervision=tolerant, ask_timeout=TOPOLOGY_ASK_TIMEOUT, fair_key=tenant_of,
-                        tenant=_cluster)
+                        supervision=tolerant, ask_timeout=TOPOLOGY_ASK_TIMEOUT, fair_key=tenant_of)
         # At a first start every exporter writes its Online condition (clients, policies and providers their
         # Valid one): thousands of starts suspended on the gateway's 24 writes in flight held ~5 KB each, and
         # the allocator kept that memory after. None of these starts waits on an actor of its own kind (they
@@ -215,7 +213,7 @@ class Operator:
                         tenant=_namespace)
         system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant,
                         tenant=_namespace)
-        system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant, tenant=_cluster)
+        system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant)
         # The Valid condition of clients, policies and providers; idle ones passivate (a change wakes them).
         # A Client's actor also keeps its Jumpstarter credential when gRPC is served (leasing/credentials.py).
         for prefix, actor, rule in (("client", ClientActor, CLIENT_RULE), ("policy", ValidActor, POLICY_RULE),

@@ -1,16 +1,18 @@
-"""Turns by tenant for the actors' handlings: a tenant with one runnable actor waits a round of tenants, not of actors.
+"""Turns by tenant for the actors' steps: a tenant with one runnable actor waits a round of tenants, not of actors.
 
 The event loop runs whatever is ready first come, first served. When one tenant has hundreds of actors ready
 to run (a storm) and another has one (a canary passing a message along a chain of actors), each of the
-canary's hops waits behind a whole round of the storm's actors, and a busy loop makes that round long.
+canary's hops waits behind a step of every one of the storm's actors, and a busy loop makes that long.
 
-Here every step of a tenanted actor's task (its start, and each time it resumes after waiting: for a message,
-an answer, the API, a time slice's yield) first takes a turn. A tenant takes one turn per round; its other
-steps wait in its line. A round ends on the event loop's next pass, which hands the next turn to the first
-step in each tenant's line. So the storm's actors run one step per round between them, and the canary's
-actor, whose tenant has not had its turn, runs as soon as the loop reaches it. With no contention a step
-costs a set lookup and one callback per round. The tenant is whatever key the app registers per address
-(`register(..., tenant=)`): the runtime knows no more of tenants than that.
+Here every step of a tenanted actor's task (its start, and each time it resumes after waiting: for a
+message, an answer, the API, a time slice's yield) is timed and charged to its tenant. A tenant that has
+used `ROUND` seconds in this round waits in its line for the next; a round ends on the event loop's next
+pass, which lets a round's worth of each tenant's waiting steps go. So the storm's actors run about
+`ROUND` seconds per pass between them, while the canary's actor, whose tenant has time left, runs as soon
+as the loop reaches it: each of its hops waits behind a round of tenants. With no other tenant a step costs
+two clock reads and a dictionary update, and its tenant waits one pass per `ROUND` seconds of steps. The
+tenant is whatever key the app registers per address (`register(..., tenant=)`): the runtime knows no more
+of tenants than that. Work outside tenanted actors (other tasks, callbacks) is not timed nor held back.
 
 Like trio's scheduler, this decides which runnable task goes next; unlike it, it sits between asyncio's
 Task and the actor's coroutine (`Gated`), so the event loop itself is left as it is.
@@ -29,12 +31,17 @@ TenantOf = Callable[[str], Hashable]
 # Seconds of steps a tenant may run per round while others wait for their turn. A quiet tenant's step waits
 # at most about this long for each other busy tenant; shorter rounds cost the loop a pass each.
 ROUND = 0.002
+# Seconds that tenants count as contending after two of them last ran one after the other. A lone tenant
+# runs as the loop takes its steps, held back by no round: turns would only cost it loop passes.
+CONTENTION = 1.0
+
+_NOBODY = object()
 
 
 class Turns:
     """One per actor system: the time each tenant's steps took this round, and the steps waiting for the next."""
 
-    __slots__ = ("_spent", "_lines", "_order", "_ending", "_cost", "rounds", "parked")
+    __slots__ = ("_spent", "_lines", "_order", "_ending", "_cost", "_last", "_mixed", "rounds", "parked")
 
     def __init__(self) -> None:
         self._spent: dict[Hashable, float] = {}  # seconds of steps this round, by tenant
@@ -42,14 +49,25 @@ class Turns:
         self._order: deque[Hashable] = deque()  # tenants with steps waiting, next first
         self._ending = False  # the end of this round is scheduled
         self._cost = ROUND  # a step's seconds, on average lately: how many steps a round's turn holds
+        self._last: Hashable = _NOBODY  # the tenant of the last step
+        self._mixed = -CONTENTION  # when a step's tenant was not the previous step's (perf_counter)
         self.rounds = 0  # rounds ended so far, for tests and the curious
         self.parked = 0  # steps that had to wait for a later round
 
-    def may_run(self, tenant: Hashable) -> bool:
-        return self._spent.get(tenant, 0.0) < ROUND
+    def may_run(self, tenant: Hashable, now: float) -> bool:
+        """Whether a step of `tenant` may run now: it has time left this round, or no other tenant contends."""
+        return self._spent.get(tenant, 0.0) < ROUND or now - self._mixed > CONTENTION
 
-    def charge(self, tenant: Hashable, seconds: float) -> None:
+    def charge(self, tenant: Hashable, began: float, ended: float) -> None:
+        """A step of `tenant` ran from `began` to `ended`."""
+        if tenant != self._last:
+            if self._last is not _NOBODY:
+                if ended - self._mixed > CONTENTION:
+                    self._spent.clear()  # contention begins: time spent alone does not count against anyone
+                self._mixed = ended
+            self._last = tenant
         spent = self._spent
+        seconds = ended - began
         spent[tenant] = spent.get(tenant, 0.0) + seconds
         self._cost += (seconds - self._cost) * 0.1
 
@@ -114,18 +132,18 @@ class Gated(Coroutine[Any, None, None]):
 
     def send(self, value: None) -> Any:
         turns = self._turns
+        began = perf_counter()
         if self._waiting:
             self._waiting = False  # our turn came
-        elif not turns.may_run(self._tenant):
+        elif not turns.may_run(self._tenant, began):
             self._waiting = True
             turn = turns.wait(self._tenant)
             turn._asyncio_future_blocking = True  # what `await turn` would say to the Task
             return turn
-        began = perf_counter()
         try:
             return self._coro.send(value)
         finally:
-            turns.charge(self._tenant, perf_counter() - began)
+            turns.charge(self._tenant, began, perf_counter())
 
     def __next__(self) -> Any:
         return self.send(None)
@@ -138,7 +156,7 @@ class Gated(Coroutine[Any, None, None]):
                 return self._coro.throw(typ)
             return self._coro.throw(typ, val, tb)
         finally:
-            self._turns.charge(self._tenant, perf_counter() - began)
+            self._turns.charge(self._tenant, began, perf_counter())
 
     def close(self) -> None:
         self._coro.close()

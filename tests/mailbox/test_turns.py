@@ -91,11 +91,13 @@ async def chain_during_storm(*, tenanted: bool) -> Count:
 
 async def test_each_hop_of_a_quiet_tenants_chain_waits_about_a_round_of_tenants_not_of_the_storms_actors() -> None:
     count = await chain_during_storm(tenanted=True)
-    # A round gives each busy tenant `ROUND` seconds of steps: a few of the storm's. A hop runs in the round it
-    # arrives in, behind at most the storm's turn of that round and of the one it arrived at the end of;
-    # never behind a step of each of the storm's forty actors.
+    # The first hop finds the storm alone, running as the loop takes it (no turns without contention): it
+    # waits a step of each storm actor, as without tenants. From then on two tenants contend, and a round
+    # gives each `ROUND` seconds of steps: a few of the storm's. A hop runs in the round it arrives in,
+    # behind at most the storm's turn of that round and of the one it arrived at the end of; never behind
+    # a step of each of the storm's forty actors.
     turn = ROUND / STEP
-    assert max(count.waits) <= 2 * turn + 2 < STORM_ACTORS / 2, count.waits
+    assert max(count.waits[1:]) <= 2 * turn + 2 < STORM_ACTORS / 2, count.waits
 
 
 async def test_without_tenants_each_hop_waits_a_step_of_every_storm_actor() -> None:

@@ -5,14 +5,16 @@ to run (a storm) and another has one (a canary passing a message along a chain o
 canary's hops waits behind a step of every one of the storm's actors, and a busy loop makes that long.
 
 Here every step of a tenanted actor's task (its start, and each time it resumes after waiting: for a
-message, an answer, the API, a time slice's yield) is timed and charged to its tenant. A tenant that has
-used `ROUND` seconds in this round waits in its line for the next; a round ends on the event loop's next
-pass, which lets a round's worth of each tenant's waiting steps go. So the storm's actors run about
-`ROUND` seconds per pass between them, while the canary's actor, whose tenant has time left, runs as soon
-as the loop reaches it: each of its hops waits behind a round of tenants. With no other tenant a step costs
-two clock reads and a dictionary update, and its tenant waits one pass per `ROUND` seconds of steps. The
-tenant is whatever key the app registers per address (`register(..., tenant=)`): the runtime knows no more
-of tenants than that. Work outside tenanted actors (other tasks, callbacks) is not timed nor held back.
+message, an answer, the API, a time slice's yield) is timed and charged to its tenant. While tenants
+contend, a tenant that has used `ROUND` seconds in this round waits in its line for the next; a round ends
+on the event loop's next pass, which lets a round's worth of each tenant's waiting steps go first. So the
+storm's actors run about `ROUND` seconds per pass between them, while the canary's actor, whose tenant has
+time left, runs as soon as the loop reaches it: each of its hops waits behind a round of tenants. A lone
+tenant is not held back: turns would only cost it loop passes and put work outside the actors ahead of it.
+The price is the first step of a tenant that finds another alone, which waits as the loop has it. Each
+step costs two clock reads and a dictionary update. The tenant is whatever key the app registers per
+address (`register(..., tenant=)`): the runtime knows no more of tenants than that. Work outside tenanted
+actors (other tasks, callbacks) is neither timed nor held back.
 
 Like trio's scheduler, this decides which runnable task goes next; unlike it, it sits between asyncio's
 Task and the actor's coroutine (`Gated`), so the event loop itself is left as it is.
@@ -120,6 +122,8 @@ class Gated(Coroutine[Any, None, None]):
     The Task sends into this object as into the coroutine it wraps; before passing a resumption on, it asks
     `Turns` whether the tenant may run, and if not hands the Task a future to wait on instead. A thrown
     exception (a cancellation, a kill) goes through at once: ending promptly matters more than the order.
+    A step cancelled while it waits for its turn sees the cancellation where it awaited, even if what it
+    awaited had come: as for a task cancelled between its future's completion and its next step.
     """
 
     __slots__ = ("_coro", "_turns", "_tenant", "_waiting")

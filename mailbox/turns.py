@@ -58,7 +58,7 @@ class Turns:
 
     def may_run(self, tenant: Hashable, now: float) -> bool:
         """Whether a step of `tenant` may run now: it has time left this round, or no other tenant contends."""
-        return self._spent.get(tenant, 0.0) < ROUND or now - self._mixed > CONTENTION
+        return now - self._mixed > CONTENTION or self._spent.get(tenant, 0.0) < ROUND
 
     def charge(self, tenant: Hashable, began: float, ended: float) -> None:
         """A step of `tenant` ran from `began` to `ended`."""
@@ -68,6 +68,8 @@ class Turns:
                     self._spent.clear()  # contention begins: time spent alone does not count against anyone
                 self._mixed = ended
             self._last = tenant
+        elif ended - self._mixed > CONTENTION:
+            return  # alone: nothing to count
         spent = self._spent
         seconds = ended - began
         spent[tenant] = spent.get(tenant, 0.0) + seconds

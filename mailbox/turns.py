@@ -30,9 +30,13 @@ from typing import Any
 
 TenantOf = Callable[[str], Hashable]
 
-# Seconds of steps a tenant may run per round while others wait for their turn. A quiet tenant's step waits
-# at most about this long for each other busy tenant; shorter rounds cost the loop a pass each.
+# Seconds of steps a tenant may run per round while others wait for their turn, at least. A quiet tenant's
+# step waits about this long for each other busy tenant; shorter rounds cost the loop a pass each. When the
+# loop's pass is longer with work outside the actors (the informers, the HTTP client), a tenant's turn is
+# as long as that work, up to `LONGEST`: else a busy tenant would get a sliver of a loop that the other
+# work fills, and fall behind (the operator's start-up did).
 ROUND = 0.002
+LONGEST = 0.02
 # Seconds that tenants count as contending after two of them last ran one after the other. A lone tenant
 # runs as the loop takes its steps, held back by no round: turns would only cost it loop passes.
 CONTENTION = 1.0
@@ -43,7 +47,8 @@ _NOBODY = object()
 class Turns:
     """One per actor system: the time each tenant's steps took this round, and the steps waiting for the next."""
 
-    __slots__ = ("_spent", "_lines", "_order", "_ending", "_cost", "_last", "_mixed", "rounds", "parked")
+    __slots__ = ("_spent", "_lines", "_order", "_ending", "_cost", "_last", "_mixed", "_began", "_turn", "rounds",
+                 "parked")
 
     def __init__(self) -> None:
         self._spent: dict[Hashable, float] = {}  # seconds of steps this round, by tenant
@@ -53,12 +58,14 @@ class Turns:
         self._cost = ROUND  # a step's seconds, on average lately: how many steps a round's turn holds
         self._last: Hashable = _NOBODY  # the tenant of the last step
         self._mixed = -CONTENTION  # when a step's tenant was not the previous step's (perf_counter)
+        self._began = 0.0  # when this round began (perf_counter), if its end is scheduled
+        self._turn = ROUND  # seconds of steps per tenant this round
         self.rounds = 0  # rounds ended so far, for tests and the curious
         self.parked = 0  # steps that had to wait for a later round
 
     def may_run(self, tenant: Hashable, now: float) -> bool:
         """Whether a step of `tenant` may run now: it has time left this round, or no other tenant contends."""
-        return now - self._mixed > CONTENTION or self._spent.get(tenant, 0.0) < ROUND
+        return now - self._mixed > CONTENTION or self._spent.get(tenant, 0.0) < self._turn
 
     def charge(self, tenant: Hashable, began: float, ended: float) -> None:
         """A step of `tenant` ran from `began` to `ended`."""
@@ -87,16 +94,21 @@ class Turns:
         line.append(turn)
         if not self._ending:
             self._ending = True
+            self._began = perf_counter()
             loop.call_soon(self._end_round)
         return turn
 
     def _end_round(self) -> None:
         """The loop came round again: a new round, whose turns go first to the steps that waited, a tenant's
-        worth (about `ROUND` seconds of them) at a time."""
+        worth (about a turn's seconds of them) at a time."""
         self.rounds += 1
+        now = perf_counter()
+        other = now - self._began - sum(self._spent.values())  # the pass's work outside tenanted actors
+        self._turn = turn = min(max(ROUND, other), LONGEST)
+        self._began = now
         self._spent.clear()
         order, lines = self._order, self._lines
-        worth = max(1, int(ROUND / self._cost)) if self._cost > 0 else 1
+        worth = max(1, int(turn / self._cost)) if self._cost > 0 else 1
         for _ in range(len(order)):
             tenant = order.popleft()
             line = lines[tenant]

@@ -6,9 +6,9 @@ canary's hops waits behind a step of every one of the storm's actors, and a busy
 
 Here every step of a tenanted actor's task (its start, and each time it resumes after waiting: for a
 message, an answer, the API, a time slice's yield) is timed and charged to its tenant. While tenants
-contend, a tenant that has used `ROUND` seconds in this round waits in its line for the next; a round ends
-on the event loop's next pass, which lets a round's worth of each tenant's waiting steps go first. So the
-storm's actors run about `ROUND` seconds per pass between them, while the canary's actor, whose tenant has
+contend, a tenant that has used its turn (`ROUND` seconds or more) in this round waits in its line for the
+next; a round ends on the event loop's next pass, which lets a turn's worth of each tenant's waiting steps
+go first. So the storm's actors run about a turn per pass between them, while the canary's actor, whose tenant has
 time left, runs as soon as the loop reaches it: each of its hops waits behind a round of tenants. A lone
 tenant is not held back: turns would only cost it loop passes and put work outside the actors ahead of it.
 The price is the first step of a tenant that finds another alone, which waits as the loop has it. Each
@@ -104,11 +104,11 @@ class Turns:
         self.rounds += 1
         now = perf_counter()
         other = now - self._began - sum(self._spent.values())  # the pass's work outside tenanted actors
-        self._turn = turn = min(max(ROUND, other), LONGEST)
+        self._turn = length = min(max(ROUND, other), LONGEST)
         self._began = now
         self._spent.clear()
         order, lines = self._order, self._lines
-        worth = max(1, int(turn / self._cost)) if self._cost > 0 else 1
+        worth = max(1, int(length / self._cost)) if self._cost > 0 else 1
         for _ in range(len(order)):
             tenant = order.popleft()
             line = lines[tenant]

@@ -124,7 +124,7 @@ async def test_a_lone_tenant_loses_nothing_to_the_turns() -> None:
     assert answers == list(range(200)) and sorted(handled) == list(range(200))
 
 
-async def test_an_actor_waiting_for_its_turn_can_be_killed_and_asks_still_time_out() -> None:
+async def test_actors_waiting_for_their_turns_can_be_killed_and_asks_to_them_still_time_out() -> None:
     """A step waiting for its tenant's turn is still a task the runtime can cancel: a kill or a deadline ends it."""
     release, spinning = asyncio.Event(), set()
 
@@ -133,19 +133,27 @@ async def test_an_actor_waiting_for_its_turn_can_be_killed_and_asks_still_time_o
             if message == "spin":
                 spinning.add(self.address)
                 while not release.is_set():
+                    busy_until = time.perf_counter() + STEP
+                    while time.perf_counter() < busy_until:
+                        pass
                     await asyncio.sleep(0)
             return str(message)
 
     async with ActorSystem(registry=None) as system:
         system.register("busy", lambda _: Busy(), tenant=tenant_of)
         try:
-            for i in range(20):
+            for i in range(10):  # two tenants contend: their steps wait for turns
                 system.tell(f"busy/t/{i}", "spin")
-            while "busy/t/3" not in spinning:
+                system.tell(f"busy/u/{i}", "spin")
+            while len(spinning) < 20:
                 await asyncio.sleep(0)
-            assert system.kill("busy/t/3")
+            parked = system._turns.parked
+            assert parked > 0
+            for i in range(10):
+                assert system.kill(f"busy/t/{i}")
             with pytest.raises(AskTimeout):
                 await system.ask("busy/t/3", "spin", timeout=0.05)
+            assert system._turns.parked > parked
         finally:
             release.set()
         assert await system.ask("busy/t/3", "hello") == "hello"

@@ -51,6 +51,7 @@ from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.model.fields import mapping_at
 from lessor.model.views.conditions import find_condition
+from lessor.model.keys import split_address
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState, tenant_of
@@ -61,6 +62,15 @@ from lessor.render_metrics import RenderQueueMetrics
 from lessor.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
+
+
+def _namespace(address: str) -> str | None:
+    """The tenant an object's actor works for (`register(..., tenant=)`): its namespace (None, the cluster's
+    own turns, for an address of another form: `tenant` must not raise)."""
+    try:
+        return split_address(address)[0]
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -189,6 +199,10 @@ class Operator:
         # Kill-tolerant supervision: chaos may kill one actor many times; each restart rebuilds
         # its state from the API, so restarting is always safe.
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=1.0)
+        # Every object actor's steps take turns by namespace (`tenant=`, mailbox/turns.py), so one namespace's
+        # storm of busy actors costs another's lease a round of namespaces per hop, not a step of each of the
+        # storm's actors (issue 23). The topology serves every namespace: it takes no turns (it would make
+        # a lone namespace look contended), and its mailbox takes the namespaces in turn (`fair_key`).
         system.register("topology", lambda _: TopologyActor(self.topology_state), capacity=1_000_000,
                         supervision=tolerant, ask_timeout=TOPOLOGY_ASK_TIMEOUT, fair_key=tenant_of)
         # At a first start every exporter writes its Online condition (clients, policies and providers their
@@ -196,18 +210,23 @@ class Operator:
         # the allocator kept that memory after. None of these starts waits on an actor of its own kind (they
         # ask only the topology, and an exporter its leases), so bounding them cannot stall.
         system.register("exporter", lambda a: ExporterActor(a, self.context), capacity=100_000,
-                        supervision=tolerant, max_starting=WRITING_STARTS)
-        system.register("lease", lambda a: LeaseActor(a, self.context), capacity=100_000, supervision=tolerant)
-        system.register("pool", lambda a: PoolActor(a, self.context), capacity=100_000, supervision=tolerant)
-        system.register("handle", lambda a: HandleActor(a, self.context), capacity=100_000, supervision=tolerant)
-        system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant)
+                        supervision=tolerant, max_starting=WRITING_STARTS, tenant=_namespace)
+        system.register("lease", lambda a: LeaseActor(a, self.context), capacity=100_000, supervision=tolerant,
+                        tenant=_namespace)
+        system.register("pool", lambda a: PoolActor(a, self.context), capacity=100_000, supervision=tolerant,
+                        tenant=_namespace)
+        system.register("handle", lambda a: HandleActor(a, self.context), capacity=100_000, supervision=tolerant,
+                        tenant=_namespace)
+        system.register("claim", lambda a: ClaimActor(a, self.context), capacity=100_000, supervision=tolerant,
+                        tenant=_namespace)
         system.register(KINDS, lambda _: KindsActor(self.created_kinds), supervision=tolerant)
         # The Valid condition of clients, policies and providers; idle ones passivate (a change wakes them).
         # A Client's actor also keeps its Jumpstarter credential when gRPC is served (leasing/credentials.py).
         for prefix, actor, rule in (("client", ClientActor, CLIENT_RULE), ("policy", ValidActor, POLICY_RULE),
                                     ("provider", ValidActor, PROVIDER_RULE)):
             system.register(prefix, functools.partial(actor, ctx=self.context, rule=rule),
-                            capacity=1000, supervision=tolerant, passivate_after=60.0, max_starting=WRITING_STARTS)
+                            capacity=1000, supervision=tolerant, passivate_after=60.0, max_starting=WRITING_STARTS,
+                            tenant=_namespace)
 
     async def run(self) -> None:
         probes = ProbeServer(self.ready, self.loop_lag.healthy, self.config.bind_address, self.config.health_port)

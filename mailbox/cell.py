@@ -22,6 +22,7 @@ from .envelope import Envelope
 from .fair_inbox import FairInbox
 from .errors import ActorKilled, Undeliverable
 from .metrics import BUCKETS, Handling
+from .turns import Gated
 
 if TYPE_CHECKING:
     from .kind import Kind
@@ -170,7 +171,11 @@ class Cell:
     # -- the drain task ------------------------------------------------------
 
     def _spawn(self) -> None:
-        self.task = self.system._spawn(self._run(), self.address)
+        run = self._run()
+        tenant_of = self.kind.tenant
+        if tenant_of is not None:  # computed per task, not kept: an idle cell stays as small as it was
+            run = Gated(run, self.system._turns, tenant_of(self.address))
+        self.task = self.system._spawn(run, self.address)
         self.system._at_work += 1
 
     async def _run(self) -> None:

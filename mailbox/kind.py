@@ -11,6 +11,7 @@ from .actor import DEFAULT_ASK_TIMEOUT
 from .fair_inbox import FairKey
 from .metrics import KindStats
 from .supervision import Supervision
+from .turns import TenantOf
 
 if TYPE_CHECKING:
     from .actor import Actor
@@ -27,3 +28,4 @@ class Kind:
     start_slots: asyncio.Semaphore | None = None  # at most this many of the kind inside `started()` at once
     ask_timeout: float = DEFAULT_ASK_TIMEOUT  # an ask's deadline unless the asker gives one; inf: none
     fair_key: FairKey | None = None  # whose line a message waits in (`fair_inbox`); None: one FIFO queue
+    tenant: TenantOf | None = None  # whose turns an actor's steps take (`turns`); None: they take none

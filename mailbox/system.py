@@ -29,6 +29,7 @@ from .supervision import Supervision
 from .storms import FailureLog
 from .timers import TimerTrace, Timers
 from .tracing import Cause, Tracing
+from .turns import TenantOf, Turns
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class ActorSystem:
         self._closed: set[str] = set()  # addresses escalated: stopped for good
         self._timers = Timers(self._timer_due)
         self._tracing = Tracing(tracer_provider)
+        self._turns = Turns()  # tenanted actors' steps take turns by tenant
         self._rng = random.Random()
         self._failure_log = FailureLog(log)  # a storm of identical crashes is one traceback and counts
         self._registry = registry
@@ -142,6 +144,7 @@ class ActorSystem:
         max_starting: int | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         fair_key: FairKey | None = None,
+        tenant: TenantOf | None = None,
     ) -> None:
         """Make `kind/...` addresses spawn `factory(address)` on their first message.
 
@@ -162,6 +165,11 @@ class ActorSystem:
         `DEFAULT_ASK_TIMEOUT` are counted (`lessor_mailbox_slow_asks`).
         `fair_key`: for an actor that serves many tenants, the tenant of each
         message; the mailbox then takes tenants in turn (`fair_inbox`).
+        `tenant(address)`: the tenant an actor of this kind works for (any
+        hashable; it must not raise). Its steps then take turns with the other
+        tenants' (`turns`): however many actors one tenant has running, another
+        tenant's actor waits for a round of tenants, not of actors. Without it
+        the kind's actors run as the event loop takes them.
         """
         if not kind or "/" in kind:
             raise ValueError(f"a kind is one non-empty address segment, not {kind!r}")
@@ -176,7 +184,7 @@ class ActorSystem:
         stats = self._stats.setdefault(kind, KindStats())
         slots = asyncio.Semaphore(max_starting) if max_starting is not None else None
         self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout,
-                                 fair_key)
+                                 fair_key, tenant)
 
     def tell(self, address: str, message: Any, *, coalesce: Hashable | None = None) -> None:
         """Queue `message` for `address` and return at once.

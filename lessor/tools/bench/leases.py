@@ -171,6 +171,21 @@ def _hogs(core: int, count: int) -> Iterator[None]:
             proc.wait()
 
 
+def _lag_buckets(text: str) -> dict[float, float]:
+    """The operator's event loop lag histogram (sampled every 0.5 s): cumulative count by upper bound."""
+    return {float(le): float(v) for le, v in
+            re.findall(r'^lessor_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$', text, re.M)}
+
+
+def _worst_lag(before: dict[float, float], after: dict[float, float]) -> float | None:
+    """The upper bound of the worst lag sampled between the two readings (None: no sample; inf: off the scale):
+    whether the loop itself was the bottleneck."""
+    deltas = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
+    if not deltas or not deltas[-1][1]:
+        return None
+    return next(le for le, count in deltas if count == deltas[-1][1])
+
+
 def _sum_metric(text: str, name: str) -> float:
     return sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
 
@@ -247,6 +262,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         text = metrics_text(metrics)
         restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
         slow_before = _sum_metric(text, "lessor_mailbox_slow_asks_total")
+        lag_before = _lag_buckets(text)
         _, cpu_before = process_stats(proc.pid)
 
         created: dict[str, float] = {}
@@ -294,6 +310,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         text = metrics_text(metrics)
         restarts = _sum_metric(text, "lessor_actor_restarts_total") - restarts_before
         slow_asks = _sum_metric(text, "lessor_mailbox_slow_asks_total") - slow_before
+        worst_lag = _worst_lag(lag_before, _lag_buckets(text))
         lag = await events_written(metrics)  # Events wait behind the work's writes: counted once written
         events_after = event_counters(metrics)
         _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
@@ -326,6 +343,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         **({"release_phase": release} if release is not None else {}),
         "canary": {"quiet_seconds": round(quiet, 2), "during_storm_seconds": round(during, 2),
                    "ratio": round(during / max(quiet, 1e-9), 2), "target_ratio": 2.0,
+                   "loop_lag_during_storm_at_most_seconds": worst_lag,
                    "explained": "another namespace's one lease, created to Ready, alone and then while this "
                                 "storm's leases are being created (issue 23: one tenant cannot slow another)"},
     }

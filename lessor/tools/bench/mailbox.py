@@ -51,16 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    queue_rates, tell_rates = [], []
+    queue_rates, tell_rates, tenanted_rates = [], [], []
     for _ in range(args.rounds):
         queue_rates.append(await _queue_hop(args.messages, args.batch))
         tell_rates.append(await _tell(args.messages, args.batch, None))
+        tenanted_rates.append(await _tell(args.messages, args.batch, None, tenanted=True))
     traced = await _tell(max(args.messages // 10, 1), args.batch, TracerProvider())
     asks = await _ask_latencies(args.asks)
+    tenanted_asks = await _ask_latencies(args.asks, tenanted=True)
     spawn = await _spawn(args.actors)
+    spawn_tenanted = await _spawn_tenanted(args.actors)
     bare_tasks = await _bare_tasks(args.actors)
     traced_bytes = await _traced_memory(args.actors)
-    queue_rate, tell_rate = max(queue_rates), max(tell_rates)
+    queue_rate, tell_rate, tenanted_rate = max(queue_rates), max(tell_rates), max(tenanted_rates)
     return {
         "machine": {
             "cpus": os.cpu_count(),
@@ -77,15 +80,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "tell_msgs_per_s": round(tell_rate),
             "tell_to_queue_ratio": round(tell_rate / queue_rate, 3),
             "tell_traced_msgs_per_s": round(traced),
+            "tell_tenanted_msgs_per_s": round(tenanted_rate),
+            "tenanted_to_plain_ratio": round(tenanted_rate / tell_rate, 3),
         },
         "ask": {
             "asks": args.asks,
             "p50_us": round(statistics.median(asks), 1),
             "p99_us": round(statistics.quantiles(asks, n=100)[98], 1),
+            "tenanted_p50_us": round(statistics.median(tenanted_asks), 1),
+            "tenanted_p99_us": round(statistics.quantiles(tenanted_asks, n=100)[98], 1),
         },
+        "explained": "tenanted: the actor registered with a tenant, so each of its steps takes a turn "
+                     "(mailbox/turns.py), with no other tenant to contend with",
         "spawn": {
             "actors": args.actors,
             **spawn,
+            "tenanted_seconds": round(spawn_tenanted, 3),
             "bare_task_seconds": round(bare_tasks, 3),
             "tracemalloc_bytes_per_idle_actor": round(traced_bytes / args.actors),
         },
@@ -115,11 +125,16 @@ async def _queue_hop(messages: int, batch: int) -> float:
     return messages / elapsed
 
 
-async def _tell(messages: int, batch: int, tracer_provider: TracerProvider | None) -> float:
-    """The same traffic through `tell` to one actor (metrics on, tracing as given)."""
+def _tenant(address: str) -> str:
+    return "bench"
+
+
+async def _tell(messages: int, batch: int, tracer_provider: TracerProvider | None, tenanted: bool = False) -> float:
+    """The same traffic through `tell` to one actor (metrics on, tracing as given, a tenant if `tenanted`)."""
     done, expected = asyncio.Event(), [messages]
     async with ActorSystem(registry=None, tracer_provider=tracer_provider) as system:
-        system.register("counter", lambda _: Countdown(done, expected), capacity=messages)
+        system.register("counter", lambda _: Countdown(done, expected), capacity=messages,
+                        tenant=_tenant if tenanted else None)
         began = time.perf_counter()
         for i in range(messages):
             system.tell("counter/1", Hit(i))
@@ -129,12 +144,12 @@ async def _tell(messages: int, batch: int, tracer_provider: TracerProvider | Non
         return messages / (time.perf_counter() - began)
 
 
-async def _ask_latencies(asks: int) -> list[float]:
-    """Round trips in microseconds, one ask at a time to a live actor."""
+async def _ask_latencies(asks: int, tenanted: bool = False) -> list[float]:
+    """Round trips in microseconds, one ask at a time to a live actor (of a tenant if `tenanted`)."""
     done, expected = asyncio.Event(), [0]
     latencies = []
     async with ActorSystem(registry=None) as system:
-        system.register("counter", lambda _: Countdown(done, expected))
+        system.register("counter", lambda _: Countdown(done, expected), tenant=_tenant if tenanted else None)
         await system.ask("counter/1", Hit(0))
         for i in range(asks):
             began = time.perf_counter_ns()
@@ -143,9 +158,9 @@ async def _ask_latencies(asks: int) -> list[float]:
     return latencies
 
 
-async def _spawn_all(system: ActorSystem, actors: int) -> None:
+async def _spawn_all(system: ActorSystem, actors: int, tenanted: bool = False) -> None:
     done, expected = asyncio.Event(), [actors]
-    system.register("counter", lambda _: Countdown(done, expected))
+    system.register("counter", lambda _: Countdown(done, expected), tenant=_tenant if tenanted else None)
     for i in range(actors):
         system.tell(f"counter/{i}", Hit(i))
         if i % 1000 == 999:
@@ -187,6 +202,15 @@ async def _spawn(actors: int) -> dict[str, Any]:
         "gc_seconds": round(gc_seconds, 3),
         "rss_bytes_per_idle_actor": round(rss / actors),
     }
+
+
+async def _spawn_tenanted(actors: int) -> float:
+    """Seconds to spawn as many actors of one tenant: each one's first step takes a turn."""
+    gc.collect()
+    async with ActorSystem(registry=None) as system:
+        began = time.perf_counter()
+        await _spawn_all(system, actors, tenanted=True)
+        return time.perf_counter() - began
 
 
 async def _bare_tasks(tasks: int) -> float:

@@ -52,7 +52,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
 from lessor.gateway import ApiError, Gateway, Resource
+from lessor.model.fields import mapping_at
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
+from lessor.model.views.meta import Meta, text
 from lessor.telemetry import unrecorded
 
 log = logging.getLogger(__name__)
@@ -250,7 +252,7 @@ class LeaderElector:
         self._metrics.leader.set(0)
         self._fence = TermFence(clock)  # leading only before the deadline of the last renewal
         self._lease: dict[str, Any] | None = None  # the Lease as last read or written
-        self._observed: dict[str, Any] | None = None  # its spec, and when it last changed on our clock
+        self._observed: Mapping[str, Any] | None = None  # its spec, and when it last changed on our clock
         self._observed_at = float("-inf")
         self._expires_at = float("inf")  # when the other holder's lease runs out, as we observed it
         self._deadline = float("-inf")  # the fence's deadline, for the renewal loop's timing
@@ -326,8 +328,8 @@ class LeaderElector:
         if not due or lease is None:
             return
         now = _micro_time()
-        body = {**lease, "metadata": _holder_annotations(lease.get("metadata") or {}, None),
-                "spec": {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1,
+        body = {**lease, "metadata": _holder_annotations(mapping_at(lease, "metadata"), None),
+                "spec": {**mapping_at(lease, "spec"), "holderIdentity": None, "leaseDurationSeconds": 1,
                          "acquireTime": now, "renewTime": now}}
         try:
             async with asyncio.timeout(self.settings.retry_period):
@@ -340,12 +342,10 @@ class LeaderElector:
     def leader_says(self, annotation: str) -> str | None:
         """From the Lease as this replica last read it: a follower reads it every retry period (its
         campaign), so a new leader's word reaches it within one period."""
-        lease = self._lease or {}
-        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        holder = _holder(self._lease)
         if not holder or holder == self.identity or self._clock() >= self._expires_at:
             return None
-        value = ((lease.get("metadata") or {}).get("annotations") or {}).get(annotation)
-        return str(value) if value else None
+        return Meta.of(self._lease).annotations.get(annotation) or None
 
     # --- the loops -------------------------------------------------------------------------
 
@@ -428,11 +428,11 @@ class LeaderElector:
                     "spec": spec}
             self._won(await self._write("create", "POST", body), started)
             return True
-        old = lease.get("spec") or {}
+        old = mapping_at(lease, "spec")
         if old != self._observed:
             self._observed, self._observed_at = old, self._clock()
         self._lease = lease
-        holder = old.get("holderIdentity") or ""
+        holder = _holder(lease)
         self._expires_at = self._observed_at + float(old.get("leaseDurationSeconds") or 0)
         if holder and holder != self.identity and self._clock() < self._expires_at:
             return False  # someone else holds it and renewed within its lease duration
@@ -441,7 +441,7 @@ class LeaderElector:
             spec["leaseTransitions"] = old.get("leaseTransitions") or 0
         else:
             spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
-        metadata = _holder_annotations(lease.get("metadata") or {}, self.authenticated, self.advertise)
+        metadata = _holder_annotations(mapping_at(lease, "metadata"), self.authenticated, self.advertise)
         self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
         return True
 
@@ -466,7 +466,7 @@ class LeaderElector:
                         "leader Lease will not name it, so the API server's leader fence (%s), where installed, "
                         "refuses its writes", err.message, FENCE_POLICY)
             return
-        user = (review.get("status") or {}).get("userInfo") or {}
+        user = mapping_at(mapping_at(review, "status"), "userInfo")
         pods = (user.get("extra") or {}).get(POD_NAME_EXTRA) or [""]
         self.authenticated = (str(user.get("username") or ""), str(pods[0]))
         log.info("authenticated as %s%s", self.authenticated[0],
@@ -492,14 +492,14 @@ class LeaderElector:
             log.warning("the API server's leader fence refused a write (%s); reading the Lease failed: %s",
                         message, err)
             return
-        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        holder = _holder(lease)
         if holder != self.identity:
             if self.leading():
                 log.warning("the API server's leader fence refused a write: the Lease is held by %s, not by this "
                             "replica (%s); stepping down at once", holder or "nobody", self.identity)
                 self._step_down()
             return
-        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        annotations = Meta.of(lease).annotations
         log.error("the API server's leader fence refused a write of this replica although it holds the Lease "
                   "%s/%s: %s. The Lease names %s=%r, %s=%r; the API server knows this replica as %r. Check "
                   "that it runs as a ServiceAccount with the right to create selfsubjectreviews "
@@ -509,7 +509,7 @@ class LeaderElector:
 
     def _won(self, lease: dict[str, Any], started: float) -> None:
         self._lease = lease
-        self._observed, self._observed_at = lease.get("spec") or {}, self._clock()
+        self._observed, self._observed_at = mapping_at(lease, "spec"), self._clock()
         self._deadline = started + self.settings.renew_deadline
         self._fence.open_until(self._deadline)
 
@@ -523,7 +523,7 @@ class LeaderElector:
         params = {"watch": "true", "fieldSelector": f"metadata.name={self.settings.name}", "timeoutSeconds": 300}
         while True:
             try:
-                rv = ((self._lease or {}).get("metadata") or {}).get("resourceVersion")
+                rv = Meta.of(self._lease).resource_version or None
                 resp = await self.gateway.stream(COUNTED_AS, self._path(), {**params, "resourceVersion": rv})
                 try:
                     while line := await resp.content.readline():
@@ -547,7 +547,12 @@ class LeaderElector:
         return COORDINATION_LEASE.path(self.namespace, name)
 
 
-def _holder_annotations(metadata: dict[str, Any], authenticated: tuple[str, str] | None,
+def _holder(lease: Mapping[str, Any] | None) -> str:
+    """Who holds the Lease (`spec.holderIdentity`); empty when nobody does."""
+    return text(mapping_at(lease, "spec").get("holderIdentity")) or ""
+
+
+def _holder_annotations(metadata: Mapping[str, Any], authenticated: tuple[str, str] | None,
                         advertise: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`metadata` with the holder annotations naming `authenticated` (username, pod) and what it `advertise`s,
     or none of them (a former holder's are removed)."""

@@ -40,7 +40,10 @@ from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
 from lessor.install import install
+from lessor.model.fields import mapping_at
 from lessor.model.labels import HANDLE_NAME
+from lessor.model.views.meta import Meta
+from lessor.model.views.provisioning import ClaimView, PoolView
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -96,7 +99,7 @@ async def _pool_ready(kube: Gateway, count: int, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pool = await kube.get(POOL, OPS, "envs")
-        if ((pool.get("status") or {}).get("resourceHandleCount") or {}).get("ready") == count:
+        if mapping_at(PoolView.of(pool).status, "resourceHandleCount").get("ready") == count:
             return
         await asyncio.sleep(0.5)
     raise TimeoutError(f"the pool did not get {count} ready handles")
@@ -116,12 +119,11 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         ready: dict[str, float] = {}
 
         def on_event(event: WatchEvent) -> None:
-            name = event.object["metadata"]["name"]
-            for c in (event.object.get("status") or {}).get("conditions") or ():
-                if c["status"] == "True" and c["type"] == "Bound":
-                    bound.setdefault(name, time.perf_counter())
-                if c["status"] == "True" and c["type"] == "Ready":
-                    ready.setdefault(name, time.perf_counter())
+            claim = ClaimView.of(event.object)
+            if claim.is_true("Bound"):
+                bound.setdefault(claim.name, time.perf_counter())
+            if claim.is_true("Ready"):
+                ready.setdefault(claim.name, time.perf_counter())
 
         seen = _Writes()
 
@@ -208,8 +210,8 @@ class _Writes:
 
     def on_event(self, kind: str, event: WatchEvent) -> None:
         obj = event.object
-        meta = obj.get("metadata") or {}
-        key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+        meta = Meta.of(obj)
+        key = (kind, meta.namespace, meta.name)
         before = self.last.get(key)
         if event.type == "DELETED":
             self.last.pop(key, None)

@@ -23,6 +23,7 @@ from typing import Any
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.versions import KUBERNETES_VERSION
 from lessor.gateway import Gateway, WatchEvent
+from lessor.model.views.conditions import StatusView
 from lessor.gateway.resources import EXPORTER, NAMESPACE
 from lessor.install import install
 
@@ -221,10 +222,9 @@ async def available_exporters(kube: Gateway, namespace: str, labels: dict[str, d
 def ready_at(granted: dict[str, float]) -> Callable[[WatchEvent], None]:
     """An informer handler that notes in `granted` when each object first reports Ready=True."""
     def on_event(event: WatchEvent) -> None:
-        name = event.object["metadata"]["name"]
-        for c in (event.object.get("status") or {}).get("conditions") or ():
-            if c["type"] == "Ready" and c["status"] == "True" and name not in granted:
-                granted[name] = time.perf_counter()
+        seen = StatusView.of(event.object)
+        if seen.is_true("Ready") and seen.name not in granted:
+            granted[seen.name] = time.perf_counter()
 
     return on_event
 

@@ -59,7 +59,9 @@ from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import WatchEvent
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.install import install
+from lessor.model.views.conditions import StatusView
 from lessor.model.views.leasing import LeaseView
+from lessor.model.views.meta import Meta
 from lessor.tools.bench.priority import Terms, judge
 from lessor.tracefile import TRACES_FILE_ENV
 
@@ -238,8 +240,7 @@ async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         exporters, _ = await kube.list(EXPORTER, NS)
-        online = sum(1 for e in exporters if any(
-            c["type"] == "Online" for c in (e.get("status") or {}).get("conditions") or ()))
+        online = sum(1 for e in exporters if StatusView.of(e).condition("Online") is not None)
         if online >= count:
             return
         await asyncio.sleep(0.5)
@@ -272,7 +273,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
 
         def seen(event: WatchEvent) -> None:
             note_ready(event)
-            name = event.object["metadata"]["name"]
+            name = Meta.of(event.object).name
             if event.type == "DELETED":
                 latest.pop(name, None)
             else:
@@ -358,8 +359,7 @@ async def _canary(kube: Gateway, slot: str, after: Callable[[], bool] = lambda: 
         "clientRef": {"name": "canary"}, "selector": {"matchLabels": {"slot": slot}}, "duration": "1h"}})
     while True:
         lease = await kube.get(LEASE, CANARY, slot)
-        if any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (lease.get("status") or {}).get("conditions") or ()):
+        if LeaseView.of(lease).is_true("Ready"):
             return time.perf_counter() - started
         await asyncio.sleep(0.05)
 

@@ -32,12 +32,11 @@ class Terms:
 
 
 def _ready(lease: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (lease.get("status") or {}).get("conditions") or ())
+    return LeaseView.of(lease).is_true("Ready")
 
 
 def _has_status(lease: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" for c in (lease.get("status") or {}).get("conditions") or ())
+    return LeaseView.of(lease).condition("Ready") is not None
 
 
 def judge(final: Mapping[str, Mapping[str, Any]], granted: Mapping[str, float], release_at: float,

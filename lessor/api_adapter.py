@@ -14,6 +14,7 @@ from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.client import FIELD_MANAGER, Fence
 from lessor.gateway.informer import slim
 from lessor.leader import NotLeader, fence_denial
+from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class GatewayApi:
             current = await self.gateway.get(resource, namespace, name)
         except ApiError:
             return  # gone, or not readable: the apply says what is wrong
-        metadata = current.get("metadata") or {}
+        metadata = mapping_at(current, "metadata")
         entries = metadata.get("managedFields") or []
         ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and not e.get("subresource")]
         created = [e for e in ours if e.get("operation") == "Update"]

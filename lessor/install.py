@@ -13,6 +13,8 @@ from lessor import manifests
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CRD, NAMESPACE
 from lessor.leader import FENCE_POLICY
+from lessor.model.views.conditions import StatusView
+from lessor.model.views.meta import Meta
 
 Progress = Callable[[str], None]
 
@@ -27,9 +29,10 @@ async def install(gateway: Gateway, operator_namespace: str, *, progress: Progre
     remove it (`lessor run --no-leader-elect`: a Lease left by an elected deployment would fence it)."""
     crds = manifests.crds()
     for crd in crds:
-        await gateway.apply(CRD, None, crd["metadata"]["name"], crd)
-        progress(f"applied CustomResourceDefinition {crd['metadata']['name']}")
-    await wait_established(gateway, [c["metadata"]["name"] for c in crds], timeout)
+        name = Meta.of(crd).name
+        await gateway.apply(CRD, None, name, crd)
+        progress(f"applied CustomResourceDefinition {name}")
+    await wait_established(gateway, [Meta.of(c).name for c in crds], timeout)
     progress(f"{len(crds)} CustomResourceDefinitions established")
     await gateway.apply(NAMESPACE, None, operator_namespace, {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": operator_namespace},
@@ -81,12 +84,12 @@ async def wait_established(gateway: Gateway, names: list[str], timeout: float) -
     pending = set(names)
     while pending:
         for name in sorted(pending):
-            crd = await gateway.get(CRD, None, name)
-            conditions = {c["type"]: c for c in (crd.get("status") or {}).get("conditions") or []}  # null at first
-            if conditions.get("Established", {}).get("status") == "True":
+            crd = StatusView.of(await gateway.get(CRD, None, name))  # conditions null at first
+            names_ok = crd.condition("NamesAccepted")
+            if crd.is_true("Established"):
                 pending.discard(name)
-            elif (names_ok := conditions.get("NamesAccepted")) and names_ok.get("status") == "False":
-                raise RuntimeError(f"CustomResourceDefinition {name}: {names_ok.get('message')}")
+            elif names_ok is not None and names_ok.status == "False":
+                raise RuntimeError(f"CustomResourceDefinition {name}: {names_ok.message}")
         if pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"CustomResourceDefinitions not established after {timeout:.0f}s: {sorted(pending)}")

@@ -14,11 +14,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
 from lessor.gateway import ApiError, Gateway
+from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +62,17 @@ class MetricsAuthorizer:
     async def _review(self, token: str) -> Verdict:
         review = await self.gateway.request("create", "TokenReview", "POST", TOKEN_REVIEWS, body={
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
-        status = review.get("status") or {}
+        status = mapping_at(review, "status")
         if not status.get("authenticated"):
             return Verdict(401, f"the API server did not accept the token: {status.get('error') or 'unauthenticated'}")
-        user: dict[str, Any] = status.get("user") or {}
+        user = mapping_at(status, "user")
         access = await self.gateway.request("create", "SubjectAccessReview", "POST", ACCESS_REVIEWS, body={
             "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
             "spec": {"user": user.get("username", ""), "uid": user.get("uid", ""), "groups": user.get("groups", []),
                      "extra": user.get("extra", {}),
                      "nonResourceAttributes": {"path": self.path, "verb": "get"}}})
         name = user.get("username", "")
-        if (access.get("status") or {}).get("allowed"):
+        if mapping_at(access, "status").get("allowed"):
             return Verdict(200, f"{name} may get {self.path}")
         return Verdict(403, f'{name} may not get {self.path} (bind the ClusterRole lessor-metrics-reader)')
 

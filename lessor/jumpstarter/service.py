@@ -12,8 +12,9 @@ exporter actors decide the rest as for any Lease. Reads come from the operator's
 
 A client's `Dial` reaches its exporter through the router (router.py), announced on the exporter's `Listen`.
 
-Not served yet (UNIMPLEMENTED, docs/jumpstarter-grpc.md): the controller's older lease calls but
-ReleaseLease, AuditStream.
+The controller's older lease calls (GetLease, RequestLease, ListLeases) are the ClientService calls' own
+lookup, creation and listing, answered in the older messages. Not served (UNIMPLEMENTED, as by the
+controller of 0.9.0): AuditStream.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from lessor.model.selectors import SelectorError, format_selector, parse_selecto
 from lessor.model.times import format_time
 from lessor.model.views import Meta
 from lessor.model.views.leasing import ExporterView, LeaseView
+from lessor.model.views.meta import strings
 
 from .router import Router
 from .names import parse_parent, parse_resource, resource, selector_from_text
@@ -369,21 +371,37 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     @_guarded
     async def AuditStream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Not served by the controller of 0.9.0 either (its stub answers UNIMPLEMENTED); the 0.9 agent does
+        not call it."""
         await authenticate(self.backend, context, "exporter")
-        raise Refusal(grpc.StatusCode.UNIMPLEMENTED, "lessor does not keep exporters' audit streams")
-
-    async def _older_lease_call(self, context: grpc.aio.ServicerContext) -> Any:
-        await authenticate(self.backend, context, "client")
         raise Refusal(grpc.StatusCode.UNIMPLEMENTED,
-                      "ControllerService's lease calls are not served, but ReleaseLease; use ClientService (jmp 0.9 does)")
+                      "AuditStream is not served (nor by the Jumpstarter controller of protocol 0.9.0)")
 
     @_guarded
     async def GetLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._older_lease_call(context)
+        """The caller's own lease, by its name (or `namespaces/NS/leases/NAME`), in the controller's older
+        message: the spec's selector and duration, the granted exporter's uid, the times, the conditions."""
+        subject = await authenticate(self.backend, context, "client")
+        namespace, name = _lease_ref(subject, request.name)
+        lease = await own_lease(self.backend, subject, namespace, name)
+        exporter = None
+        if (holder := lease.exporter) is not None:
+            exporter = self.backend.cached_one(EXPORTER.kind, namespace, holder) or \
+                await self.backend.api.get(EXPORTER, namespace, holder)
+        return controller_lease_message(lease, Meta.of(exporter).uid if exporter is not None else None)
 
     @_guarded
     async def RequestLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._older_lease_call(context)
+        """A new lease for the caller, made as CreateLease makes one, from a structured selector and a
+        duration; answered with its name (in the caller's namespace)."""
+        subject = await authenticate(self.backend, context, "client")
+        spec: dict[str, Any] = {}
+        if request.HasField("selector") and (selector := _selector_of(request.selector, "selector")):
+            spec["selector"] = selector
+        if request.HasField("duration"):
+            spec["duration"] = format_go_duration(request.duration.ToTimedelta())
+        lease = await create_lease(self.backend, subject, subject.namespace, "", spec)
+        return jumpstarter_pb2.RequestLeaseResponse(name=lease.name)
 
     @_guarded
     async def ReleaseLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -407,7 +425,10 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
 
     @_guarded
     async def ListLeases(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await self._older_lease_call(context)
+        """The names of the caller's active leases (as ClientService's `only_active`)."""
+        subject = await authenticate(self.backend, context, "client")
+        leases = own_leases(self.backend, subject, subject.namespace, only_active=True)
+        return jumpstarter_pb2.ListLeasesResponse(names=[lease.name for lease in leases])
 
 
 async def release(api: Api, lease: LeaseView) -> None:
@@ -446,6 +467,17 @@ def _timestamp_pb(field: Any, when: datetime | None) -> None:
         field.FromDatetime(when.astimezone(UTC).replace(tzinfo=None))
 
 
+def _requested_duration(lease: LeaseView) -> timedelta | None:
+    """`spec.duration`, or None when absent or unreadable (the lease then shows itself Invalid; the CLI shows
+    no duration)."""
+    if not lease.duration_text:
+        return None
+    try:
+        return parse_go_duration(lease.duration_text, "spec.duration")
+    except ValueError:
+        return None
+
+
 def lease_message(lease: LeaseView) -> Any:
     """A Lease as the CLI reads it (`jumpstarter.client.v1.Lease`)."""
     namespace = lease.namespace
@@ -461,11 +493,8 @@ def lease_message(lease: LeaseView) -> Any:
         message.exporter = resource(namespace, "exporters", holder)
     for key, value in lease.tags.items():
         message.tags[key] = value
-    if lease.duration_text:
-        try:
-            message.duration.FromTimedelta(parse_go_duration(lease.duration_text, "spec.duration"))
-        except ValueError:
-            pass  # the lease shows itself Invalid; the CLI shows no duration
+    if (duration := _requested_duration(lease)) is not None:
+        message.duration.FromTimedelta(duration)
     _timestamp_pb(message.begin_time, lease.begin_requested)
     _timestamp_pb(message.end_time, lease.end_requested)
     begin, end = lease.begin, lease.end
@@ -474,6 +503,53 @@ def lease_message(lease: LeaseView) -> Any:
         _timestamp_pb(message.effective_end_time, end)
     if begin is not None and end is not None:
         message.effective_duration.FromTimedelta(end - begin)
+    return message
+
+
+def _selector_message(raw: Any) -> Any:
+    """`spec.selector` as the controller's `LabelSelector` message (empty when absent or unreadable)."""
+    message = kubernetes_pb2.LabelSelector()
+    if not isinstance(raw, Mapping):
+        return message
+    for key, value in strings(raw.get("matchLabels")).items():
+        message.match_labels[key] = value
+    for expression in raw.get("matchExpressions") or ():
+        if isinstance(expression, Mapping):
+            message.match_expressions.add(key=str(expression.get("key", "")),
+                                          operator=str(expression.get("operator", "")),
+                                          values=[str(v) for v in expression.get("values") or ()])
+    return message
+
+
+def _selector_of(message: Any, field: str) -> dict[str, Any]:
+    """A `LabelSelector` message as `spec.selector` ({} when it selects nothing); INVALID_ARGUMENT naming
+    `field` when lessor's selector rules refuse it."""
+    selector: dict[str, Any] = {}
+    if message.match_labels:
+        selector["matchLabels"] = dict(message.match_labels)
+    if message.match_expressions:
+        selector["matchExpressions"] = [
+            {"key": e.key, "operator": e.operator, **({"values": list(e.values)} if e.values else {})}
+            for e in message.match_expressions]
+    try:
+        parse_selector(selector, field)
+    except SelectorError as err:
+        raise _invalid(str(err)) from None
+    return selector
+
+
+def controller_lease_message(lease: LeaseView, exporter_uid: str | None) -> Any:
+    """A Lease as ControllerService's older `GetLease` answers it, from the fields `lease_message` reads:
+    begin and end are the lease's own (the end once it has ended), `exporter_uuid` its exporter's uid."""
+    message = jumpstarter_pb2.GetLeaseResponse(selector=_selector_message(lease.selector),
+                                               conditions=_conditions(lease))
+    if (duration := _requested_duration(lease)) is not None:
+        message.duration.FromTimedelta(duration)
+    _timestamp_pb(message.begin_time, lease.begin)
+    if lease.ended:
+        _timestamp_pb(message.end_time, lease.end)
+    if exporter_uid is not None:
+        message.exporter_uuid = exporter_uid
     return message
 
 
@@ -495,6 +571,46 @@ async def own_lease(backend: Backend, subject: Subject, namespace: str, name: st
     return lease
 
 
+def _lease_ref(subject: Subject, text: str) -> tuple[str, str]:
+    """(namespace, name) of a lease the controller's older calls name: `namespaces/NS/leases/NAME`, or a bare
+    NAME in the caller's namespace (as the controller reads it)."""
+    if "/" not in text:
+        if not text:
+            raise _invalid("name: a lease name is required")
+        return subject.namespace, text
+    try:
+        return parse_resource(text, "leases")
+    except ValueError as err:
+        raise _invalid(str(err)) from None
+
+
+def own_leases(backend: Backend, subject: Subject, namespace: str, *, only_active: bool,
+               labels: Callable[[Mapping[str, str] | None], bool] = lambda _: True,
+               tags: Callable[[Mapping[str, str] | None], bool] = lambda _: True) -> list[LeaseView]:
+    """The caller's own leases of `namespace` in the informers' copy, oldest first, for ClientService's and
+    ControllerService's ListLeases alike."""
+    _in_namespace(subject, namespace, "leases")
+    leases = [
+        lease for lease in map(LeaseView.of, backend.cached(LEASE.kind, namespace))
+        if lease.client == subject.name
+        and (_active(lease) or not only_active)
+        and labels(lease.meta.labels) and tags(lease.tags)
+    ]
+    leases.sort(key=lambda lease: (lease.meta.created or _NEVER, lease.name))
+    return leases
+
+
+async def create_lease(backend: Backend, subject: Subject, namespace: str, name: str,
+                       spec: Mapping[str, Any]) -> LeaseView:
+    """A new Lease of the caller's (`spec.clientRef`), named `name` or a fresh UUID, as it would write it by
+    hand: for ClientService's CreateLease and ControllerService's RequestLease alike."""
+    _in_namespace(subject, namespace, "leases")
+    body = {"apiVersion": API_VERSION, "kind": LEASE.kind,
+            "metadata": {"name": name or str(uuid.uuid4()), "namespace": namespace},
+            "spec": {"clientRef": {"name": subject.name}, **spec}}
+    return LeaseView.of(await backend.api.create(LEASE, namespace, body))
+
+
 def _active(lease: LeaseView) -> bool:
     """Not ended, and not released (the actor writes its end a moment after DeleteLease sets spec.release)."""
     return not lease.ended and not lease.release
@@ -510,9 +626,9 @@ def _selector_filter(text: str, field: str) -> Callable[[Mapping[str, str] | Non
     return selector.matches
 
 
-def _new_lease(subject: Subject, name: str, lease: Any) -> dict[str, Any]:
-    """The Lease object a CreateLease asks for, field by field as the CRD has them."""
-    spec: dict[str, Any] = {"clientRef": {"name": subject.name}}
+def _lease_spec(lease: Any) -> dict[str, Any]:
+    """The spec a CreateLease asks for (but its client), field by field as the CRD has them."""
+    spec: dict[str, Any] = {}
     if lease.selector:
         try:
             spec["selector"] = selector_from_text(lease.selector)
@@ -530,8 +646,7 @@ def _new_lease(subject: Subject, name: str, lease: Any) -> dict[str, Any]:
         spec["tags"] = dict(lease.tags)
     if lease.allow_disabled:
         spec["allowDisabled"] = True
-    return {"apiVersion": API_VERSION, "kind": LEASE.kind,
-            "metadata": {"name": name, "namespace": subject.namespace}, "spec": spec}
+    return spec
 
 
 def _time_update(obj: LeaseView, lease: Any) -> dict[str, Any]:
@@ -636,25 +751,17 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         """The caller's own leases (only the active ones with `only_active`), by name."""
         subject = await authenticate(self.backend, context, "client")
         namespace = self._namespace(subject, request.parent, "leases")
-        labels = _selector_filter(request.filter, "filter")
-        tags = _selector_filter(request.tag_filter, "tag_filter")
-        leases = [
-            lease for lease in map(LeaseView.of, self.backend.cached(LEASE.kind, namespace))
-            if lease.client == subject.name
-            and (_active(lease) or not request.only_active)
-            and labels(lease.meta.labels) and tags(lease.tags)
-        ]
-        leases.sort(key=lambda lease: (lease.meta.created or _NEVER, lease.name))
+        leases = own_leases(self.backend, subject, namespace, only_active=request.only_active,
+                            labels=_selector_filter(request.filter, "filter"),
+                            tags=_selector_filter(request.tag_filter, "tag_filter"))
         return client_pb2.ListLeasesResponse(leases=[lease_message(lease) for lease in leases])
 
     @_guarded
     async def CreateLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         subject = await authenticate(self.backend, context, "client")
         namespace = self._namespace(subject, request.parent, "leases")
-        name = request.lease_id or str(uuid.uuid4())
-        body = _new_lease(subject, name, request.lease)
-        created = await self.backend.api.create(LEASE, namespace, body)
-        return lease_message(LeaseView.of(created))
+        lease = await create_lease(self.backend, subject, namespace, request.lease_id, _lease_spec(request.lease))
+        return lease_message(lease)
 
     @_guarded
     async def DeleteLease(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -718,4 +825,5 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         return answer
 
 
-__all__ = ["Backend", "ClientService", "ControllerService", "authenticate", "lease_message"]
+__all__ = ["Backend", "ClientService", "ControllerService", "authenticate", "controller_lease_message",
+           "create_lease", "lease_message", "own_leases"]

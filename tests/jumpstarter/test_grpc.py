@@ -477,6 +477,82 @@ async def test_an_exporter_releases_the_lease_it_holds_and_no_other(lab: Lab) ->
         assert [c["reason"] for c in ended["status"]["conditions"] if c["type"] == "Ready"] == ["Released"]
 
 
+async def test_the_controllers_older_lease_calls_request_get_and_list_only_the_callers_own_leases(lab: Lab) -> None:
+    """ControllerService's RequestLease, GetLease and ListLeases (older clients) make, read and list the same
+    Lease objects as ClientService: the caller's own, and none for an exporter's token."""
+    await an_exporter(lab, "board-o", {"board": "ctl"})
+    agent = metadata("Exporter", "board-o", token_of(await credentials(lab, "exporter", "board-o")))
+    tokens = {}
+    for name in ("oli", "pat"):
+        await a_client(lab, name)
+        tokens[name] = metadata("Client", name, token_of(await credentials(lab, "client", name)))
+    async with channel(lab) as ch:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        await controller.ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE")), metadata=agent)
+
+        def request(**labels: str) -> Any:
+            wanted = jumpstarter_pb2.RequestLeaseRequest()
+            wanted.duration.FromTimedelta(timedelta(minutes=5))
+            for key, value in labels.items():
+                wanted.selector.match_labels[key] = value
+            return wanted
+
+        olis = (await controller.RequestLease(request(board="ctl"), metadata=tokens["oli"])).name
+        obj = await until(lab.kube, LEASE, NS, olis, ready)
+        assert (obj["spec"]["clientRef"], obj["spec"]["selector"], obj["spec"]["duration"]) == \
+            ({"name": "oli"}, {"matchLabels": {"board": "ctl"}}, "5m")
+        assert obj["status"]["exporterRef"] == {"name": "board-o"}
+        waiting = jumpstarter_pb2.RequestLeaseRequest()
+        waiting.selector.match_expressions.add(key="board", operator="In", values=["ctl"])
+        pats = (await controller.RequestLease(waiting, metadata=tokens["pat"])).name
+        obj = await until(lab.kube, LEASE, NS, pats, lambda o: any(
+            c["type"] == "Pending" for c in (o.get("status") or {}).get("conditions") or ()))
+        assert obj["spec"]["selector"] == {"matchExpressions": [{"key": "board", "operator": "In", "values": ["ctl"]}]}
+
+        got = await controller.GetLease(jumpstarter_pb2.GetLeaseRequest(name=olis), metadata=tokens["oli"])
+        uid = (await lab.kube.get(EXPORTER, NS, "board-o"))["metadata"]["uid"]
+        assert (dict(got.selector.match_labels), got.duration.ToTimedelta(), got.exporter_uuid) == \
+            ({"board": "ctl"}, timedelta(minutes=5), uid)
+        assert got.HasField("begin_time") and not got.HasField("end_time")
+        assert [(c.type, c.status) for c in got.conditions if c.type == "Ready"] == [("Ready", "True")]
+        for client, mine in (("oli", olis), ("pat", pats)):  # each sees its own, not the other's
+            await eventually(lambda client=client: controller.ListLeases(jumpstarter_pb2.ListLeasesRequest(),
+                                                                         metadata=tokens[client]),
+                             lambda got, mine=mine: list(got.names) == [mine], f"ListLeases of {client}")
+
+        async def refused(call: Any, message: Any, md: Any) -> tuple[grpc.StatusCode, str]:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call(message, metadata=md)
+            return caught.value.code(), caught.value.details() or ""
+
+        code, details = await refused(controller.GetLease, jumpstarter_pb2.GetLeaseRequest(name=olis), tokens["pat"])
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "belongs to client oli" in details
+        code, details = await refused(controller.GetLease, jumpstarter_pb2.GetLeaseRequest(name="nothing"),
+                                      tokens["pat"])
+        assert code == grpc.StatusCode.NOT_FOUND and "lease lab/nothing does not exist" in details
+        for call, message in ((controller.RequestLease, request(board="ctl")),
+                              (controller.GetLease, jumpstarter_pb2.GetLeaseRequest(name=olis)),
+                              (controller.ListLeases, jumpstarter_pb2.ListLeasesRequest())):
+            code, details = await refused(call, message, agent)
+            assert code == grpc.StatusCode.PERMISSION_DENIED and "exporter's token cannot lease" in details
+        bad = jumpstarter_pb2.RequestLeaseRequest()
+        bad.selector.match_expressions.add(key="board", operator="Near", values=["ctl"])
+        code, details = await refused(controller.RequestLease, bad, tokens["oli"])
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "selector.matchExpressions" in details
+
+        # released, oli's lease leaves the active list and shows its end; pat's waiting lease is granted
+        await controller.ReleaseLease(jumpstarter_pb2.ReleaseLeaseRequest(name=olis), metadata=tokens["oli"])
+        await eventually(lambda: controller.ListLeases(jumpstarter_pb2.ListLeasesRequest(), metadata=tokens["oli"]),
+                         lambda got: list(got.names) == [], "the released lease leaves ListLeases")
+        await until(lab.kube, LEASE, NS, pats, ready)
+        ended = await controller.GetLease(jumpstarter_pb2.GetLeaseRequest(name=f"namespaces/{NS}/leases/{olis}"),
+                                          metadata=tokens["oli"])
+        assert ended.HasField("end_time") and any(c.type == "Ready" and c.reason == "Released"
+                                                  for c in ended.conditions)
+        await controller.ReleaseLease(jumpstarter_pb2.ReleaseLeaseRequest(name=pats), metadata=tokens["pat"])
+
+
 async def test_the_router_pairs_a_dial_with_the_exporters_listen_and_a_lease_that_ends_closes_them(lab: Lab) -> None:
     await an_exporter(lab, "board-t", {"board": "route"})
     agent = metadata("Exporter", "board-t", token_of(await credentials(lab, "exporter", "board-t")))

@@ -99,6 +99,10 @@ class OperatorConfig:
     """Jumpstarter's gRPC protocol (docs/jumpstarter-grpc.md); None: not served, and no credentials minted."""
 
 
+REFRESH_TIMEOUT = 60.0
+"""Seconds a new leader waits for its fresh listing of ResourceHandles before it decides from its cache."""
+
+
 class Operator:
     def __init__(self, config: OperatorConfig, gateway: Gateway, registry: CollectorRegistry,
                  tracer_provider: trace.TracerProvider | None = None) -> None:
@@ -256,6 +260,23 @@ class Operator:
             for runner in runners:
                 await runner.cleanup()
 
+    async def _refresh_commit_points(self) -> None:
+        """Before a term's first decision, list the ResourceHandles afresh: a handle's `spec.resourceClaim` is
+        where a claim is bound, and a create (a claim's own handle) has no precondition that a stale cache
+        would fail. The previous leader's last writes were admitted before this term began (the API server's
+        fence refuses the rest), so a consistent listing holds them all, even when this replica's watch
+        delivers them late. Leases need none of this: an exporter's `leaseRef`, their commit point, is written
+        under a resourceVersion precondition, which a stale cache fails."""
+        handles = next((i for i in self.informers if i.resource.kind == "ResourceHandle"), None)
+        if handles is None:
+            return
+        try:
+            async with asyncio.timeout(REFRESH_TIMEOUT):
+                await handles.refresh()
+        except TimeoutError:
+            log.warning("listing ResourceHandles afresh took over %.0fs; deciding from the watch's cache",
+                        REFRESH_TIMEOUT)
+
     async def _end_when_synced(self, span: trace.Span) -> None:
         try:
             await asyncio.gather(*(i.synced.wait() for i in self.informers))
@@ -328,6 +349,7 @@ class Operator:
 
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        await self._refresh_commit_points()
         await self.created_kinds.synced(timeout=30.0)  # what providers created exists before handles are judged
         await self._to_topology(Synced())
         log.info("caches synced: %s", ", ".join(f"{i.resource.kind}={len(i.store)}" for i in self.informers))

@@ -99,6 +99,8 @@ class Informer:
         self.resource_version: str | None = None
         self.synced = asyncio.Event()
         self.relists = 0
+        self._refreshes: list[asyncio.Future[None]] = []  # `refresh` callers, answered by the next listing
+        self._watching: Any = None  # the watch response being read, which `refresh` closes
         self.reconnects = 0
         self.expirations = 0
         self.handler_failures = 0
@@ -109,7 +111,8 @@ class Informer:
         failures = 0
         while True:
             try:
-                if self.resource_version is None:
+                if self.resource_version is None or self._refreshes:
+                    asked, self._refreshes = self._refreshes, []  # asked before this listing began
                     token = otel_context.attach(first_list_in) if first_list_in is not None else None
                     try:
                         await self._relist()
@@ -117,6 +120,9 @@ class Informer:
                         if token is not None:
                             otel_context.detach(token)
                             first_list_in = None
+                    for waiter in asked:
+                        if not waiter.done():
+                            waiter.set_result(None)
                 await self._watch()
                 failures = 0
             except _Expired:
@@ -131,6 +137,18 @@ class Informer:
                 delay = min(30.0, self.retry_delay * 2 ** min(failures, 5)) * random.uniform(0.5, 1.0)
                 log.warning("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
                 await asyncio.sleep(delay)
+
+    async def refresh(self) -> None:
+        """List afresh (a consistent read), deliver what changed since the cache's last event, and watch on
+        from there; return once that listing is delivered. A new leader calls it before it decides anything,
+        so that its cache holds every write the API server admitted before its term began, although the watch
+        may deliver some of them late (a busy replica reads its watch late): a claim it binds then is one
+        the deposed leader had not bound already."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._refreshes.append(waiter)
+        if self._watching is not None:
+            self._watching.close()  # the watch ends; the loop lists, then watches again
+        await waiter
 
     async def _relist(self) -> None:
         seen: set[Key] = set()
@@ -164,6 +182,8 @@ class Informer:
         }
         # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that arrives as the
         # awaited call completes, and an informer whose cancellation was swallowed never lets the operator stop.
+        if self._refreshes:
+            return  # a listing is asked for first
         try:
             async with asyncio.timeout(self.inactivity_timeout):
                 resp = await self.gateway.stream(self.resource.kind, self.resource.path(self.namespace), params)
@@ -176,8 +196,9 @@ class Informer:
             if err.gone:
                 raise _Expired() from err
             raise
+        self._watching = resp
         try:
-            while True:
+            while not self._refreshes:
                 try:
                     async with asyncio.timeout(self.inactivity_timeout):
                         line = await resp.content.readline()
@@ -186,10 +207,15 @@ class Informer:
                     log.info("informer %s: no event for %.0fs; reconnecting", self.resource.kind,
                              self.inactivity_timeout)
                     return
+                except Exception:
+                    if self._refreshes:
+                        return  # closed by `refresh`
+                    raise
                 if not line:
                     return  # the server ended the watch (timeoutSeconds): resume from our resourceVersion
                 await self._on_line(line)
         finally:
+            self._watching = None
             resp.close()
 
     async def _on_line(self, line: bytes) -> None:

@@ -251,3 +251,23 @@ async def test_a_handler_that_fails_on_one_object_does_not_hold_back_the_others(
     assert (informer.relists, informer.handler_failures) == (1, 2)
     assert {"before", "pill", "after"} <= {name for _, name in informer.store}
     assert "handling ADDED" in caplog.text and "cannot handle this one" in caplog.text
+
+
+async def test_refresh_lists_afresh_then_watches_on(kube: Gateway, namespace: str) -> None:
+    """What a new leader asks of the ResourceHandles' informer: a consistent listing, delivered before `refresh`
+    returns, and the watch going on after it (nothing lost, nothing delivered twice)."""
+    rec = Recorder()
+    informer = Informer(kube, CONFIGMAP, rec, namespace=namespace)
+    async with running(informer):
+        await kube.create(CONFIGMAP, namespace, configmap(namespace, "a", v="1"))
+        await rec.wait_for(lambda evs: any(e.key[1] == "a" for e in evs))
+        relists = informer.relists
+        await asyncio.wait_for(informer.refresh(), scaled(20))
+        assert informer.relists == relists + 1
+        assert rec.of("a") == [("ADDED", "1")]  # unchanged since: the listing delivers nothing again
+        await kube.merge_patch(CONFIGMAP, namespace, "a", {"data": {"v": "2"}})
+        await kube.create(CONFIGMAP, namespace, configmap(namespace, "b", v="1"))
+        await rec.wait_for(lambda evs: any(e.key[1] == "b" for e in evs))
+        await rec.wait_for(lambda evs: ("MODIFIED", "2") in [(e.type, e.object.get("data", {}).get("v")) for e in evs
+                                                              if e.key[1] == "a"])
+        assert rec.of("a") == [("ADDED", "1"), ("MODIFIED", "2")] and rec.of("b") == [("ADDED", "1")]

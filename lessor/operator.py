@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 from opentelemetry import trace
+from opentelemetry.context import Context as TraceContext
 from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
 
 from lessor.admission.checks import preflight_registry
@@ -143,6 +144,7 @@ class Operator:
             if config.grpc else None,
         )
         self.system: ActorSystem | None = None
+        self._first_lists: TraceContext | None = None  # the start-up listings' trace (`run`)
         self._accepting = asyncio.Event()  # set while `system` takes the informers' events
         self._settled = False  # start-up memory frozen and trimmed (lessor/memory.py)
         self._freezer: StartupFreezer | None = StartupFreezer()  # until start-up is quiet, freeze as caches fill
@@ -244,7 +246,7 @@ class Operator:
                 tasks.create_task(self.events.run(), name="events")
                 # One trace of the start-up's listings, not a root per kind.
                 listing = self._tracer.start_span("list informers", kind=trace.SpanKind.INTERNAL)
-                first_lists = trace.set_span_in_context(listing)
+                first_lists = self._first_lists = trace.set_span_in_context(listing)
                 for informer in self.informers:
                     tasks.create_task(informer.run(first_list_in=first_lists), name=f"informer {informer.resource.kind}")
                 tasks.create_task(self._end_when_synced(listing), name="end the listings' span")
@@ -270,9 +272,11 @@ class Operator:
         handles = next((i for i in self.informers if i.resource.kind == "ResourceHandle"), None)
         if handles is None:
             return
+        # The first term's listing is part of the start-up's story; a later term's is a story of its own.
+        in_trace, self._first_lists = self._first_lists, None
         try:
             async with asyncio.timeout(REFRESH_TIMEOUT):
-                await handles.refresh()
+                await handles.refresh(in_trace=in_trace)
         except TimeoutError:
             log.warning("listing ResourceHandles afresh took over %.0fs; deciding from the watch's cache",
                         REFRESH_TIMEOUT)

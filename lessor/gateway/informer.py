@@ -100,6 +100,7 @@ class Informer:
         self.synced = asyncio.Event()
         self.relists = 0
         self._refreshes: list[asyncio.Future[None]] = []  # `refresh` callers, answered by the next listing
+        self._refresh_in: Context | None = None  # the trace the asked-for listing belongs to
         self._watching: Any = None  # the watch response being read, which `refresh` closes
         self.reconnects = 0
         self.expirations = 0
@@ -113,7 +114,8 @@ class Informer:
             try:
                 if self.resource_version is None or self._refreshes:
                     asked, self._refreshes = self._refreshes, []  # asked before this listing began
-                    token = otel_context.attach(first_list_in) if first_list_in is not None else None
+                    in_trace = first_list_in if first_list_in is not None else self._refresh_in if asked else None
+                    token = otel_context.attach(in_trace) if in_trace is not None else None
                     try:
                         await self._relist()
                     finally:
@@ -138,13 +140,14 @@ class Informer:
                 log.warning("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
                 await asyncio.sleep(delay)
 
-    async def refresh(self) -> None:
+    async def refresh(self, *, in_trace: Context | None = None) -> None:
         """List afresh (a consistent read), deliver what changed since the cache's last event, and watch on
         from there; return once that listing is delivered. A new leader calls it before it decides anything,
         so that its cache holds every write the API server admitted before its term began, although the watch
         may deliver some of them late (a busy replica reads its watch late): a claim it binds then is one
-        the deposed leader had not bound already."""
+        the deposed leader had not bound already. `in_trace`: the trace its requests belong to."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._refresh_in = in_trace
         self._refreshes.append(waiter)
         if self._watching is not None:
             self._watching.close()  # the watch ends; the loop lists, then watches again

@@ -84,8 +84,10 @@ class CreatedKinds:
                 await asyncio.gather(*self._starting.values(), return_exceptions=True)
             await asyncio.gather(*(informer.synced.wait() for informer in self.informers.values()))
 
-        try:
-            await asyncio.wait_for(all_synced(), timeout)
+        try:  # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation (a SIGTERM) that
+            # arrives as the wait ends, and the operator then never stops
+            async with asyncio.timeout(timeout):
+                await all_synced()
         except TimeoutError:
             log.warning("created kinds not listed within %.0fs: %s", timeout,
                         ", ".join(f"{k[0]} {k[1]}" for k, i in self.informers.items() if not i.synced.is_set()))

@@ -121,8 +121,9 @@ class RouterService(router_pb2_grpc.RouterServiceServicer):
                                 "not a router token of a Dial (each is used by one client and one exporter, once)")
             return
         pair, mine, theirs = joined
-        try:
-            await asyncio.wait_for(theirs.joined.wait(), PAIRING_TIMEOUT)
+        try:  # asyncio.timeout, not wait_for, which can swallow a cancellation in 3.11
+            async with asyncio.timeout(PAIRING_TIMEOUT):
+                await theirs.joined.wait()
         except TimeoutError:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                 f"the other side of lease {pair.namespace}/{pair.lease}'s connection never came")

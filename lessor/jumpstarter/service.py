@@ -344,10 +344,12 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
                 held = self._held(subject)
                 if request.lease_name and held != request.lease_name:
                     return
-                try:
-                    yield await asyncio.wait_for(dials.get(), 1.0)
+                try:  # asyncio.timeout, not wait_for, which can swallow a cancellation in 3.11
+                    async with asyncio.timeout(1.0):
+                        dial = await dials.get()
                 except TimeoutError:
-                    pass
+                    continue
+                yield dial
 
     @_guarded
     async def Dial(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -12,7 +12,7 @@ its object it keeps failing on is given up. On top of that it gets:
 - `unexpected`: one answer to a message the actor does not know;
 - with `honours_ignore`, the ignore label (`lessor.model.labels.IGNORE`): while the object carries it,
   every message but a change of the object is dropped (`while_parked` answers askers), and `started` of the
-  subclass returns early (`ignored(self.obj)`); the label's removal restarts the actor afresh.
+  subclass returns early (`view.meta.ignored`); the label's removal restarts the actor afresh.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from typing import Any
 
 from lessor.templates.timestamps import parse_timestamp
 
-from .labels import IGNORE
 
 Body = Mapping[str, Any]
 
@@ -36,12 +35,6 @@ def name_of(obj: Body) -> str:
 
 def deleting(obj: Body | None) -> bool:
     return bool(_metadata(obj).get("deletionTimestamp"))
-
-
-def ignored(obj: Body | None) -> bool:
-    """Whether the object carries `IGNORE`."""
-    labels = _metadata(obj).get("labels")
-    return isinstance(labels, Mapping) and IGNORE in labels
 
 
 def generation(obj: Body | None) -> int | None:

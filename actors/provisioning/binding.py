@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import deleting, ignored
+from lessor.model.fields import deleting
+from lessor.model.views.meta import Meta
 from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.handles import claim_of, templates_record
 from lessor.model.views.provisioning import HandleView
@@ -29,7 +30,7 @@ from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, r
 
 def free(handle: Mapping[str, Any]) -> bool:
     """Neither bound to a claim nor being deleted nor labelled ignored: a handle that may still be given away."""
-    return claim_of(handle) is None and not deleting(handle) and not ignored(handle)
+    return claim_of(handle) is None and not deleting(handle) and not Meta.of(handle).ignored
 
 
 def free_standing(handle: Mapping[str, Any]) -> bool:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import created_at, deleting, generation, ignored, mapping_at, name_of, newer, timestamp
+from lessor.model.fields import created_at, deleting, generation, mapping_at, name_of, newer, timestamp
 from lessor.model.labels import CLAIM_TEMPLATES
 from lessor.model.handles import claim_of, record_templates_op, recorded_templates, templates_record
 from lessor.model.jsonpatch import apply as apply_patch
@@ -149,7 +149,7 @@ class ClaimActor(ObjectActor):
         if self.obj is None:
             await self._deleted()
             return
-        if ignored(self.obj):
+        if self.view.meta.ignored:
             return  # left alone until the label goes (`ObjectActor.still_parked`)
         named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]
         # A free-standing handle our last incarnation was binding when it died: settled now, and perhaps ours.

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import deleting, generation, ignored, newer
+from lessor.model.fields import deleting, generation, newer
 from lessor.model.handles import claim_of, reference_of
 from lessor.model.jsonpatch import json_equal
 from lessor.model.keys import reference_key
@@ -123,7 +123,7 @@ class HandleActor(ObjectActor):
                 await self._delete_resources()
             self.stop()
             return
-        if ignored(self.obj):
+        if self.view.meta.ignored:
             return  # left alone until the label goes (`ObjectActor.still_parked`)
         self.providers = await load_providers(self, self.namespace)
         if (bound := claim_of(self.obj)) is not None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lessor.model.fields import deleting, ignored, name_of, newer
+from lessor.model.fields import deleting, name_of, newer
 from lessor.model.handles import claim_of
 from lessor.model.keys import actor_address
 from lessor.templates import offload
@@ -143,7 +143,7 @@ class PoolActor(ObjectActor):
                 await self._delete_all_unbound()
             self.stop()
             return
-        if ignored(self.obj):
+        if self.view.meta.ignored:
             return  # left alone until the label goes (`ObjectActor.still_parked`)
         self.providers = await load_providers(self, self.namespace)
         await self._load_scalings()

@@ -113,7 +113,7 @@ class Operator:
         self.registry = registry
         self.tracer_provider = tracer_provider
         self._tracer = trace.get_tracer("lessor.operator", tracer_provider=tracer_provider)
-        # Whether spans are recorded at all (as `lessor.mailbox` decides): without, no event is judged idle.
+        # Whether spans are recorded at all (as `lessor.mailbox` decides): without, a watch event starts no span.
         self._traced = not isinstance(tracer_provider or trace.get_tracer_provider(),
                                       (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
         self.informers = [
@@ -170,6 +170,11 @@ class Operator:
         self._events.labels(kind).set(sum(len(i.store) for i in informers if i.resource.kind == kind))
         if kind == "ResourceProvider" and event.type != "DELETED":
             self.created_kinds.watch_provider(event.object)
+        if not self._traced:
+            # No span at all: a non-recording one cost about half of the informer's work per event (py-spy, lease
+            # storm), and the informers take no turns: every event's cost delays every namespace's next event.
+            await self._to_topology(Event(event.type, event.object))
+            return
         # The root of a trace, from this watch event through every actor message it causes; or, when the
         # event reports one of lessor's own writes, the next step of that write's trace (gateway/causes.py).
         # A heartbeat that changes nothing is not worth a trace: its whole story goes unrecorded.
@@ -178,7 +183,7 @@ class Operator:
         if cause is not None:
             parent: trace.Span | None = trace.NonRecordingSpan(cause)
         else:
-            parent = unrecorded() if self._traced and idle_heartbeat(event) else None
+            parent = unrecorded() if idle_heartbeat(event) else None
         with self._tracer.start_as_current_span(
             f"receive {kind}", kind=trace.SpanKind.CONSUMER,
             context=trace.set_span_in_context(parent) if parent is not None else None,

@@ -23,13 +23,15 @@ def _lone(table: dict[str, str], refs: int) -> list[str]:
     return [s for s in table if sys.getrefcount(s) == refs]
 
 
-def _lone_refs() -> int:
-    """What `sys.getrefcount` says in `_lone` of a string only the table holds (it varies with the version)."""
+def _lone_refs() -> int | None:
+    """What `sys.getrefcount` says in `_lone` of a string only the table holds (it varies with the version);
+    None where no count tells (an interpreter whose refcounts mean something else): then nothing is shared,
+    as a table that could not be pruned would only grow."""
     probe: dict[str, str] = {}
     fresh = "".join(("lessor", "-", "probe"))
     probe[fresh] = fresh
     del fresh
-    return next(refs for refs in range(1, 16) if _lone(probe, refs))
+    return next((refs for refs in range(1, 16) if _lone(probe, refs)), None)
 
 
 class Strings:
@@ -47,6 +49,8 @@ class Strings:
 
     def share(self, obj: dict[str, Any]) -> dict[str, Any]:
         """`obj` (a decoded object), in place, with its string values swapped for the table's; returned."""
+        if self._alone is None:
+            return obj
         for key, value in obj.items():
             kind = type(value)
             if kind is str:
@@ -64,6 +68,8 @@ class Strings:
 
     def prune(self) -> None:
         """Drop the strings no object holds any more."""
+        if self._alone is None:
+            return
         for lone in _lone(self._table, self._alone):
             del self._table[lone]
         self._prune_at = max(self._min, 2 * len(self._table))

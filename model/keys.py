@@ -6,6 +6,7 @@ An actor of a lessor object lives at `prefix/namespace/name` (`lease/lab/l1`); `
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -57,6 +58,7 @@ def address(key: ObjectKey) -> str | None:
 
 
 def split_address(address: str) -> tuple[str, str]:
-    """`prefix/namespace/name` → (namespace, name)."""
+    """`prefix/namespace/name` → (namespace, name). The namespace is interned: every actor keeps it, and a
+    cluster has few (one copy each rather than one per actor)."""
     _, namespace, name = address.split("/", 2)
-    return namespace, name
+    return sys.intern(namespace), name

@@ -50,6 +50,7 @@ from ..api import EXPORTER, LEASE, Conflict, NotFound
 from ..conditions import merge_condition, new_condition
 from ..context import Context
 from .protocol import (
+    NO_NAMES,
     Accept,
     AvailabilityChanged,
     Confirm,
@@ -119,9 +120,9 @@ class ExporterActor(ObjectActor):
         self.offer: tuple[str, int] | None = None  # (lease, ticket)
         self.tickets = 0
         self.deciding = False
-        self.allow_disabled: frozenset[str] = frozenset()  # the empty one is shared: most never hold one
+        self.allow_disabled = NO_NAMES  # most never hold one
         self.verified = False  # `obj` came from the API or a write, not only from the topology's copy
-        self.evicting: frozenset[str] = frozenset()  # told Evicted, end not yet seen: nobody is Granted meanwhile
+        self.evicting = NO_NAMES  # told Evicted, end not yet seen: nobody is Granted meanwhile
         self.grant_due: str | None = None  # the holder, told Granted once `evicting` is empty
 
     # --- life ---------------------------------------------------------------------------
@@ -335,7 +336,7 @@ class ExporterActor(ObjectActor):
     def _forget(self, lease: str) -> None:
         self.queue.remove(lease)
         if lease in self.allow_disabled:
-            self.allow_disabled = self.allow_disabled - {lease}
+            self.allow_disabled = self.allow_disabled - {lease} or NO_NAMES
         if self.offer is not None and self.offer[0] == lease:
             self.offer = None
             self._schedule_decision()
@@ -420,7 +421,7 @@ class ExporterActor(ObjectActor):
         self.schedule("evictions", _EvictionsDue(), delay=self.ctx.offer_timeout)
 
     def _evicted(self, lease: str) -> None:
-        self.evicting = self.evicting - {lease} or frozenset()
+        self.evicting = self.evicting - {lease} or NO_NAMES
         if not self.evicting:
             self.cancel("evictions")
             due, self.grant_due = self.grant_due, None

@@ -45,6 +45,7 @@ from ..conditions import merge_condition, new_condition, remove_condition, same_
 from ..context import Context
 from ..events import NORMAL, severity
 from .protocol import (
+    NO_NAMES,
     Accept,
     AvailabilityChanged,
     Confirm,
@@ -128,7 +129,7 @@ class LeaseActor(ObjectActor):
         self.accepting: tuple[str, int] | None = None
         self.pending: Pending | None = None
         self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
-        self.settling: frozenset[str] = frozenset()  # candidates asked to Settle that have not answered
+        self.settling = NO_NAMES  # candidates asked to Settle that have not answered
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
         self.story: Cause | None = None  # the trace this incarnation started in (see `_resolve_again`)
@@ -318,7 +319,7 @@ class LeaseActor(ObjectActor):
     def _settled(self, exporter: str) -> None:
         if exporter not in self.settling:
             return
-        self.settling = self.settling - {exporter} or frozenset()
+        self.settling = self.settling - {exporter} or NO_NAMES
         if not self.settling:
             self.cancel("settle")
             if self.offers and not self.choosing:
@@ -592,7 +593,7 @@ class LeaseActor(ObjectActor):
             self.accepting = None
         self._decline_all()
         self._withdraw_all()
-        self.settling = frozenset()
+        self.settling = NO_NAMES
         for timer in ("evaluate", "expire", "pending", "choose", "accepting", "settle"):
             self.cancel(timer)
 

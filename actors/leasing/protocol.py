@@ -35,8 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-# --- to the exporter actor ---------------------------------------------------------------
+NO_NAMES: frozenset[str] = frozenset()
+"""The empty set of names, shared: `frozenset()` makes a new one of 216 bytes each time, and every exporter and
+lease actor holds two or one that are nearly always empty."""
 
+
+# --- to the exporter actor ---------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class Want:

@@ -20,6 +20,7 @@ from opentelemetry.context import Context
 
 from lessor.gateway.client import ApiError, Gateway, failure_code
 from lessor.gateway.resources import Resource
+from lessor.gateway.strings import STRINGS
 from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,12 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as it is cached, changed in place: what lessor never reads dropped (`_drop`), and its string
+    values shared with the other cached objects' (`strings`)."""
+    return STRINGS.share(_drop(obj))
+
+
+def _drop(obj: dict[str, Any]) -> dict[str, Any]:
     """Drop, in place, what lessor never reads before the object is cached: `managedFields` (more than
     half of a typical object) and kubectl's last-applied copy. lessor never PUTs a cached object back
     (it patches and applies), so nothing is lost on the server."""
@@ -50,9 +57,9 @@ def _compacted(page: list[dict[str, Any]]) -> list[dict[str, Any]]:
     the allocator cannot hand back (at 10k exporters about 3 KB each); the rebuilt copies are made once
     the page is freed, so they fill that space densely. Watch events are only slimmed: rebuilding each one
     too made no difference beyond noise (20k exporters, four runs) and costs CPU on every event."""
-    kept = orjson.dumps([slim(obj) for obj in page])
+    kept = orjson.dumps([_drop(obj) for obj in page])
     page.clear()
-    return cast(list[dict[str, Any]], orjson.loads(kept))
+    return [STRINGS.share(obj) for obj in cast(list[dict[str, Any]], orjson.loads(kept))]
 
 
 @dataclass(frozen=True)

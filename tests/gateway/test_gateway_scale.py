@@ -101,3 +101,36 @@ async def test_reads_of_lessors_objects_queue_for_a_slot_and_other_reads_do_not(
     assert peak["Exporter"] == READ_CONCURRENCY
     assert peak["ConfigMap"] > READ_CONCURRENCY, "reads of other kinds (the leader's Lease) never wait for a slot"
     assert gw.requests[("get", "Exporter")] == READ_CONCURRENCY * 4
+
+
+async def test_equal_values_of_cached_objects_are_one_string_and_nothing_else_changes(
+        kube: Gateway, namespace: str) -> None:
+    """Listed and watched objects share each equal string value (apiVersion, namespace, a label's value, a
+    data value); the cache still holds every field the server has but managedFields."""
+    def labelled(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "labels": {"board": "rpi-" + namespace}},
+                "data": {"v": "a value of " + namespace}}
+
+    for name in ("listed-a", "listed-b"):
+        await kube.create(CONFIGMAP, namespace, labelled(name))
+    informer = Informer(kube, CONFIGMAP, lambda event: None, namespace=namespace)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), scaled(20))
+        await kube.create(CONFIGMAP, namespace, labelled("watched"))
+        async with asyncio.timeout(scaled(20)):
+            while (namespace, "watched") not in informer.store:
+                await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    cached = [informer.store[(namespace, name)] for name in ("listed-a", "listed-b", "watched")]
+    for read in (lambda o: o["apiVersion"], lambda o: o["metadata"]["namespace"],
+                 lambda o: o["metadata"]["labels"]["board"], lambda o: o["data"]["v"]):
+        assert len({id(read(obj)) for obj in cached}) == 1
+    for obj in cached:
+        server = await kube.get(CONFIGMAP, namespace, obj["metadata"]["name"])
+        del server["metadata"]["managedFields"]
+        assert obj == server

@@ -446,8 +446,13 @@ class ClaimActor(ObjectActor):
         references, a write later)."""
         for _ in range(_NAME_DRAWS):
             named = {**body, "metadata": {**body["metadata"], "name": new_handle_name()}}
-            final = await offload(with_references, named, self.providers, key=self.namespace,
-                                  operator_namespace=self.ctx.operator_namespace, claim=self.obj, now=now)
+            try:
+                final = await offload(with_references, named, self.providers, key=self.namespace,
+                                      operator_namespace=self.ctx.operator_namespace, claim=self.obj, now=now)
+            except Exception as error:  # noqa: BLE001 - a saving only: the handle's actor renders, and says why
+                log.info("claim %s/%s: the new handle's references are left to it: %s", self.namespace, self.name,
+                         error)
+                final = named
             try:
                 return await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, final)
             except AlreadyExists:

@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import time
 import uuid
+from pathlib import Path
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -403,17 +404,13 @@ class Writes:
     events (a watch shows every write that changed something): (kind, name, what) with `what` "create",
     "status" (the status alone changed) or "spec" (anything else). Only those made while `counting`."""
 
-    def __init__(self, kube: Gateway, provider: str, namespace: str) -> None:
+    def __init__(self, kubeconfig: Path, provider: str, namespace: str) -> None:
+        self.kubeconfig = kubeconfig
         self.provider = provider
         self.seen: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.made: list[tuple[str, str, str]] = []
         self.counting = False
-        self.informers = [
-            Informer(kube, HANDLE, self._on, namespace=OPS),
-            Informer(kube, CONFIGMAP, self._on, namespace=OPS,
-                     label_selector=f"lessor.dev/resource-provider-name={provider}"),
-            Informer(kube, CLAIM, self._on, namespace=namespace),
-        ]
+        self.namespace = namespace
 
     def _on(self, event: WatchEvent) -> None:
         obj = event.object
@@ -438,8 +435,16 @@ class Writes:
         self.made.append((kind, name, what))
 
     async def __aenter__(self) -> Writes:
-        self.task = asyncio.gather(*(informer.run() for informer in self.informers))
-        for informer in self.informers:
+        # its own connection, closed at the end: the watches never hold the tests' shared one
+        self.gateway = await Gateway.connect(str(self.kubeconfig))
+        informers = [
+            Informer(self.gateway, HANDLE, self._on, namespace=OPS),
+            Informer(self.gateway, CONFIGMAP, self._on, namespace=OPS,
+                     label_selector=f"lessor.dev/resource-provider-name={self.provider}"),
+            Informer(self.gateway, CLAIM, self._on, namespace=self.namespace),
+        ]
+        self.task = asyncio.gather(*(informer.run() for informer in informers))
+        for informer in informers:
             await informer.synced.wait()
         self.counting = True
         return self
@@ -447,6 +452,7 @@ class Writes:
     async def __aexit__(self, *exc: object) -> None:
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
+        await self.gateway.close()
 
     def by_kind(self) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -456,7 +462,7 @@ class Writes:
 
 
 async def test_a_pooled_claim_costs_seven_writes_and_a_claim_with_its_own_handle_four(
-        kube: Gateway, namespace: str, lab: Lab) -> None:
+        kube: Gateway, kubeconfig: Path, namespace: str, lab: Lab) -> None:
     """Issue 25's write budget, seen from the API server's watch. A pooled claim: the binding, the resource's
     update with the claim's values and labels, the handle's status on it, the claim's one status; and the
     pool's replacement: its handle, its resource, the handle's first status (the pool's readiness and the
@@ -466,7 +472,7 @@ async def test_a_pooled_claim_costs_seven_writes_and_a_claim_with_its_own_handle
         default={"data": {"size": "small"}}, matchIgnore=["/data/owner"]))
     pool = await lab.pool("envs", env, {"data": {"size": "small"}}, min_available=1)
     await until(kube, POOL, OPS, pool, counted("ready", 1))
-    async with Writes(kube, env, namespace) as writes:
+    async with Writes(kubeconfig, env, namespace) as writes:
         await claim(kube, namespace, "pooled", resource(env, {"data": {"owner": "alice"}}))
         got = await until(kube, CLAIM, namespace, "pooled", ready)
         await until(kube, POOL, OPS, pool, lambda p: counted("ready", 1)(p) and handle_of(got) not in {
@@ -476,7 +482,7 @@ async def test_a_pooled_claim_costs_seven_writes_and_a_claim_with_its_own_handle
                                 "ResourceHandle": ["create", "spec", "status", "status"],
                                 "ConfigMap": ["create", "spec"]}, writes.made
 
-    async with Writes(kube, env, namespace) as writes:
+    async with Writes(kubeconfig, env, namespace) as writes:
         await claim(kube, namespace, "own", resource(env, {"data": {"size": "large"}}))
         got = await until(kube, CLAIM, namespace, "own", ready)
         await asyncio.sleep(scaled(1.0))

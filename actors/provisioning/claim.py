@@ -48,7 +48,7 @@ from lessor.model.views.meta import Meta
 from lessor.model.views.provisioning import ClaimView, HandleView, PoolView, view_of
 from lessor.templates import TemplateError, check_expression, format_timestamp, offload
 
-from ..api import CLAIM, HANDLE, POOL, PROVIDER, ApiFailure, NotFound
+from ..api import CLAIM, HANDLE, POOL, PROVIDER, AlreadyExists, ApiFailure, NotFound
 from .binding import binding_patch, ending, free_standing, preference
 from .claim_approval import ApprovalWait, approval_state, approval_wait
 from .protocol import ClaimDeleted, HandleBound, NoHandle, WantHandle
@@ -65,7 +65,7 @@ from .claim_updates import plan_update
 from ..conditions import BOUND, READY, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import NORMAL, WARNING, record_transitions
-from .handle_render import status_summary
+from .handle_render import new_handle_name, status_summary, with_references
 from .lifespan import LifespanConfig, claim_lifespan_of, handle_lifespan_spec, rendered_lifespan
 from ..object_actor import ObjectActor, Written, commit
 from ..observed import Observed
@@ -79,6 +79,7 @@ log = logging.getLogger(__name__)
 _ANSWER_TIMEOUT = 10.0  # a pool that has not answered by then may have died with the question: ask again
 _RETRY = 5.0  # seconds before trying again what the API refused
 _SETTLE = 10.0  # seconds a bound claim's status waits for its handle to report on the handle's current spec
+_NAME_DRAWS = 3  # names drawn for a new handle before the API server is left to draw one
 DETACHED = "Detached"  # Bound and Ready reason of a claim whose autoDetach.when held
 
 
@@ -427,7 +428,7 @@ class ClaimActor(ObjectActor):
         if (provider := spec.provider_reference()) is not None:
             body["spec"]["provider"] = provider
         try:
-            handle = await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, body)
+            handle = await self._create_named(body, now)
         except ApiFailure as error:
             log.warning("claim %s/%s: creating a handle failed: %s", self.namespace, self.name, error)
             self.create_error = str(error)
@@ -437,6 +438,26 @@ class ClaimActor(ObjectActor):
         self.create_error = ""
         self.ctx.events.record(HANDLE, handle, NORMAL, "Created", f"for claim {self.namespace}/{self.name}", "Create")
         await self._adopt(handle, base=list(spec.templates), start=now)
+
+    async def _create_named(self, body: dict[str, Any], now: datetime) -> Mapping[str, Any]:
+        """Create the handle under a name drawn here (`new_handle_name`, the form `generateName` gives), with the
+        references of its resources already in its spec (`with_references`): its actor then has none to write.
+        A name that is taken is drawn again; after a few, the API server draws it (and the actor records the
+        references, a write later)."""
+        for _ in range(_NAME_DRAWS):
+            named = {**body, "metadata": {**body["metadata"], "name": new_handle_name()}}
+            try:
+                final = await offload(with_references, named, self.providers, key=self.namespace,
+                                      operator_namespace=self.ctx.operator_namespace, claim=self.obj, now=now)
+            except Exception as error:  # noqa: BLE001 - a saving only: the handle's actor renders, and says why
+                log.info("claim %s/%s: the new handle's references are left to it: %s", self.namespace, self.name,
+                         error)
+                final = named
+            try:
+                return await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, final)
+            except AlreadyExists:
+                continue
+        return await self.ctx.api.create(HANDLE, self.ctx.operator_namespace, body)
 
     async def _adopt(self, handle: Mapping[str, Any], *, base: list[Any] | None, start: datetime | None) -> None:
         self.handle, self.base, self.bound_at = handle, base, start
@@ -832,10 +853,16 @@ def _behind(handle: HandleView) -> bool:
 
 
 def _copy_states(resources: list[dict[str, Any]], handle: HandleView) -> None:
-    """Each resource's reference and state, as the handle reports them, into the claim's entries."""
+    """Each resource's reference and state, as the handle reports them, into the claim's entries.
+
+    The reference is the spec's (the name kept for the resource), shown once the handle reports the resource
+    as its own: a handle created with its references (`with_references`) names a resource before it exists,
+    and a name taken by another's resource (`ResourceConflict`) is never shown as the claim's."""
     entries, reported = handle.resources, handle.reported
     for index, entry in enumerate(resources):
         reference = entries[index].get("reference") if index < len(entries) else None
+        if index < len(reported) and not reported[index].get("reference"):
+            reference = None
         state = reported[index].get("state") if index < len(reported) else None
         waiting = reported[index].get("waitingFor") if index < len(reported) else None
         for key, value in (("reference", reference), ("state", state), ("waitingFor", waiting)):

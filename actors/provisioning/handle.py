@@ -58,7 +58,8 @@ from ..conditions import READY, merge_condition, new_condition, same_conditions
 from ..context import Context
 from ..events import WARNING
 from .binding import ending, free
-from .handle_render import RenderedResource, render_handle, rendered_condition, requester_of, status_summary
+from .handle_render import (RenderedResource, render_handle, rendered_condition, requester_of, status_summary,
+                            uses_requester)
 from ..object_actor import GaveUp, Lost, ObjectActor, commit
 from ..observed import Observed
 from .ownership import owned_by, owner_text
@@ -298,7 +299,7 @@ class HandleActor(ObjectActor):
         """(identity, user) named by the claim namespace's requester annotation, for overrides that use them."""
         bound = claim_of(self.obj)
         used = {provider_name(entry) for entry in self.view.resources} if self.obj is not None else set()
-        if bound is None or not any(_uses_requester(p) for name, p in self.providers.items() if name in used):
+        if bound is None or not any(uses_requester(p) for name, p in self.providers.items() if name in used):
             return None, None
         if self.requester is None:
             user = identity = None
@@ -491,10 +492,6 @@ def _contains(value: Any, pattern: Any) -> bool:
     if isinstance(pattern, list):
         return isinstance(value, list) and len(value) == len(pattern) and all(map(_contains, value, pattern))
     return json_equal(value, pattern)
-
-
-def _uses_requester(provider: Provider) -> bool:
-    return provider.template_enable and "requester_" in json.dumps([provider.override, provider.view.vars])
 
 
 def ready_condition(resources: list[dict[str, Any]], *, now: datetime, generation: int | None) -> dict[str, Any]:

@@ -19,7 +19,9 @@ Placement and identity are decided here, never by a claim:
 from __future__ import annotations
 
 import copy
+import json
 import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -239,6 +241,44 @@ def render_resource(handle: Handle, index: int, provider: Provider, *, operator_
     reference = {"apiVersion": definition["apiVersion"], "kind": definition["kind"],
                  "name": name, "namespace": namespace}
     return RenderedResource(index, definition, reference)
+
+
+#: The letters of a name's generated suffix, as the API server picks them for `generateName` (no vowels, no
+#: look-alikes), and how many.
+_GUID_LETTERS = "bcdfghjklmnpqrstvwxz2456789"
+_GUID_LENGTH = 5
+
+
+def new_handle_name() -> str:
+    """A name for a handle about to be created, in the form `generateName: guid-` gives: `guid-` and five
+    random letters. Chosen before the create, so that what depends on the guid (its resources' names) can be
+    written in the create; a name that is taken fails the create with AlreadyExists, and another is drawn."""
+    return "guid-" + "".join(secrets.choice(_GUID_LETTERS) for _ in range(_GUID_LENGTH))
+
+
+def uses_requester(provider: Provider) -> bool:
+    """Whether the provider's templates read the claim namespace's requester (`requester_user`, ...)."""
+    return provider.template_enable and "requester_" in json.dumps([provider.override, provider.view.vars])
+
+
+def with_references(handle: Mapping[str, Any], providers: Mapping[str, Provider], *, operator_namespace: str,
+                    claim: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """A handle about to be created (named, bound) with `spec.resources[].reference` of each resource its actor
+    will create, rendered as the actor renders them: the handle is created with its final spec, and its actor,
+    which keeps a recorded reference's name, has no reference of its own to write after the resource's create.
+
+    Left out (the actor records them itself, a write later, as before): a resource that waits (for a claim, a
+    linked resource), one whose provider reads the requester (looked up by the actor only), and one whose
+    rendering fails (the actor says why)."""
+    body = copy.deepcopy(dict(handle))
+    entries = body["spec"]["resources"]
+    results = render_handle(body, providers, operator_namespace=operator_namespace, claim=claim, now=now)
+    for result, entry in zip(results, entries):
+        provider = providers.get(provider_name(entry) or "")
+        if result.definition is not None and result.reference is not None and provider is not None \
+                and not uses_requester(provider) and not entry.get("reference"):
+            entry["reference"] = result.reference
+    return body
 
 
 #: What a pool copies onto each handle it creates, as Poolboy's pools do.

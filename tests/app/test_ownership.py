@@ -93,6 +93,7 @@ async def test_a_claim_named_after_an_existing_configmap_neither_merges_into_it_
     assert after["data"] == {"owner": "someone"}  # nothing merged
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]  # nothing written at all
     assert "state" not in got["status"]["resources"][0]  # its content is not shown on the claim either
+    assert "reference" not in got["status"]["resources"][0]  # nor is it named as the claim's
 
     await delete_claim(kube, namespace, "victim")
     still = await kube.get(CONFIGMAP, namespace, "victim")

@@ -12,12 +12,13 @@ import asyncio
 import datetime as dt
 import time
 import uuid
+from pathlib import Path
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import pytest
 
-from lessor.gateway import Gateway, Resource
+from lessor.gateway import Gateway, Informer, Resource, WatchEvent
 from lessor.gateway.resources import CLAIM, CONFIGMAP, CRD, HANDLE, NAMESPACE, POOL, PROVIDER
 from tests.polling import discard, get, gone, until
 from tests.slowness import scaled
@@ -396,6 +397,102 @@ async def test_a_matching_claim_takes_a_pool_handle_and_the_pool_replenishes(
         "available": 2, "ready": 2}))["status"]
     names = {h["name"] for h in status["resourceHandles"]}
     assert len(names) == 2 and handle_of(await kube.get(CLAIM, namespace, "fits")) not in names
+
+
+class Writes:
+    """The writes to one provider's handles and ConfigMaps and to one namespace's claims, told from their watch
+    events (a watch shows every write that changed something): (kind, name, what) with `what` "create",
+    "status" (the status alone changed) or "spec" (anything else). Only those made while `counting`."""
+
+    def __init__(self, kubeconfig: Path, provider: str, namespace: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.provider = provider
+        self.seen: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.made: list[tuple[str, str, str]] = []
+        self.counting = False
+        self.namespace = namespace
+
+    def _on(self, event: WatchEvent) -> None:
+        obj = event.object
+        kind, name = obj.get("kind") or "", obj["metadata"]["name"]
+        if kind == "ResourceHandle" and not any((r.get("provider") or {}).get("name") == self.provider
+                                                for r in obj["spec"].get("resources") or ()):
+            return
+        before = self.seen.get((kind, name))
+        self.seen[(kind, name)] = obj
+        if not self.counting or event.type == "DELETED":
+            return
+        if before is None:
+            what = "create"
+        else:
+            rest = [key for key in obj.keys() | before.keys() if key not in ("status", "metadata")]
+            same = all(obj.get(key) == before.get(key) for key in rest) and \
+                {k: v for k, v in obj["metadata"].items() if k not in ("resourceVersion", "generation",
+                                                                      "managedFields")} == \
+                {k: v for k, v in before["metadata"].items() if k not in ("resourceVersion", "generation",
+                                                                         "managedFields")}
+            what = "status" if same else "spec"
+        self.made.append((kind, name, what))
+
+    async def __aenter__(self) -> Writes:
+        # its own connection, closed at the end: the watches never hold the tests' shared one
+        self.gateway = await Gateway.connect(str(self.kubeconfig))
+        informers = [
+            Informer(self.gateway, HANDLE, self._on, namespace=OPS),
+            Informer(self.gateway, CONFIGMAP, self._on, namespace=OPS,
+                     label_selector=f"lessor.dev/resource-provider-name={self.provider}"),
+            Informer(self.gateway, CLAIM, self._on, namespace=self.namespace),
+        ]
+        self.task = asyncio.gather(*(informer.run() for informer in informers))
+        for informer in informers:
+            await informer.synced.wait()
+        self.counting = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.gateway.close()
+
+    def by_kind(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for kind, _, what in self.made:
+            found.setdefault(kind, []).append(what)
+        return {kind: sorted(whats) for kind, whats in found.items()}
+
+
+async def test_a_pooled_claim_costs_seven_writes_and_a_claim_with_its_own_handle_four(
+        kube: Gateway, kubeconfig: Path, namespace: str, lab: Lab) -> None:
+    """Issue 25's write budget, seen from the API server's watch. A pooled claim: the binding, the resource's
+    update with the claim's values and labels, the handle's status on it, the claim's one status; and the
+    pool's replacement: its handle, its resource, the handle's first status (the pool's readiness and the
+    resource's reference are read there). A claim the pool cannot serve: its handle, created with the
+    resource's reference, the resource, the handle's status, the claim's status; no spec write of the handle."""
+    env = await lab.provider("env", **configmap_provider(
+        default={"data": {"size": "small"}}, matchIgnore=["/data/owner"]))
+    pool = await lab.pool("envs", env, {"data": {"size": "small"}}, min_available=1)
+    await until(kube, POOL, OPS, pool, counted("ready", 1))
+    async with Writes(kubeconfig, env, namespace) as writes:
+        await claim(kube, namespace, "pooled", resource(env, {"data": {"owner": "alice"}}))
+        got = await until(kube, CLAIM, namespace, "pooled", ready)
+        await until(kube, POOL, OPS, pool, lambda p: counted("ready", 1)(p) and handle_of(got) not in {
+            h["name"] for h in p["status"]["resourceHandles"]})
+        await asyncio.sleep(scaled(1.0))  # a write that trails would show by now
+    assert writes.by_kind() == {"ResourceClaim": ["create", "status"],  # the test's create, the operator's status
+                                "ResourceHandle": ["create", "spec", "status", "status"],
+                                "ConfigMap": ["create", "spec"]}, writes.made
+
+    async with Writes(kubeconfig, env, namespace) as writes:
+        await claim(kube, namespace, "own", resource(env, {"data": {"size": "large"}}))
+        got = await until(kube, CLAIM, namespace, "own", ready)
+        await asyncio.sleep(scaled(1.0))
+    assert writes.by_kind() == {"ResourceClaim": ["create", "status"],
+                                "ResourceHandle": ["create", "status"],
+                                "ConfigMap": ["create"]}, writes.made
+    handle = await kube.get(HANDLE, OPS, handle_of(got))
+    assert handle["spec"]["resources"][0]["reference"] == reference(got)  # in the spec, as the contract has it
+    assert handle["metadata"]["generateName"] == "guid-"
+    assert reference(got)["name"] == "guid0-" + handle["metadata"]["name"].removeprefix("guid-")
 
 
 async def test_many_claims_at_once_never_share_a_handle_nor_hold_two(

@@ -14,11 +14,13 @@ from lessor.actors.provisioning.handle_render import (
     POOL_NAME,
     PROVIDER_NAME,
     handle_guid,
+    new_handle_name,
     render_handle,
     render_resource,
     rendered_condition,
     requester_of,
     valid_label_value,
+    with_references,
 )
 from lessor.actors.provisioning.provider import Provider, provider_from
 
@@ -227,3 +229,39 @@ def test_the_requester_comes_from_the_claim_namespaces_annotation() -> None:
     assert requester_of({"metadata": {"annotations": {"openshift.io/requester": "alice"}}}) == "alice"
     assert requester_of({"metadata": {"annotations": None}}) is None
     assert requester_of(None) is None
+
+
+# ------------------------------------------------------------------ a new handle's references
+
+
+def test_a_new_handle_is_named_as_generate_name_would_name_it() -> None:
+    names = {new_handle_name() for _ in range(50)}
+    assert len(names) == 50
+    for name in names:
+        assert name.startswith("guid-") and len(name) == 10
+        assert handle_guid({"metadata": {"name": name, "generateName": "guid-"}}) == name.removeprefix("guid-")
+
+
+def test_a_new_handle_carries_the_references_its_actor_would_record_and_none_it_cannot_know() -> None:
+    claim = {"metadata": {"name": "alice-env", "namespace": "lab"}}
+    bound = {"name": "alice-env", "namespace": "lab"}
+    plain = provider()
+    h = handle({}, {"metadata": {"generateName": "db-"}}, claim=bound)
+    made = with_references(h, {"plain": plain}, operator_namespace=OPERATOR_NAMESPACE, claim=claim, now=NOW)
+    rendered = render_handle(h, {"plain": plain}, operator_namespace=OPERATOR_NAMESPACE, claim=claim, now=NOW)
+    assert [entry["reference"] for entry in made["spec"]["resources"]] == [r.reference for r in rendered]
+    assert [entry["reference"]["name"] for entry in made["spec"]["resources"]] == [
+        "guid0-k3x9q2vw7h", "db-k3x9q2vw7h"]
+    assert "reference" not in h["spec"]["resources"][0]  # the given body is left as it was
+    # the actor, rendering the created handle, keeps those names: it has no reference of its own to write
+    again = render_handle(made, {"plain": plain}, operator_namespace=OPERATOR_NAMESPACE, claim=claim, now=NOW)
+    assert [r.reference for r in again] == [entry["reference"] for entry in made["spec"]["resources"]]
+
+    by_requester = provider("by-requester", template={"enable": True}, override={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "{{ requester_user.metadata.name }}-env"}})
+    broken = provider("broken", template={"enable": True}, override={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "{{ nothing.here }}"}})
+    for left in (by_requester, broken):  # looked up, or explained, by the actor only
+        h = handle({}, provider=left.name, claim=bound)
+        made = with_references(h, {left.name: left}, operator_namespace=OPERATOR_NAMESPACE, claim=claim, now=NOW)
+        assert "reference" not in made["spec"]["resources"][0], left.name

@@ -49,8 +49,10 @@ class StartupFreezer:
             gc.freeze()
 
     def start(self) -> None:
-        """Freeze the survivors of every full pass from now until `stop` or the deadline."""
-        if not self._watching:
+        """Freeze what is there (the imported modules' objects, alive for good, which every full pass would walk),
+        then the survivors of every full pass from now until `stop` or the deadline."""
+        if not self._watching and time.monotonic() < self.until:
+            gc.freeze()
             gc.callbacks.append(self._after_pass)
             self._watching = True
 

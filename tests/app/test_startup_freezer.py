@@ -30,7 +30,7 @@ def test_started_it_freezes_what_survives_each_full_pass_until_stopped_or_past_i
     """A full pass with no event since the last freeze (the topology starting every actor in one turn) walks
     the new objects once: the survivors are frozen, so the next pass skips them."""
     gc.unfreeze()
-    freezer = StartupFreezer(every=10**9, for_seconds=60)
+    freezer = StartupFreezer(every=10**9, for_seconds=0, passes_for_seconds=60)  # counted events: past its deadline
     freezer.start()
     try:
         assert gc.get_freeze_count() > 0  # what was there: the imported modules
@@ -44,7 +44,7 @@ def test_started_it_freezes_what_survives_each_full_pass_until_stopped_or_past_i
         gc.unfreeze()
         gc.collect()
         assert gc.get_freeze_count() == 0
-        late = StartupFreezer(every=10**9, for_seconds=0)
+        late = StartupFreezer(every=10**9, for_seconds=0, passes_for_seconds=0)
         late.start()
         try:
             gc.collect()

@@ -4,7 +4,7 @@ For each size N: a fresh control plane, one namespace, N exporters (Available), 
 and N/10 policies in groups of 20 exporters (each group has two clients and two policies that
 admit them to it). `lessor run` starts as its own process and is measured from the outside:
 its API requests by verb until it settles (every mailbox empty, no request for a second), its
-worst `/healthz` latency meanwhile (polled every 50 ms), actor restarts, RSS, then a burst of
+worst `/healthz` latency meanwhile (polled every 50 ms by a thread), actor restarts, RSS, then a burst of
 leases (create to Ready, CPU and writes per lease) and how long SIGTERM takes, when quiet and
 (a second start) two seconds after ready, while the actors start; then a restart as after a rollout
 (nothing left to write): its time to settle and RSS. RSS is read once the operator has settled its

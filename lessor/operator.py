@@ -242,6 +242,8 @@ class Operator:
     async def run(self) -> None:
         probes = ProbeServer(self.ready, self.loop_lag.healthy, self.config.bind_address, self.config.health_port)
         probes.start()  # a thread of its own: a loop slowed by CPU pressure still answers its probes in time
+        if self._freezer is not None:
+            self._freezer.start()
         runners = [await self._serve_metrics()]
         log.info("health on :%d, metrics on :%d%s", self.config.health_port, self.config.metrics_port,
                  " (HTTPS, authorized by the API server)" if self.config.metrics_secure else "")
@@ -261,6 +263,7 @@ class Operator:
                 tasks.create_task(self._terms(), name="terms of leadership")
             # Every actor has stopped (the task group ended): hand the leadership over at once.
         finally:
+            self._stop_freezing()
             await asyncio.to_thread(probes.close)
             self.render_queue.close()
             await self.leadership.release()
@@ -371,7 +374,12 @@ class Operator:
         joins the frozen objects, and the heap their start-up used goes back to the system."""
         await _quiet(system)
         settle_after_start()
-        self._freezer = None  # the first start-up's work is done: what is new from now on is collected as usual
+        self._stop_freezing()  # the first start-up's work is done: what is new from now on is collected as usual
+
+    def _stop_freezing(self) -> None:
+        if self._freezer is not None:
+            self._freezer.stop()
+            self._freezer = None
 
 
 def idle_heartbeat(event: WatchEvent) -> bool:

@@ -4,7 +4,7 @@ For each size N: a fresh control plane, one namespace, N exporters (Available), 
 and N/10 policies in groups of 20 exporters (each group has two clients and two policies that
 admit them to it). `lessor run` starts as its own process and is measured from the outside:
 its API requests by verb until it settles (every mailbox empty, no request for a second), its
-worst `/healthz` latency meanwhile (polled every 50 ms), actor restarts, RSS, then a burst of
+worst `/healthz` latency meanwhile (polled every 50 ms by a thread), actor restarts, RSS, then a burst of
 leases (create to Ready, CPU and writes per lease) and how long SIGTERM takes, when quiet and
 (a second start) two seconds after ready, while the actors start; then a restart as after a rollout
 (nothing left to write): its time to settle and RSS. RSS is read once the operator has settled its
@@ -28,9 +28,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from lessor.tools.bench.apiserver import gateway_throughput, measure_ceiling
+from lessor.tools.bench.probing import ProbePoller
 from lessor.tools.bench.common import (
     WRITE_VERBS,
     api_requests,
@@ -214,35 +213,6 @@ async def _sigterm_mid_start(kubeconfig: Path, tmp: Path, after: float = 2.0) ->
     return await _sigterm(proc)
 
 
-class Probe:
-    """Polls /healthz every 50 ms and keeps the worst latency (a probe that fails counts its wait)."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/healthz"
-        self.worst = 0.0
-        self.samples = 0
-        self.failures = 0
-
-    async def run(self) -> None:
-        """Counts from the first answer on: before it, the port is not open yet."""
-        answered = False
-        async with aiohttp.ClientSession() as http:
-            while True:
-                began = time.perf_counter()
-                try:
-                    async with http.get(self.url, timeout=aiohttp.ClientTimeout(total=60)) as resp:
-                        await resp.read()
-                        ok = resp.status == 200
-                    answered = True
-                except (aiohttp.ClientError, OSError, TimeoutError):
-                    ok = False
-                if answered:
-                    self.failures += not ok
-                    self.worst = max(self.worst, time.perf_counter() - began)
-                    self.samples += 1
-                await asyncio.sleep(0.05)
-
-
 def _sum_metric(text: str, name: str) -> float:
     return sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
 
@@ -272,14 +242,15 @@ async def _start_and_burst(kube: Gateway, kubeconfig: Path, tmp: Path, n: int,
     health, metrics = free_port(), free_port()
     started = time.monotonic()
     proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h")
-    probe = Probe(health)
-    probing = asyncio.create_task(probe.run())
+    # Every 50 ms from a thread of the bench's own: `_settled` below reads /metrics with a blocking call, which
+    # the busy operator's loop answers late, and a probe polled by the bench's loop would wait for that too.
+    probe = ProbePoller(health, "/healthz", every=0.05, timeout=60, from_first_answer=True).start()
     sigterm: float | None = None
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc, timeout=args.timeout)
         ready = round(time.monotonic() - started, 2)
         settled = await _settled(metrics, started, args.timeout)
-        probing.cancel()
+        probe.stop()
         text = metrics_text(metrics)
         start_requests = api_requests(metrics)
         by_verb: dict[str, float] = {}
@@ -290,7 +261,7 @@ async def _start_and_burst(kube: Gateway, kubeconfig: Path, tmp: Path, n: int,
         burst = await _burst(kube, proc, metrics, n, args)
         sigterm = await _sigterm(proc)
     finally:
-        probing.cancel()
+        probe.stop()
         if proc.poll() is None:
             await _sigterm(proc)
     return {
@@ -301,7 +272,7 @@ async def _start_and_burst(kube: Gateway, kubeconfig: Path, tmp: Path, n: int,
             "requests_by_verb": {k: int(v) for k, v in sorted(by_verb.items())},
             "requests_by_verb_and_kind": {f"{v} {k}": int(c) for (v, k), c in sorted(start_requests.items())},
             "worst_healthz_seconds": round(probe.worst, 3),
-            "healthz_samples": probe.samples,
+            "healthz_samples": len(probe.latencies),
             "healthz_failures": probe.failures,
             "actor_restarts": int(restarts),
         },

@@ -38,7 +38,7 @@ from lessor.mailbox import Cause
 from lessor.model.fields import newer
 from lessor.model.keys import actor_address
 from lessor.model.times import format_time
-from lessor.model.views.leasing import ExporterView, Holder, LeaseView, holder_of
+from lessor.model.views.leasing import ExporterView, LeaseView
 
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
@@ -113,14 +113,15 @@ class _ShowPending:
 
 
 class LeaseActor(ObjectActor):
-    __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes",
-                 "settling", "settle_due", "rechecks", "story")
+    __slots__ = ("request", "parsed", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending",
+                 "states", "settling", "settle_due", "rechecks", "story")
     kind = LEASE
     view_kind = LeaseView
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)  # `parked`: given up on this version of the lease (see `guard`)
         self.request: LeaseRequest | None = None
+        self.parsed: Mapping[str, Any] | None = None  # the version of the lease `request` was parsed from
         self.exporter: str | None = None
         self.plan: Plan | None = None
         self.wanted: dict[str, Candidate] = {}
@@ -128,7 +129,7 @@ class LeaseActor(ObjectActor):
         self.choosing = False
         self.accepting: tuple[str, int] | None = None
         self.pending: Pending | None = None
-        self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
+        self.states: dict[str, ExporterState] = {}  # each candidate as last resolved against
         self.settling = NO_NAMES  # candidates asked to Settle that have not answered
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
@@ -270,7 +271,7 @@ class LeaseActor(ObjectActor):
         itself. New, vanished or relabelled exporters change the candidates;
         liveness changes only matter for the Offline/NotReady reason shown.
         """
-        if obj is None or name not in self.wanted or _shape(ExporterView.of(obj)) != self.shapes.get(name):
+        if obj is None or name not in self.wanted or not _same_shape(ExporterView.of(obj), self.states.get(name)):
             self._resolve_again(_REEVALUATE_DELAY)
         elif self.pending is not None and self.pending.reason in (Reason.OFFLINE, Reason.NOT_READY):
             self._resolve_again(_REEVALUATE_DELAY * 5)
@@ -353,11 +354,15 @@ class LeaseActor(ObjectActor):
     async def _evaluate(self) -> None:
         lease = self._seen()
         now = self.ctx.now()
-        request = parse_lease(lease)
+        if self.request is not None and self.parsed is lease.body:
+            request: LeaseRequest | Verdict = self.request  # parsing is pure: once per version of the lease
+        else:
+            request = parse_lease(lease)
         if isinstance(request, Verdict):
             await self._end_with(request)
             return
         self.request = request
+        self.parsed = lease.body
         if request.release:
             await self._end(READY, False, Reason.RELEASED, "spec.release is true")
             return
@@ -371,9 +376,10 @@ class LeaseActor(ObjectActor):
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
             self.namespace, lease.selector, request.exporter_ref, request.client))
-        exporters = [ExporterState.of(e, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
-                                      holder=_holder(e, view.holders)) for e in view.exporters]
-        self.shapes = {e.name: _shape(e) for e in view.exporters}
+        states, timeout, namespace, holders = (self.ctx.exporter_states, self.ctx.heartbeat_timeout, self.namespace,
+                                               view.holders)
+        exporters = [states.of(namespace, e, holders, now=now, heartbeat_timeout=timeout) for e in view.exporters]
+        self.states = {e.name: e for e in exporters}
         client_labels = view.client.labels if view.client is not None else None
         policies = view.policies
         if policies.open and request.created and now < request.created + _SETTLE:
@@ -642,14 +648,9 @@ def _real_end(lease: LeaseView, now: datetime) -> str:
     return format_time(planned if planned is not None and planned <= now else now)
 
 
-def _holder(exporter: ExporterView, holders: Mapping[str, LeaseView]) -> Holder | None:
-    ref = exporter.held_by
-    return None if ref is None else holder_of(ref, holders.get(ref))
-
-
-def _shape(exporter: ExporterView) -> tuple[Any, ...]:
-    """What of an exporter decides whether it is a candidate: labels and enabled."""
-    return tuple(sorted(exporter.meta.labels.items())), exporter.enabled
+def _same_shape(exporter: ExporterView, resolved: ExporterState | None) -> bool:
+    """Whether what of an exporter decides whether it is a candidate, its labels and enabled, is as resolved."""
+    return resolved is not None and exporter.enabled == resolved.enabled and exporter.meta.labels == resolved.labels
 
 
 def _without_times(conditions: Any) -> list[dict[str, Any]]:

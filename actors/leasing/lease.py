@@ -29,6 +29,7 @@ lease to change.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -62,6 +63,7 @@ from .protocol import (
     Withdraw,
 )
 from .exporter_state import ExporterState
+from .access_policy import PolicySet
 from .resolution import Candidate, Pending, Plan, resolve
 from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
@@ -112,9 +114,38 @@ class _ShowPending:
     """Sent to self when a lease still waits after the grace: now it is worth a status write."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What `resolve` answers from, `now` as far as it enters a plan (the duration asked, whether scheduled).
+    Compared by identity: every one is immutable, and a new version (of the lease, an exporter or its holder,
+    the client, a policy) is a new object."""
+
+    request: LeaseRequest
+    client_labels: Mapping[str, str] | None
+    exporters: list[ExporterState]
+    policies: PolicySet
+    requested: timedelta | None
+    scheduled: bool
+
+    def same(self, other: _Inputs) -> bool:
+        return (self.request is other.request and self.client_labels is other.client_labels
+                and self.policies is other.policies and self.requested == other.requested
+                and self.scheduled == other.scheduled and len(self.exporters) == len(other.exporters)
+                and all(map(operator.is_, self.exporters, other.exporters)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """A plan and its inputs: `resolve` is pure, so the same inputs give the same plan (only a plan is kept,
+    never a verdict: that one's message reads the clock)."""
+
+    inputs: _Inputs
+    plan: Plan
+
+
 class LeaseActor(ObjectActor):
-    __slots__ = ("request", "parsed", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending",
-                 "states", "settling", "settle_due", "rechecks", "story")
+    __slots__ = ("request", "parsed", "exporter", "plan", "resolved", "wanted", "offers", "choosing", "accepting",
+                 "pending", "states", "settling", "settle_due", "rechecks", "story")
     kind = LEASE
     view_kind = LeaseView
 
@@ -124,6 +155,7 @@ class LeaseActor(ObjectActor):
         self.parsed: Mapping[str, Any] | None = None  # the version of the lease `request` was parsed from
         self.exporter: str | None = None
         self.plan: Plan | None = None
+        self.resolved: _Resolved | None = None  # the last plan resolved, with what it was resolved from
         self.wanted: dict[str, Candidate] = {}
         self.offers: dict[str, Offer] = {}
         self.choosing = False
@@ -387,7 +419,14 @@ class LeaseActor(ObjectActor):
             # still be on its way (another watch), and open access would grant what it forbids.
             self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
             return
-        result = resolve(request, client_labels, exporters, policies, now=now)
+        inputs = _Inputs(request, client_labels, exporters, policies, request.requested_duration(now),
+                         request.scheduled(now))
+        resolved = self.resolved
+        if resolved is not None and resolved.inputs.same(inputs):
+            result: Verdict | Plan = resolved.plan  # a recheck that finds the world as it was: the same plan
+        else:
+            result = resolve(request, client_labels, exporters, policies, now=now)
+            self.resolved = _Resolved(inputs, result) if isinstance(result, Plan) else None
         if isinstance(result, Verdict):
             if result.reason in _SETTLING and request.created and now < request.created + _SETTLE:
                 self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)

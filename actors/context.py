@@ -10,6 +10,7 @@ from typing import Protocol
 from .api import Api
 from .events import NO_EVENTS, Recorder
 from .inflight import InFlight
+from .leasing.exporter_state import ExporterStates
 
 
 def utcnow() -> datetime:
@@ -41,5 +42,7 @@ class Context:
     """Kubernetes Events for `kubectl describe` (`actors/events.py`); records nothing by default."""
     inflight: InFlight = field(default_factory=InFlight)
     """Commit writes still in flight, by object: an actor's next incarnation waits for them (`inflight.py`)."""
+    exporter_states: ExporterStates = field(default_factory=ExporterStates)
+    """Each exporter's state, built once per version and shared by the leases that resolve against it."""
     credentials: Credentials | None = None
     """Set while lessor serves Jumpstarter's gRPC protocol: clients and exporters get a token Secret."""

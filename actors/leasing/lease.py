@@ -29,6 +29,7 @@ lease to change.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,7 +39,7 @@ from lessor.mailbox import Cause
 from lessor.model.fields import newer
 from lessor.model.keys import actor_address
 from lessor.model.times import format_time
-from lessor.model.views.leasing import ExporterView, Holder, LeaseView, holder_of
+from lessor.model.views.leasing import ExporterView, LeaseView
 
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
@@ -62,6 +63,7 @@ from .protocol import (
     Withdraw,
 )
 from .exporter_state import ExporterState
+from .access_policy import PolicySet
 from .resolution import Candidate, Pending, Plan, resolve
 from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
@@ -112,23 +114,54 @@ class _ShowPending:
     """Sent to self when a lease still waits after the grace: now it is worth a status write."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What `resolve` answers from, `now` as far as it enters a plan (the duration asked, whether scheduled).
+    Compared by identity: every one is immutable, and a new version (of the lease, an exporter or its holder,
+    the client, a policy) is a new object."""
+
+    request: LeaseRequest
+    client_labels: Mapping[str, str] | None
+    exporters: list[ExporterState]
+    policies: PolicySet
+    requested: timedelta | None
+    scheduled: bool
+
+    def same(self, other: _Inputs) -> bool:
+        return (self.request is other.request and self.client_labels is other.client_labels
+                and self.policies is other.policies and self.requested == other.requested
+                and self.scheduled == other.scheduled and len(self.exporters) == len(other.exporters)
+                and all(map(operator.is_, self.exporters, other.exporters)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """A plan and its inputs: `resolve` is pure, so the same inputs give the same plan (only a plan is kept,
+    never a verdict: that one's message reads the clock)."""
+
+    inputs: _Inputs
+    plan: Plan
+
+
 class LeaseActor(ObjectActor):
-    __slots__ = ("request", "exporter", "plan", "wanted", "offers", "choosing", "accepting", "pending", "shapes",
-                 "settling", "settle_due", "rechecks", "story")
+    __slots__ = ("request", "parsed", "exporter", "plan", "resolved", "wanted", "offers", "choosing", "accepting",
+                 "pending", "states", "settling", "settle_due", "rechecks", "story")
     kind = LEASE
     view_kind = LeaseView
 
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)  # `parked`: given up on this version of the lease (see `guard`)
         self.request: LeaseRequest | None = None
+        self.parsed: Mapping[str, Any] | None = None  # the version of the lease `request` was parsed from
         self.exporter: str | None = None
         self.plan: Plan | None = None
+        self.resolved: _Resolved | None = None  # the last plan resolved, with what it was resolved from
         self.wanted: dict[str, Candidate] = {}
         self.offers: dict[str, Offer] = {}
         self.choosing = False
         self.accepting: tuple[str, int] | None = None
         self.pending: Pending | None = None
-        self.shapes: dict[str, tuple[Any, ...]] = {}  # what of each candidate matters for resolving
+        self.states: dict[str, ExporterState] = {}  # each candidate as last resolved against
         self.settling = NO_NAMES  # candidates asked to Settle that have not answered
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
@@ -270,7 +303,7 @@ class LeaseActor(ObjectActor):
         itself. New, vanished or relabelled exporters change the candidates;
         liveness changes only matter for the Offline/NotReady reason shown.
         """
-        if obj is None or name not in self.wanted or _shape(ExporterView.of(obj)) != self.shapes.get(name):
+        if obj is None or name not in self.wanted or not _same_shape(ExporterView.of(obj), self.states.get(name)):
             self._resolve_again(_REEVALUATE_DELAY)
         elif self.pending is not None and self.pending.reason in (Reason.OFFLINE, Reason.NOT_READY):
             self._resolve_again(_REEVALUATE_DELAY * 5)
@@ -353,11 +386,15 @@ class LeaseActor(ObjectActor):
     async def _evaluate(self) -> None:
         lease = self._seen()
         now = self.ctx.now()
-        request = parse_lease(lease)
+        if self.request is not None and self.parsed is lease.body:
+            request: LeaseRequest | Verdict = self.request  # parsing is pure: once per version of the lease
+        else:
+            request = parse_lease(lease)
         if isinstance(request, Verdict):
             await self._end_with(request)
             return
         self.request = request
+        self.parsed = lease.body
         if request.release:
             await self._end(READY, False, Reason.RELEASED, "spec.release is true")
             return
@@ -371,9 +408,10 @@ class LeaseActor(ObjectActor):
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
             self.namespace, lease.selector, request.exporter_ref, request.client))
-        exporters = [ExporterState.of(e, now=now, heartbeat_timeout=self.ctx.heartbeat_timeout,
-                                      holder=_holder(e, view.holders)) for e in view.exporters]
-        self.shapes = {e.name: _shape(e) for e in view.exporters}
+        states, timeout, namespace, holders = (self.ctx.exporter_states, self.ctx.heartbeat_timeout, self.namespace,
+                                               view.holders)
+        exporters = [states.of(namespace, e, holders, now=now, heartbeat_timeout=timeout) for e in view.exporters]
+        self.states = {e.name: e for e in exporters}
         client_labels = view.client.labels if view.client is not None else None
         policies = view.policies
         if policies.open and request.created and now < request.created + _SETTLE:
@@ -381,7 +419,14 @@ class LeaseActor(ObjectActor):
             # still be on its way (another watch), and open access would grant what it forbids.
             self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
             return
-        result = resolve(request, client_labels, exporters, policies, now=now)
+        inputs = _Inputs(request, client_labels, exporters, policies, request.requested_duration(now),
+                         request.scheduled(now))
+        resolved = self.resolved
+        if resolved is not None and resolved.inputs.same(inputs):
+            result: Verdict | Plan = resolved.plan  # a recheck that finds the world as it was: the same plan
+        else:
+            result = resolve(request, client_labels, exporters, policies, now=now)
+            self.resolved = _Resolved(inputs, result) if isinstance(result, Plan) else None
         if isinstance(result, Verdict):
             if result.reason in _SETTLING and request.created and now < request.created + _SETTLE:
                 self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
@@ -642,14 +687,9 @@ def _real_end(lease: LeaseView, now: datetime) -> str:
     return format_time(planned if planned is not None and planned <= now else now)
 
 
-def _holder(exporter: ExporterView, holders: Mapping[str, LeaseView]) -> Holder | None:
-    ref = exporter.held_by
-    return None if ref is None else holder_of(ref, holders.get(ref))
-
-
-def _shape(exporter: ExporterView) -> tuple[Any, ...]:
-    """What of an exporter decides whether it is a candidate: labels and enabled."""
-    return tuple(sorted(exporter.meta.labels.items())), exporter.enabled
+def _same_shape(exporter: ExporterView, resolved: ExporterState | None) -> bool:
+    """Whether what of an exporter decides whether it is a candidate, its labels and enabled, is as resolved."""
+    return resolved is not None and exporter.enabled == resolved.enabled and exporter.meta.labels == resolved.labels
 
 
 def _without_times(conditions: Any) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from lessor.model.views.leasing import ExporterView, LeaseView
 from lessor.actors.leasing.spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from lessor.actors.leasing.access_policy import OPEN_ACCESS, PolicySet, approvals, compile_policies
-from lessor.actors.leasing.exporter_state import ExporterState, Holder
+from lessor.actors.leasing.exporter_state import ExporterState, ExporterStates, Holder
 from lessor.actors.leasing.resolution import Candidate, Plan, State, resolve
 from lessor.templates.timestamps import format_timestamp
 
@@ -138,6 +138,39 @@ def test_exporter_view_from_object() -> None:
     garbled = ExporterState.of(ExporterView.of({"metadata": {"name": "e3"}, "status": {"lastSeen": "yesterday"}}),
                                now=NOW)
     assert not garbled.online
+
+
+def test_kept_exporter_states_are_what_of_answers_at_every_moment() -> None:
+    """A state kept for the leases that resolve again must be the state of now: across the heartbeat's expiry
+    (either way), a new version of the exporter, and a new version of its holding lease."""
+    timeout = timedelta(seconds=60)
+    obj = {"metadata": {"name": "e1", "labels": {"board": "rpi4"}},
+           "status": {"lastSeen": format_timestamp(NOW), "exporterStatus": "Available", "leaseRef": {"name": "h"}}}
+    holder = LeaseView.of({"metadata": {"name": "h"}, "status": {"priority": 5, "spotAccess": True}})
+    kept = ExporterStates()
+    view = ExporterView.of(obj)
+
+    def check(exporter: ExporterView, holders: Mapping[str, LeaseView], now: datetime) -> ExporterState:
+        state = kept.of("ns", exporter, holders, now=now, heartbeat_timeout=timeout)
+        ref = exporter.held_by
+        assert state == ExporterState.of(exporter, now=now, heartbeat_timeout=timeout,
+                                         holder=None if ref is None else Holder(ref, *(
+                                             (holders[ref].priority, holders[ref].spot) if ref in holders else ())))
+        return state
+
+    first = check(view, {"h": holder}, NOW)
+    assert first.online and first.holder == Holder("h", 5, True)
+    assert check(view, {"h": holder}, NOW + timeout - timedelta(microseconds=1)) is first  # kept
+    assert not check(view, {"h": holder}, NOW + timeout).online  # expired on time, with no new version
+    assert check(view, {"h": holder}, NOW).online  # and a clock read earlier is answered for its own time
+    assert check(view, {}, NOW).holder == Holder("h")  # the holder gone from the world: unknown terms
+    regranted = LeaseView.of({"metadata": {"name": "h"}, "status": {"priority": 7, "spotAccess": False}})
+    assert check(view, {"h": regranted}, NOW).holder == Holder("h", 7, False)
+    freed = ExporterView.of({**obj, "status": {"lastSeen": format_timestamp(NOW), "exporterStatus": "LeaseReady"}})
+    assert check(freed, {"h": regranted}, NOW).holder is None
+    assert not check(freed, {}, NOW).ready
+    offline = ExporterView.of({**obj, "status": {"lastSeen": format_timestamp(NOW), "exporterStatus": "Offline"}})
+    assert not check(offline, {}, NOW - HOUR).online
 
 
 # --- rule 2: exporterRef and selector -----------------------------------------------------------

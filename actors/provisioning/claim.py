@@ -125,7 +125,7 @@ class ClaimActor(ObjectActor):
         self.base: list[Any] | None = None  # the claim's templates as the handle reflects them (None: unknown)
         self.update_errors: list[ResourceError] = []
         self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
-        self.evaluated_generation: int | None = None  # the generation `_evaluate` last decided from
+        self.evaluated_generation: int | None = None  # the generation `started` or `_evaluate` last decided on
         self.holding: bool | None = None  # the status waits for the handle (True), or waited long enough (False)
         self._handle_view: HandleView | None = None
 
@@ -151,6 +151,7 @@ class ClaimActor(ObjectActor):
         if self.obj is None:
             await self._deleted()
             return
+        self.evaluated_generation = generation(self.obj)  # what follows decides on it, evaluating or not
         if self.view.meta.ignored:
             return  # left alone until the label goes (`ObjectActor.still_parked`)
         named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]

@@ -18,6 +18,8 @@ from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
 
+_HAND_OVER_TRIES = 3  # reads and patches of the created fields' hand-over before an apply, while others write
+
 
 def _translate(err: ApiError) -> ApiFailure:
     if err.not_found:
@@ -129,7 +131,25 @@ class GatewayApi:
         manager's `Apply` entry owns. Done only before an apply that leaves out a field the create set: most
         created resources are never applied to, and most first applies (a pooled handle's resource getting
         its claim's values) keep every created field, so they own them too and need no hand-over, which is a
-        write. If it fails, the apply still runs and the next one tries again."""
+        write.
+
+        A hand-over that loses to another write (its resourceVersion precondition) reads again and retries;
+        one that fails otherwise fails the apply (the `ApiError` is raised): applied without it, the apply
+        would leave the field in place, yet the resource would show the definition as applied (its
+        `lessor.dev/applied` digest), and no later look would try again."""
+        for _ in range(_HAND_OVER_TRIES - 1):
+            try:
+                await self._hand_over(resource, namespace, name, body)
+                return
+            except ApiError as err:
+                if not err.conflict:
+                    raise
+                log.info("%s %s/%s: handing the create's fields over lost to another write; reading again",
+                         resource.kind, namespace, name)
+        await self._hand_over(resource, namespace, name, body)
+
+    async def _hand_over(self, resource: Resource, namespace: str, name: str, body: Object) -> None:
+        """One read and, if `body` leaves out a field the create set, one patch under that read's version."""
         try:
             current = await self.gateway.get(resource, namespace, name)
         except ApiError:
@@ -146,12 +166,8 @@ class GatewayApi:
         merged = {**ours[-1], "operation": "Apply", "fieldsV1": fields}
         patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"),
                               "managedFields": [*(e for e in entries if e not in ours), merged]}}
-        try:
-            await self.gateway.merge_patch(resource, namespace, name, patch,
-                                           fence=functools.partial(self.fence, f"patch {resource.kind} {namespace}/{name}"))
-        except ApiError as err:
-            log.info("%s %s/%s: the create's fields stay the create's for now: %s", resource.kind, namespace,
-                     name, err.message)
+        await self.gateway.merge_patch(resource, namespace, name, patch,
+                                       fence=functools.partial(self.fence, f"patch {resource.kind} {namespace}/{name}"))
 
     async def delete(self, kind: Kind, namespace: str, name: str, *,
                      resource_version: str | None = None, uid: str | None = None) -> None:

@@ -21,6 +21,11 @@ PROVIDER_NAME = "lessor.dev/resource-provider-name"
 POOL_NAME = "lessor.dev/resource-pool-name"
 """Labels of each resource a handle creates: whose it is (the topology routes its changes by them)."""
 
+APPLIED = "lessor.dev/applied"
+"""Annotation of each resource a handle creates: a digest of the definition last created or applied, so that
+whatever incarnation of the handle's actor looks next sees that a definition which only leaves a field out
+differs from what the resource was given (handle.py, `stamped`)."""
+
 IGNORE = "lessor.dev/ignore"
 """A claim, handle or pool carrying this label (any value, Poolboy's `.../ignore` too once converted) is left
 alone by the operator: no status, no binding, no resource written or deleted, until the label goes."""

@@ -107,7 +107,7 @@ class _Ended:
 
 class ClaimActor(ObjectActor):
     __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
-                 "update_errors", "decided_generation", "holding", "_handle_view")
+                 "update_errors", "decided_generation", "evaluated_generation", "holding", "_handle_view")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     view_kind = ClaimView
     wake_kinds = (PROVIDER.kind,)
@@ -125,6 +125,7 @@ class ClaimActor(ObjectActor):
         self.base: list[Any] | None = None  # the claim's templates as the handle reflects them (None: unknown)
         self.update_errors: list[ResourceError] = []
         self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
+        self.evaluated_generation: int | None = None  # the generation `started` or `_evaluate` last decided on
         self.holding: bool | None = None  # the status waits for the handle (True), or waited long enough (False)
         self._handle_view: HandleView | None = None
 
@@ -150,6 +151,7 @@ class ClaimActor(ObjectActor):
         if self.obj is None:
             await self._deleted()
             return
+        self.evaluated_generation = generation(self.obj)  # what follows decides on it, evaluating or not
         if self.view.meta.ignored:
             return  # left alone until the label goes (`ObjectActor.still_parked`)
         named = [h for h in await self.ask(TOPOLOGY, ClaimHandles(self.namespace, self.name)) if not deleting(h)]
@@ -187,8 +189,11 @@ class ClaimActor(ObjectActor):
                 await self._deleted()
             case Observed(kind=CLAIM.kind, object=Mapping() as obj) if newer(obj, self.obj):
                 before, after = (self.view if self.obj is not None else None), ClaimView.of(obj)
-                # templates (lifespan settings, checks) read labels and annotations: a change of them counts too
-                changed = before is None or after.meta.generation != before.meta.generation \
+                # templates (lifespan settings, checks) read labels and annotations: a change of them counts too.
+                # The generation is compared with the one last evaluated, not with the copy held: a copy this
+                # actor's own status write returned may carry a spec changed meanwhile, and the watch event of
+                # that change, older than the copy, is then dropped
+                changed = before is None or after.meta.generation != self.evaluated_generation \
                     or approval_state(obj) != approval_state(self.obj) \
                     or after.seen_by_templates != before.seen_by_templates
                 self.obj, self._view = obj, after
@@ -259,6 +264,7 @@ class ClaimActor(ObjectActor):
 
     async def _evaluate(self) -> None:
         assert self.obj is not None
+        self.evaluated_generation = generation(self.obj)
         if self._detached():
             return
         now = self.ctx.now()

@@ -28,13 +28,17 @@ handle deleted by someone else (its pool, an admin) takes its resources
 with it.
 
 State: the handle, its providers, its claim, the created resources as last
-seen, what this incarnation applied. Rebuilt from the topology on restart;
-server-side apply is idempotent, and a restarted actor applies only what
-differs from what exists.
+seen. Rebuilt from the topology on restart. What was last applied is
+recorded on each resource itself (`APPLIED`, a digest of the definition),
+not in this actor, so every observation, by whichever incarnation, applies
+exactly when the rendering differs from what the resource holds or was last
+given: a definition that only leaves a field out changes the digest, though
+the resource still contains everything the definition says.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -47,6 +51,7 @@ from lessor.model.handles import claim_of, reference_of
 from lessor.model.jsonpatch import json_equal
 from lessor.model.keys import reference_key
 from lessor.model.kinds import kind_of
+from lessor.model.labels import APPLIED
 from lessor.model.views.meta import Meta
 from lessor.model.views.provisioning import HandleView, provider_name
 from lessor.templates import offload
@@ -88,7 +93,7 @@ class _End:
 
 
 class HandleActor(ObjectActor):
-    __slots__ = ("providers", "claim", "live", "applied", "failures", "watched", "requester", "ending")
+    __slots__ = ("providers", "claim", "live", "failures", "watched", "requester", "ending")
     kind = HANDLE  # given up on a version (`guard`): its resources stay as they are
     view_kind = HandleView
     wake_kinds = (PROVIDER.kind,)
@@ -99,7 +104,6 @@ class HandleActor(ObjectActor):
         self.providers: dict[str, Provider] = {}
         self.claim: Mapping[str, Any] | None = None
         self.live: dict[Key, Mapping[str, Any]] = {}
-        self.applied: dict[int, str] = {}  # index -> the definition this incarnation last applied, as JSON
         self.failures: dict[int, RenderedResource] = {}  # index -> why the API refused its definition
         self.watched: set[tuple[str, str]] = set()
         self.requester: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None
@@ -240,15 +244,14 @@ class HandleActor(ObjectActor):
 
         Create-if-absent comes first, so a name taken between our look and our write makes the create fail
         rather than the apply merge; an apply names the uid of the resource found ours, so it cannot reach
-        a resource re-created under the name meanwhile.
+        a resource re-created under the name meanwhile. Nothing is written when the resource already holds
+        the definition, digest included (`stamped`).
         """
         assert result.definition is not None and result.reference is not None
-        reference, definition = result.reference, result.definition
+        reference, definition = result.reference, stamped(result.definition)
         key = reference_key(reference)
         live = self.live.get(key)
-        text = json.dumps(definition, sort_keys=True)
-        if live is not None and _contains(live, definition) and self.applied.get(result.index, text) == text:
-            self.applied[result.index] = text
+        if live is not None and _contains(live, definition):
             return
         self._watch(reference)
         kind, namespace, name = kind_of(reference), reference["namespace"], reference["name"]
@@ -275,8 +278,6 @@ class HandleActor(ObjectActor):
                        f"{namespace}/{name}: {error}")
             self.failures[result.index] = RenderedResource(result.index, None, reference, "ApplyFailed", message)
             self.ctx.events.record(HANDLE, self.obj, WARNING, "ApplyFailed", message, "Apply")
-            return
-        self.applied[result.index] = text
 
     def _conflict(self, result: RenderedResource, found: Mapping[str, Any]) -> None:
         """The name is taken by a resource that is not this handle's: refuse, touching nothing."""
@@ -475,6 +476,23 @@ def _with_recorded_references(handle: HandleView) -> Mapping[str, Any]:
     for index in missing:
         resources[index]["reference"] = dict(reported[index]["reference"])
     return {**handle.body, "spec": {**handle.spec, "resources": resources}}
+
+
+def stamped(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The definition with its own digest in the `APPLIED` annotation, as it is created and applied.
+
+    The resource keeps what it was last given, so whichever incarnation of the actor looks next tells a
+    definition that leaves a field out (which `_contains` alone cannot: the resource still has every field
+    the definition says) from one already applied, with no memory of its own and no read.
+    """
+    metadata = definition.get("metadata")
+    metadata = dict(metadata) if isinstance(metadata, Mapping) else {}
+    annotations = metadata.get("annotations")
+    annotations = {k: v for k, v in annotations.items() if k != APPLIED} if isinstance(annotations, Mapping) else {}
+    unstamped = {**definition, "metadata": {**metadata, "annotations": annotations}}
+    text = json.dumps(unstamped, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return {**unstamped, "metadata": {**metadata, "annotations": {**annotations, APPLIED: digest}}}
 
 
 def _contains(value: Any, pattern: Any) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -33,6 +34,8 @@ from lessor.gateway.resources import (
     PROVIDER,
 )
 from lessor.install import install
+from lessor.model.handles import templates_record
+from lessor.model.labels import CLAIM_TEMPLATES
 from tests.polling import get, record
 from tests.slowness import scaled
 
@@ -421,6 +424,29 @@ async def test_claim_template_removal_while_down_reaches_a_pool_handle(
                       lambda x: x.get("data") == {"size": "small", "owner": "bob"},
                       "the ConfigMap with owner replaced and note removed")
     await kube.delete(POOL, OPS, name)
+
+
+async def test_a_removal_written_into_the_handle_just_before_the_kill_reaches_the_resource(
+        kube: Gateway, ns: str, suffix: str, lessor: Any) -> None:
+    """The claim's actor wrote an update that only removes a field into the handle, and lessor died before the
+    handle's actor applied it: the next run's handle actor, which never applied anything, removes the field
+    (the resource still has every field the handle's template says, so only what it was last given tells)."""
+    name = f"removed-{suffix}"
+    handle, cm = await claimed(kube, ns, name, {"data": {"size": "small", "extra": "x"}},
+                               updateFilters=[{"pathMatch": "/data/extra", "allowedOps": ["add", "remove"]}])
+    assert cm["data"] == {"size": "small", "extra": "x"}
+    lessor.kill()
+    await kube.merge_patch(CLAIM, ns, "c", {"spec": {"resources": [
+        {"provider": {"name": name}, "template": {"data": {"size": "small"}}}]}})
+    recorded = json.loads(handle["metadata"]["annotations"][CLAIM_TEMPLATES])
+    del recorded[0]["data"]["extra"]
+    await kube.json_patch(HANDLE, OPS, handle["metadata"]["name"], [  # the claim actor's patch, as it writes it
+        {"op": "remove", "path": "/spec/resources/0/template/data/extra"},
+        {"op": "add", "path": "/metadata/annotations/" + CLAIM_TEMPLATES.replace("/", "~1"),
+         "value": templates_record(recorded)}])
+    lessor.start()
+    await object_when(kube, CONFIGMAP, OPS, cm["metadata"]["name"], lambda x: x.get("data") == {"size": "small"},
+                      "the ConfigMap with extra removed")
 
 
 async def test_provider_changed_while_down_reaches_the_resources(

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lessor.actors.api import CLAIM
+from lessor.actors.api import CLAIM, Kind
 from tests.memory_api import OPS, MemoryApi, world
 from tests.slowness import scaled
 
 API = "lessor.dev/v1alpha1"
 NS = "team"
+CONFIG_MAP = Kind("v1", "ConfigMap")
 ENTRIES = [{"provider": {"name": "cm"}, "template": {"data": {"a": "b"}}}]
 
 
@@ -162,3 +163,34 @@ async def test_a_pool_that_asks_for_a_huge_minimum_grows_in_paced_steps_and_stil
         claim(api, "c1")
         await until(lambda: claim_handle(api, "c1") is not None)
         assert len(handles(api)) < huge / 2
+
+
+def configmaps(api: MemoryApi) -> list[dict[str, Any]]:
+    return [obj for (kind, _, _), obj in api.objects.items() if kind == "ConfigMap"]
+
+
+async def test_a_claim_change_answered_by_the_claims_own_status_write_still_reaches_its_resource() -> None:
+    """The claim's actor writes the claim's status (its resource changed) and, before that write lands, the
+    user changes the claim's template: the status write answers with the changed claim, so the watch event of
+    the change is no news to the actor. It brings the handle, and so the resource, in step all the same."""
+    async with world() as (_, api):
+        api.seed({"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": "cm", "namespace": OPS},
+                  "spec": {"override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": NS}},
+                           "updateFilters": [{"pathMatch": "/data/c", "allowedOps": ["add", "remove"]}]}})
+        claim(api, "c1")
+        await until(lambda: any(condition(s, "Ready") == "True" for s in claim_status_writes(api, "c1")))
+        await asyncio.sleep(0.1)
+        name = configmaps(api)[0]["metadata"]["name"]
+        changes: list[asyncio.Task[Any]] = []
+
+        def template_changes_under_the_status_write(kind: str, _: str, patch: dict[str, Any]) -> float:
+            if kind != "ResourceClaim" or "status" not in patch or changes:
+                return 0.0
+            changes.append(asyncio.get_running_loop().create_task(api.merge_patch(CLAIM, NS, "c1", {"spec": {
+                "resources": [{"provider": {"name": "cm"}, "template": {"data": {"a": "b", "c": "d"}}}]}})))
+            return 0.1  # the user's change lands while the status write is on its way
+
+        api.delay = template_changes_under_the_status_write
+        await api.merge_patch(CONFIG_MAP, NS, name, {"metadata": {"labels": {"someone": "else"}}})
+        await until(lambda: bool(changes) and changes[0].done())
+        await until(lambda: (api.object("ConfigMap", NS, name) or {}).get("data") == {"a": "b", "c": "d"})

@@ -711,6 +711,23 @@ async def test_a_field_an_allowed_update_removes_leaves_the_created_resource(
     assert ("lessor", "Update") not in managers, managers
 
 
+async def test_a_field_removed_from_the_handle_while_its_actor_was_down_goes_from_the_resource(
+        kube: Gateway, namespace: str, lab: Lab, operator: Any) -> None:
+    """The handle's actor restarted (a crash, lessor's restart) after its claim's update reached the handle and
+    before the update's apply: the new incarnation, which never applied the field, still removes it."""
+    env = await lab.provider("env", **configmap_provider(
+        updateFilters=[{"pathMatch": "/data/extra", "allowedOps": ["add", "remove"]}]))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small", "extra": "x"}}))
+    got = await until(kube, CLAIM, namespace, "c1", ready)
+    cm_name, handle, address = reference(got)["name"], handle_of(got), f"handle/{OPS}/{handle_of(got)}"
+    operator.system.stop(address)  # its next message, the handle's change, starts a new incarnation
+    await until(kube, CLAIM, namespace, "c1", lambda _: address not in operator.system.live("handle"))
+    # As the claim's actor writes the update into the handle (the claim itself has nothing for its actor to do).
+    await kube.json_patch(HANDLE, OPS, handle, [{"op": "remove", "path": "/spec/resources/0/template/data/extra"}])
+    cm = await until(kube, CONFIGMAP, OPS, cm_name, lambda c: "extra" not in c["data"])
+    assert cm["data"] == {"size": "small"}
+
+
 async def test_a_created_field_kept_by_the_first_update_is_still_removed_by_a_later_one(
         kube: Gateway, namespace: str, lab: Lab) -> None:
     """An update that keeps every field the create set hands nothing over (a write saved); the one that later

@@ -204,3 +204,18 @@ def _lease_kind() -> Any:
 def _exporter_kind() -> Any:
     from lessor.actors.api import EXPORTER
     return EXPORTER
+
+
+async def test_a_release_that_lands_under_the_grants_own_write_still_ends_the_lease() -> None:
+    """The user releases the lease while its grant (Ready) is on its way: the grant's write, refused for the
+    version, is written again on the released lease, and its answer is newer than the release's watch event,
+    which is then no news to the actor. The release still ends the lease and frees the exporter."""
+    async with world(decision_window=0.05, offer_timeout=0.2) as (_, api):
+        lab(api, "e1")
+        slow(api, "Lease", "l1", 0.3, when=lambda patch: exporter_ref(patch.get("status") and patch) is not None)
+        lease(api, "l1")
+        await until(lambda: lease_ref(api.object("Exporter", NS, "e1")) == "l1")  # committed; Ready on its way
+        await api.merge_patch(_lease_kind(), NS, "l1", {"spec": {"release": True}})
+        await until(lambda: ((api.object("Lease", NS, "l1") or {}).get("status") or {}).get("ended") is True)
+        await until(lambda: lease_ref(api.object("Exporter", NS, "e1")) is None)
+    assert_never_double_booked(api.writes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +27,28 @@ def annotated(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
-async def test_cached_objects_carry_no_managed_fields_on_list_and_watch(kube: Gateway, namespace: str) -> None:
-    await kube.create(CONFIGMAP, namespace, annotated(namespace, "listed"))
-    seen: list[WatchEvent] = []
-    informer = Informer(kube, CONFIGMAP, seen.append, namespace=namespace)
+async def cached_then_watched(kube: Gateway, namespace: str, watched: dict[str, Any],
+                              on_event: Callable[[WatchEvent], Any]) -> Informer:
+    """An informer of the namespace's ConfigMaps that listed what is there, then saw `watched` created; stopped."""
+    informer = Informer(kube, CONFIGMAP, on_event, namespace=namespace)
     task = asyncio.create_task(informer.run())
     try:
         await asyncio.wait_for(informer.synced.wait(), scaled(20))
-        await kube.create(CONFIGMAP, namespace, annotated(namespace, "watched"))
+        await kube.create(CONFIGMAP, namespace, watched)
         async with asyncio.timeout(scaled(20)):
-            while (namespace, "watched") not in informer.store:
+            while (namespace, watched["metadata"]["name"]) not in informer.store:
                 await asyncio.sleep(0.05)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    return informer
+
+
+async def test_cached_objects_carry_no_managed_fields_on_list_and_watch(kube: Gateway, namespace: str) -> None:
+    await kube.create(CONFIGMAP, namespace, annotated(namespace, "listed"))
+    seen: list[WatchEvent] = []
+    informer = await cached_then_watched(kube, namespace, annotated(namespace, "watched"), seen.append)
     server = await kube.get(CONFIGMAP, namespace, "listed")
     assert server["metadata"]["managedFields"], "the API server keeps its managedFields"
     for name in ("listed", "watched"):
@@ -114,18 +122,7 @@ async def test_equal_values_of_cached_objects_are_one_string_and_nothing_else_ch
 
     for name in ("listed-a", "listed-b"):
         await kube.create(CONFIGMAP, namespace, labelled(name))
-    informer = Informer(kube, CONFIGMAP, lambda event: None, namespace=namespace)
-    task = asyncio.create_task(informer.run())
-    try:
-        await asyncio.wait_for(informer.synced.wait(), scaled(20))
-        await kube.create(CONFIGMAP, namespace, labelled("watched"))
-        async with asyncio.timeout(scaled(20)):
-            while (namespace, "watched") not in informer.store:
-                await asyncio.sleep(0.05)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    informer = await cached_then_watched(kube, namespace, labelled("watched"), lambda event: None)
     cached = [informer.store[(namespace, name)] for name in ("listed-a", "listed-b", "watched")]
     for read in (lambda o: o["apiVersion"], lambda o: o["metadata"]["namespace"],
                  lambda o: o["metadata"]["labels"]["board"], lambda o: o["data"]["v"]):

@@ -52,16 +52,10 @@ class Strings:
         if self._alone is None:
             return obj
         for key, value in obj.items():
-            kind = type(value)
-            if kind is str:
-                obj[key] = self._one(value)
-            elif kind is dict:
-                if key == "metadata":
-                    self._metadata(value)
-                else:
-                    self._mapping(value)
-            elif kind is list:
-                self._list(value)
+            if key == "metadata" and type(value) is dict:
+                self._mapping(value, UNIQUE_METADATA)
+            else:
+                obj[key] = self._value(value)
         if len(self._table) >= self._prune_at:
             self.prune()
         return obj
@@ -74,40 +68,22 @@ class Strings:
             del self._table[lone]
         self._prune_at = max(self._min, 2 * len(self._table))
 
-    def _one(self, value: str) -> str:
-        return self._table.setdefault(value, value)
+    def _value(self, value: Any) -> Any:
+        """`value`, shared: the table's copy of a string; a dict or a list shared in place."""
+        kind = type(value)
+        if kind is str:
+            return self._table.setdefault(value, value)
+        if kind is dict:
+            self._mapping(value)
+        elif kind is list:
+            for i, item in enumerate(value):
+                value[i] = self._value(item)
+        return value
 
-    def _metadata(self, meta: dict[str, Any]) -> None:
-        for key, value in meta.items():
-            if key in UNIQUE_METADATA:
-                continue
-            kind = type(value)
-            if kind is str:
-                meta[key] = self._one(value)
-            elif kind is dict:
-                self._mapping(value)
-            elif kind is list:
-                self._list(value)
-
-    def _mapping(self, mapping: dict[str, Any]) -> None:
+    def _mapping(self, mapping: dict[str, Any], unique: frozenset[str] = frozenset()) -> None:
         for key, value in mapping.items():
-            kind = type(value)
-            if kind is str:
-                mapping[key] = self._one(value)
-            elif kind is dict:
-                self._mapping(value)
-            elif kind is list:
-                self._list(value)
-
-    def _list(self, items: list[Any]) -> None:
-        for i, value in enumerate(items):
-            kind = type(value)
-            if kind is str:
-                items[i] = self._one(value)
-            elif kind is dict:
-                self._mapping(value)
-            elif kind is list:
-                self._list(value)
+            if key not in unique:
+                mapping[key] = self._value(value)
 
 
 STRINGS = Strings()

@@ -10,7 +10,6 @@ from typing import Protocol
 from .api import Api
 from .events import NO_EVENTS, Recorder
 from .inflight import InFlight
-from .leasing.exporter_state import ExporterStates
 
 
 def utcnow() -> datetime:
@@ -42,7 +41,8 @@ class Context:
     """Kubernetes Events for `kubectl describe` (`actors/events.py`); records nothing by default."""
     inflight: InFlight = field(default_factory=InFlight)
     """Commit writes still in flight, by object: an actor's next incarnation waits for them (`inflight.py`)."""
-    exporter_states: ExporterStates = field(default_factory=ExporterStates)
-    """Each exporter's state, built once per version and shared by the leases that resolve against it."""
+    shared: dict[str, object] = field(default_factory=dict)
+    """What a domain's actors share, by a key of the domain's (the leasing domain's exporter states, built once
+    per version): kept here, unnamed, so that the shared actors name no domain."""
     credentials: Credentials | None = None
     """Set while lessor serves Jumpstarter's gRPC protocol: clients and exporters get a token Secret."""

@@ -62,7 +62,7 @@ from .protocol import (
     Want,
     Withdraw,
 )
-from .exporter_state import ExporterState
+from .exporter_state import ExporterState, ExporterStates
 from .access_policy import PolicySet
 from .resolution import Candidate, Pending, Plan, resolve
 from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
@@ -408,7 +408,7 @@ class LeaseActor(ObjectActor):
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
             self.namespace, lease.selector, request.exporter_ref, request.client))
-        states, timeout, namespace, holders = (self.ctx.exporter_states, self.ctx.heartbeat_timeout, self.namespace,
+        states, timeout, namespace, holders = (exporter_states(self.ctx), self.ctx.heartbeat_timeout, self.namespace,
                                                view.holders)
         exporters = [states.of(namespace, e, holders, now=now, heartbeat_timeout=timeout) for e in view.exporters]
         self.states = {e.name: e for e in exporters}
@@ -700,6 +700,17 @@ def _settle_key(lease: str) -> tuple[str, str]:
     """One Settle of a lease waits in an exporter's mailbox at a time: re-asked every offer timeout, a starved
     exporter's mailbox once held 770,000 of them."""
     return ("Settle", lease)
+
+
+_STATES = "leasing.exporter_states"
+
+
+def exporter_states(ctx: Context) -> ExporterStates:
+    """The process's exporter states, shared by its leases (kept in the context's `shared`)."""
+    states = ctx.shared.get(_STATES)
+    if not isinstance(states, ExporterStates):
+        states = ctx.shared[_STATES] = ExporterStates()
+    return states
 
 
 def _exporter_address(namespace: str, exporter: str) -> str:

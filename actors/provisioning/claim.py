@@ -107,7 +107,7 @@ class _Ended:
 
 class ClaimActor(ObjectActor):
     __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
-                 "update_errors", "decided_generation", "evaluated_generation", "holding", "_handle_view")
+                 "update_errors", "lifespan_generation", "evaluated_generation", "holding", "_handle_view")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     view_kind = ClaimView
     wake_kinds = (PROVIDER.kind,)
@@ -124,7 +124,7 @@ class ClaimActor(ObjectActor):
         self.create_error = ""  # why the API refused the handle this claim tried to create
         self.base: list[Any] | None = None  # the claim's templates as the handle reflects them (None: unknown)
         self.update_errors: list[ResourceError] = []
-        self.decided_generation: int | None = None  # the generation whose lifespan request was last decided
+        self.lifespan_generation: int | None = None  # the generation whose lifespan request was last decided
         self.evaluated_generation: int | None = None  # the generation `started` or `_evaluate` last decided on
         self.holding: bool | None = None  # the status waits for the handle (True), or waited long enough (False)
         self._handle_view: HandleView | None = None
@@ -169,7 +169,7 @@ class ClaimActor(ObjectActor):
             return
         mine = self.view.resource_handle
         if mine:
-            self.decided_generation = generation(self.obj)  # an end clamped before is not clamped anew
+            self.lifespan_generation = generation(self.obj)  # an end clamped before is not clamped anew
             self.handle = next((h for h in named if name_of(h) == mine), None) \
                 or await self.ctx.api.get(HANDLE, self.ctx.operator_namespace, mine)
             if self.handle is None and await self._ended(self.view.lifespan_end):
@@ -467,7 +467,7 @@ class ClaimActor(ObjectActor):
 
     async def _adopt(self, handle: Mapping[str, Any], *, base: list[Any] | None, start: datetime | None) -> None:
         self.handle, self.base, self.bound_at = handle, base, start
-        self.decided_generation = generation(self.obj)  # the binding decided the lifespan for this request
+        self.lifespan_generation = generation(self.obj)  # the binding decided the lifespan for this request
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
@@ -550,10 +550,10 @@ class ClaimActor(ObjectActor):
         current = handle.lifespan_end
         if lifespan is None or lifespan.end is None or lifespan.end == current:
             return
-        asked_anew = generation(self.obj) != self.decided_generation
+        asked_anew = generation(self.obj) != self.lifespan_generation
         if lifespan.clamped and not asked_anew and current is not None and current <= lifespan.end:
             return
-        self.decided_generation = generation(self.obj)
+        self.lifespan_generation = generation(self.obj)
         await self._write_end(lifespan.end)
 
     async def _write_end(self, end: datetime) -> bool:

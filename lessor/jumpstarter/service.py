@@ -355,7 +355,7 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
     async def Dial(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """A client's connection to the exporter of its Ready lease, through the router (router.py)."""
         subject = await authenticate(self.backend, context, "client")
-        namespace, name = subject.namespace, request.lease_name.rsplit("/", 1)[-1]
+        namespace, name = _lease_ref(subject, request.lease_name)
         lease = await own_lease(self.backend, subject, namespace, name)
         exporter = lease.exporter
         if lease.ended or exporter is None or not lease.ready:
@@ -414,14 +414,15 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
             if refusal.code != grpc.StatusCode.PERMISSION_DENIED:
                 raise
             subject = await authenticate(self.backend, context, "client")
-        name = request.name.rsplit("/", 1)[-1]
-        lease = LeaseView.maybe(await self.backend.api.get(LEASE, subject.namespace, name))
+        namespace, name = _lease_ref(subject, request.name)
+        _in_namespace(subject, namespace, "leases")  # another namespace's lease is refused, not read as our own
+        lease = LeaseView.maybe(await self.backend.api.get(LEASE, namespace, name))
         if lease is None:
-            raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {subject.namespace}/{name} does not exist")
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"lease {namespace}/{name} does not exist")
         holder = lease.exporter if subject.kind == "exporter" else lease.client
         if holder != subject.name:
             raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
-                          f"lease {subject.namespace}/{name} is not held by {subject.kind} {subject.name}")
+                          f"lease {namespace}/{name} is not held by {subject.kind} {subject.name}")
         await release(self.backend.api, lease)
         return jumpstarter_pb2.ReleaseLeaseResponse()
 

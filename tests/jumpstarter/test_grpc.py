@@ -541,6 +541,13 @@ async def test_the_controllers_older_lease_calls_request_get_and_list_only_the_c
         code, details = await refused(controller.RequestLease, bad, tokens["oli"])
         assert code == grpc.StatusCode.INVALID_ARGUMENT and "selector.matchExpressions" in details
 
+        # a name in another namespace is refused, not read as the caller's own lease of that name
+        code, details = await refused(controller.ReleaseLease,
+                                      jumpstarter_pb2.ReleaseLeaseRequest(name=f"namespaces/elsewhere/leases/{olis}"),
+                                      tokens["oli"])
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "namespace elsewhere" in details
+        assert not ((await lab.kube.get(LEASE, NS, olis)).get("spec") or {}).get("release")
+
         # released, oli's lease leaves the active list and shows its end; pat's waiting lease is granted
         await controller.ReleaseLease(jumpstarter_pb2.ReleaseLeaseRequest(name=olis), metadata=tokens["oli"])
         await eventually(lambda: controller.ListLeases(jumpstarter_pb2.ListLeasesRequest(), metadata=tokens["oli"]),
@@ -575,6 +582,10 @@ async def test_the_router_pairs_a_dial_with_the_exporters_listen_and_a_lease_tha
 
         with pytest.raises(grpc.aio.AioRpcError) as caught:  # not judy's lease
             await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=kim)
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # judy's lease's name, in another namespace
+            await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=f"namespaces/elsewhere/leases/{name}"),
+                                  metadata=judy)
         assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
         with pytest.raises(grpc.aio.AioRpcError) as caught:  # the exporter does not listen yet: the tools retry
             await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=judy)

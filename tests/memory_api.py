@@ -57,6 +57,9 @@ class MemoryApi:
         self.delay: Callable[[str, str, Object], float] = lambda kind, name, patch: 0.0
         """Seconds a patch of (kind, name) waits before the server looks at it: a slow or late write, as on a
         busy API server (its precondition is checked when it lands, not when it was sent)."""
+        self.answer_delay: Callable[[str, str, Object], float] = lambda kind, name, patch: 0.0
+        """Seconds the answer to a patch of (kind, name) takes once it has landed (and been watched): a writer
+        on a busy loop or a slow connection learns of its own write after others have."""
 
     # --- what tests use --------------------------------------------------------------------
 
@@ -94,8 +97,11 @@ class MemoryApi:
         wanted = (patch.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
             raise Conflict(f"{kind.kind} {namespace}/{name}: resourceVersion {wanted} is stale")
-        return self._store(f"patch {subresource or ''}".strip(), kind.kind, namespace, name,
-                           _merge(copy.deepcopy(current), patch))
+        written = self._store(f"patch {subresource or ''}".strip(), kind.kind, namespace, name,
+                              _merge(copy.deepcopy(current), patch))
+        if (seconds := self.answer_delay(kind.kind, name, patch)) > 0:
+            await asyncio.sleep(seconds)
+        return written
 
     async def json_patch(self, kind: Kind, namespace: str, name: str, ops: list[Object], *,
                          subresource: str | None = None) -> Object:

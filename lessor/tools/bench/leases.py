@@ -16,7 +16,9 @@ share the operator really got, writes per lease by verb and object in both
 runs and the actor restarts (a busy operator must not look like a crashed one).
 
 Every storm also polls `/readyz` and `/healthz` as a kubelet would (`probes`): a replica whose API server
-answers must stay ready however slow its loop is (issue 23), on a starved core too.
+answers must stay ready however slow its loop is (issue 23), on a starved core too. The writes before the
+storm are reported apart (`api_writes_before_storm`): a start writes one condition per exporter, client and
+policy, and more would show there.
 """
 
 from __future__ import annotations

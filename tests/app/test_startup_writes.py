@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,7 +21,7 @@ from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
 from lessor.install import install
 from lessor.model.views.conditions import StatusView
 from lessor.tools.bench.apiserver import measure_ceiling
-from lessor.tools.bench.common import WRITE_VERBS, api_requests, metrics_text
+from lessor.tools.bench.common import WRITE_VERBS, metrics_text
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from tests.slowness import described, scaled
 
@@ -30,6 +31,7 @@ OPS = "lessor-system"
 BEATING, NEVER_SEEN, OFFLINE = 24, 4, 4
 EXPORTERS = BEATING + NEVER_SEEN + OFFLINE
 LEASES = 3  # two granted, one waiting for the exporter it selects
+RETRIES = 2  # attempts the API server did not answer in time, tried again: a busy machine's, not waste
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +71,16 @@ async def _leases(kube: Gateway, ns: str) -> None:
             "clientRef": {"name": "qa"}, "selector": {"matchLabels": {"slot": slot}}, "duration": "1h"}})
 
 
-def _writes(port: int) -> dict[str, float]:
-    """The operator's writes to lessor's own kinds so far, by 'verb kind'."""
-    return {f"{verb} {kind}": n for (verb, kind), n in api_requests(port).items()
-            if verb in WRITE_VERBS and kind in (EXPORTER.kind, CLIENT.kind, POLICY.kind, LEASE.kind)}
+def _writes(port: int, *, answered: bool = True) -> dict[str, float]:
+    """The operator's writes to lessor's own kinds so far, by 'verb kind': those the API server took (2xx), or
+    with `answered=False` every attempt (a busy machine may time one out, and the actor try again)."""
+    found: dict[str, float] = {}
+    for code, kind, verb, value in re.findall(
+            r'lessor_api_requests_total\{code="([^"]*)",kind="([^"]*)",verb="([^"]*)"\} (\S+)', metrics_text(port)):
+        if verb in WRITE_VERBS and kind in (EXPORTER.kind, CLIENT.kind, POLICY.kind, LEASE.kind) \
+                and float(value) and (code.startswith("2") or not answered):
+            found[f"{verb} {kind}"] = found.get(f"{verb} {kind}", 0.0) + float(value)
+    return found
 
 
 def _exporter_messages(port: int) -> tuple[float, float]:
@@ -137,6 +145,7 @@ async def test_a_start_writes_each_condition_once_and_a_restart_nothing(
     assert _writes(operator.metrics_port) == {
         "patch Exporter": EXPORTERS, "patch Client": 1, "patch ExporterAccessPolicy": 1}, \
         "a first start writes each object's condition once"
+    assert sum(_writes(operator.metrics_port, answered=False).values()) <= EXPORTERS + 2 + RETRIES
 
     await _leases(kube, ns)
     await _poll(lambda: _settled_leases(kube, ns), "two leases granted, one waiting")
@@ -147,6 +156,7 @@ async def test_a_start_writes_each_condition_once_and_a_restart_nothing(
     operator.start("--exporter-heartbeat-timeout", "1h")
     await _started(operator.metrics_port)
     assert _writes(operator.metrics_port) == {}, "a restart onto a settled cluster writes nothing"
+    assert sum(_writes(operator.metrics_port, answered=False).values()) <= RETRIES
 
 
 async def _settled_leases(kube: Gateway, ns: str) -> bool:

@@ -217,9 +217,9 @@ async def test_a_handle_bound_to_a_claim_the_topology_saw_deleted_first_ends() -
     """Handle H learns of its binding before the topology does, and the claim is deleted in between. The pool's
     binding of H to c1 lands, but its answer is slow; H's actor learns of the binding from the answer to its
     own status write (its resource changed), and reads c1 from the API while c1 still exists; then c1 is
-    deleted. The topology sees the deletion before H's binding (the handles' watch lags) and c1's actor
-    before the pool's answer: neither the deletion's route, nor c1's actor (`ClaimHandles`, its handle) can
-    name H. H kept rendering for the claim it had read, bound to a claim that was gone, for good: the symptom of
+    deleted. The topology sees the deletion before H's binding (the handles' watch lags), and c1's actor before
+    the pool's answer: neither the deletion's route, nor c1's actor (`ClaimHandles`; nor its next incarnation,
+    which the pool's answer starts) can name H. H kept rendering for the claim it had read, bound to a claim that was gone, for good: the symptom of
     the SIGKILL chaos test's one failure (seed 973296085: "handle guid-... is bound to claim c10, which is
     gone"), whose logs were not kept."""
     LaggingHandles.held, LaggingHandles.waiting = set(), []
@@ -233,8 +233,12 @@ async def test_a_handle_bound_to_a_claim_the_topology_saw_deleted_first_ends() -
             return kind == "ResourceHandle" and name == taken and "resourceClaim" in (patch.get("spec") or {})
 
         answered = asyncio.Event()
-        api.answer_delay = lambda kind, name, patch: 0.5 if binding(kind, name, patch) and not answered.is_set() \
-            else 0.0
+
+        async def pool_answered_late(kind: str, name: str, patch: dict[str, Any]) -> None:
+            if binding(kind, name, patch):
+                await answered.wait()
+
+        api.before_answer = pool_answered_late
         claim(api, "c1")
         await until(lambda: bound_to(api.object("ResourceHandle", OPS, taken) or {}) == "c1")
 
@@ -247,8 +251,9 @@ async def test_a_handle_bound_to_a_claim_the_topology_saw_deleted_first_ends() -
             await api.merge_patch(CONFIG_MAP, NS, resource, {"metadata": {"labels": {"edited": edit}}})
             await until(lambda before=before: status_writes() > before)
         await api.delete(CLAIM, NS, "c1")
-        await asyncio.sleep(0.6)  # c1's actor has stopped, and the pool's answer to it is a dead letter
-        answered.set()
+        await until(lambda: f"claim/{NS}/c1" not in system.live("claim"))  # told no handle, and stopped
+        answered.set()  # the pool's answer starts c1's actor afresh: gone, it asks for its handles, finds none
+        await until(lambda: system.busy() == 0)  # (the pool's step counted as work until then)
         LaggingHandles.held.clear()
         for event in LaggingHandles.waiting:
             system.tell("topology", event)

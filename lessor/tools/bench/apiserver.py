@@ -118,8 +118,10 @@ async def _remove(gateway: Gateway, namespace: str) -> None:
     """Delete the measurement's Exporters, then its namespace. Deleting the namespace alone leaves them to a
     namespace controller, which the benches' control planes do not run: an operator started later would list
     thousands of them and write each one's `Online` (they were the most of a `bench leases` start-up's writes)."""
-    await gateway.request("deletecollection", EXPORTER.kind, "DELETE", EXPORTER.path(namespace), timeout=300)
-    await gateway.delete(NAMESPACE, None, namespace)
+    try:
+        await gateway.request("deletecollection", EXPORTER.kind, "DELETE", EXPORTER.path(namespace), timeout=300)
+    finally:
+        await gateway.delete(NAMESPACE, None, namespace)
 
 
 async def _exporter(gateway: Gateway, namespace: str, name: str) -> None:

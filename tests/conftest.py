@@ -275,8 +275,10 @@ class OperatorProcess:
         self.kubeconfig, self.directory = kubeconfig, directory
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.metrics_port = 0  # the running process's /metrics
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
+        """`extra`: more arguments of `lessor run`."""
         from lessor.tools.bench.common import start_operator
         from lessor.tools.controlplane.processes import free_port
 
@@ -284,7 +286,8 @@ class OperatorProcess:
         self.starts += 1
         folder = self.directory / f"run-{self.starts}"
         folder.mkdir(parents=True, exist_ok=True)
-        self.process = start_operator(self.kubeconfig, folder, free_port(), free_port(), *FAST_ELECTION)
+        self.metrics_port = free_port()
+        self.process = start_operator(self.kubeconfig, folder, free_port(), self.metrics_port, *FAST_ELECTION, *extra)
 
     def kill(self) -> None:
         """SIGKILL: no last words, as when a node dies."""

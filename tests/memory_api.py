@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,6 +57,9 @@ class MemoryApi:
         self.delay: Callable[[str, str, Object], float] = lambda kind, name, patch: 0.0
         """Seconds a patch of (kind, name) waits before the server looks at it: a slow or late write, as on a
         busy API server (its precondition is checked when it lands, not when it was sent)."""
+        self.before_answer: Callable[[str, str, Object], Awaitable[None]] = _at_once
+        """Awaited once a patch of (kind, name) has landed (and been watched), before its writer hears of it: a
+        writer on a busy loop or a slow connection learns of its own write after others have."""
 
     # --- what tests use --------------------------------------------------------------------
 
@@ -94,8 +97,10 @@ class MemoryApi:
         wanted = (patch.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
             raise Conflict(f"{kind.kind} {namespace}/{name}: resourceVersion {wanted} is stale")
-        return self._store(f"patch {subresource or ''}".strip(), kind.kind, namespace, name,
-                           _merge(copy.deepcopy(current), patch))
+        written = self._store(f"patch {subresource or ''}".strip(), kind.kind, namespace, name,
+                              _merge(copy.deepcopy(current), patch))
+        await self.before_answer(kind.kind, name, patch)
+        return written
 
     async def json_patch(self, kind: Kind, namespace: str, name: str, ops: list[Object], *,
                          subresource: str | None = None) -> Object:
@@ -146,6 +151,10 @@ class MemoryApi:
         self.writes.append(Write(verb, kind, namespace, name, copy.deepcopy(obj)))
         self._watch("ADDED" if created else "MODIFIED", copy.deepcopy(obj))
         return copy.deepcopy(obj)
+
+
+async def _at_once(*_: Any) -> None:
+    return None
 
 
 def _merge(target: Any, patch: Any) -> Any:

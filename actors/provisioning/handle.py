@@ -187,7 +187,7 @@ class HandleActor(ObjectActor):
     async def _claim_deleted(self) -> None:
         """The topology says the claim is gone; the API decides (a claim re-created under the name keeps us)."""
         bound = claim_of(self.obj)
-        if bound is None:
+        if bound is None or self.ending:  # told twice (by the claim's actor and by the topology): ending already
             return
         self.claim = await self.ctx.api.get(CLAIM, *bound)
         if self.claim is None:

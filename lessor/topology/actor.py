@@ -40,7 +40,7 @@ from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPO
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
 from lessor.topology.policies import PolicySets
-from lessor.topology.recovery import missed_while_down
+from lessor.topology.recovery import bound_to_a_gone_claim, missed_while_down
 
 JSON = Mapping[str, Any]
 
@@ -144,6 +144,8 @@ class TopologyActor(Actor):
                         targets |= self._unbound_claims()
                     for target in targets:
                         self._observe(target, change.key, change.new)
+                    if (missed := bound_to_a_gone_claim(self.topology, change)) is not None:
+                        self._observe(missed.target, missed.key, missed.obj)
             case Synced():
                 self.state.synced = True
                 self._announce_all()

@@ -22,6 +22,12 @@ The other changes made while lessor was down need nothing from here: every
 live object is announced to its actor at `Synced`, and each actor's
 `started()` rebuilds its state from what is there (see "Changed while lessor
 was down" in docs/architecture.md).
+
+One reference can dangle while lessor runs, too (`bound_to_a_gone_claim`): a
+handle bound to a claim whose deletion the topology saw first. The handles'
+watch is a stream of its own, so the binding can arrive after the deletion
+was routed, when neither the claim's actor nor the deletion's route could
+name the handle; the handle is told, as the deletion it missed.
 """
 
 from __future__ import annotations
@@ -30,10 +36,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lessor.topology.changes import JSON
+from lessor.topology.changes import JSON, Change
+from lessor.model.fields import deleting
+from lessor.model.handles import claim_of
 from lessor.model.views.leasing import ExporterView, LeaseView
 from lessor.topology.fields import HANDLE_POOL, STATUS_EXPORTER_REF, is_inert
-from lessor.topology.keys import EXPORTER, LEASE, ObjectKey, address
+from lessor.topology.keys import CLAIM, EXPORTER, HANDLE, LEASE, ObjectKey, address
 from lessor.model.labels import HANDLE_NAME, LEASE_ENDED
 
 if TYPE_CHECKING:
@@ -94,3 +102,20 @@ def _gone_owners(topology: Topology, field: str) -> Iterator[Missed]:
         if target is not None:
             yield Missed(target, owner, None)
 
+
+
+def bound_to_a_gone_claim(topology: Topology, change: Change) -> Missed | None:
+    """A handle just bound to a claim the topology does not hold: tell it the claim is gone (its actor asks the
+    API before it ends, so a claim whose creation the topology has not seen yet keeps its handle).
+
+    A binding may land as its claim is being deleted (a pool decides from a request the claim made before), and
+    the topology may see the deletion first. The handle's actor may have learned of its binding before the
+    topology, from the answer to a write of its own, and read the claim from the API while it still existed;
+    then nothing else would tell it, and it would stay bound to a claim that is gone."""
+    if change.key.kind != HANDLE or change.new is None or deleting(change.new):
+        return None
+    bound = claim_of(change.new)
+    if bound is None or bound == claim_of(change.old):
+        return None
+    claim, target = ObjectKey(CLAIM, *bound), address(change.key)
+    return Missed(target, claim, None) if target is not None and claim not in topology else None

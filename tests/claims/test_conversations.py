@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from lessor.actors.api import CLAIM, Kind
+from lessor.topology.actor import Event, TopologyActor
 from tests.memory_api import OPS, MemoryApi, world
 from tests.slowness import scaled
 
@@ -194,3 +195,68 @@ async def test_a_claim_change_answered_by_the_claims_own_status_write_still_reac
         await api.merge_patch(CONFIG_MAP, NS, name, {"metadata": {"labels": {"someone": "else"}}})
         await until(lambda: bool(changes) and changes[0].done())
         await until(lambda: (api.object("ConfigMap", NS, name) or {}).get("data") == {"a": "b", "c": "d"})
+
+
+
+class LaggingHandles(TopologyActor):
+    """A topology that sees the events of the handles in `held` only on `release`, in order: in the operator
+    the handles' watch is a stream of its own, which may lag behind the claims' and the created resources'."""
+
+    held: set[str] = set()
+    waiting: list[Event] = []
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, Event) and message.object.get("kind") == "ResourceHandle" \
+                and message.object["metadata"]["name"] in LaggingHandles.held:
+            LaggingHandles.waiting.append(message)
+            return None
+        return await super().receive(message)
+
+
+async def test_a_handle_bound_to_a_claim_the_topology_saw_deleted_first_ends() -> None:
+    """Handle H learns of its binding before the topology does, and the claim is deleted in between. The pool's
+    binding of H to c1 lands, but its answer is slow; H's actor learns of the binding from the answer to its
+    own status write (its resource changed), and reads c1 from the API while c1 still exists; then c1 is
+    deleted. The topology sees the deletion before H's binding (the handles' watch lags), and c1's actor before
+    the pool's answer: neither the deletion's route, nor c1's actor (`ClaimHandles`; nor its next incarnation,
+    which the pool's answer starts) can name H. H kept rendering for the claim it had read, bound to a claim that was gone, for good: the symptom of
+    the SIGKILL chaos test's one failure (seed 973296085: "handle guid-... is bound to claim c10, which is
+    gone"), whose logs were not kept."""
+    LaggingHandles.held, LaggingHandles.waiting = set(), []
+    async with world(topology=LaggingHandles) as (system, api):
+        provider_and_pool(api, 1)
+        await until(lambda: len(handles(api)) == 1 and (handles(api)[0].get("status") or {}).get("ready"))
+        taken, resource = handles(api)[0]["metadata"]["name"], configmaps(api)[0]["metadata"]["name"]
+        LaggingHandles.held.add(taken)
+
+        def binding(kind: str, name: str, patch: dict[str, Any]) -> bool:
+            return kind == "ResourceHandle" and name == taken and "resourceClaim" in (patch.get("spec") or {})
+
+        answered = asyncio.Event()
+
+        async def pool_answered_late(kind: str, name: str, patch: dict[str, Any]) -> None:
+            if binding(kind, name, patch):
+                await answered.wait()
+
+        api.before_answer = pool_answered_late
+        claim(api, "c1")
+        await until(lambda: bound_to(api.object("ResourceHandle", OPS, taken) or {}) == "c1")
+
+        def status_writes() -> int:
+            return sum(1 for w in api.writes if w.kind == "ResourceHandle" and w.name == taken
+                       and w.verb == "patch status")
+
+        for edit in ("one", "two"):  # the first status write tells H it is bound; the next change reads c1
+            before = status_writes()
+            await api.merge_patch(CONFIG_MAP, NS, resource, {"metadata": {"labels": {"edited": edit}}})
+            await until(lambda before=before: status_writes() > before)
+        await api.delete(CLAIM, NS, "c1")
+        await until(lambda: f"claim/{NS}/c1" not in system.live("claim"))  # told no handle, and stopped
+        answered.set()  # the pool's answer starts c1's actor afresh: gone, it asks for its handles, finds none
+        await until(lambda: system.busy() == 0)  # (the pool's step counted as work until then)
+        LaggingHandles.held.clear()
+        for event in LaggingHandles.waiting:
+            system.tell("topology", event)
+        await until(lambda: api.object("ResourceHandle", OPS, taken) is None)
+        assert api.object("ConfigMap", NS, resource) is None
+        await until(lambda: len(handles(api)) == 1 and not bound_to(handles(api)[0]))

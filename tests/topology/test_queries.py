@@ -6,7 +6,7 @@ import pytest
 
 from lessor.model.selectors import parse_selector
 from lessor.model.views.leasing import ExporterView
-from lessor.topology import ADDED, MODIFIED, Edge, ObjectKey, Topology
+from lessor.topology import ADDED, DELETED, MODIFIED, Edge, ObjectKey, Topology
 from lessor.topology.fields import CLIENT_REF, FREE_HANDLE_PROVIDER
 
 API = "lessor.dev/v1alpha1"
@@ -273,3 +273,31 @@ def test_a_view_is_built_once_per_version_and_shared(lab: Topology) -> None:
     assert fresh is not None and fresh is not first and fresh.held_by == "l9"
     assert lab.view(key("Exporter", "nowhere"), ExporterView) is None
 
+
+
+def test_a_handle_newly_bound_to_a_claim_the_topology_does_not_hold_is_told_it_is_gone() -> None:
+    from lessor.topology.recovery import Missed, bound_to_a_gone_claim
+
+    topology = Topology(OPS)
+    topology.apply(ADDED, obj("ResourceClaim", "c1", "user"))
+    unbound = obj("ResourceHandle", "guid-a", OPS, spec={"resourcePool": {"name": "p1", "namespace": OPS}})
+    created = topology.apply(ADDED, unbound)
+    assert created is not None and bound_to_a_gone_claim(topology, created) is None
+
+    def bound(to: str, version: str, **metadata: Any) -> dict:
+        return {**unbound, "metadata": {**unbound["metadata"], "resourceVersion": version, **metadata},
+                "spec": {**unbound["spec"], "resourceClaim": {"name": to, "namespace": "user"}}}
+
+    change = topology.apply(MODIFIED, bound("c1", "2"))
+    assert change is not None and bound_to_a_gone_claim(topology, change) is None  # its claim is there
+    topology.apply(DELETED, obj("ResourceClaim", "c1", "user"))
+    change = topology.apply(MODIFIED, bound("c1", "3"))
+    assert change is not None and bound_to_a_gone_claim(topology, change) is None  # bound before: the deletion was routed to it
+
+    other = obj("ResourceHandle", "guid-b", OPS, spec={"resourcePool": {"name": "p1", "namespace": OPS}})
+    topology.apply(ADDED, other)
+    change = topology.apply(MODIFIED, {**other, "metadata": {**other["metadata"], "resourceVersion": "4"},
+                                       "spec": {**other["spec"], "resourceClaim": {"name": "c2", "namespace": "user"}}})
+    assert change is not None
+    assert bound_to_a_gone_claim(topology, change) == Missed("handle/lessor-system/guid-b",
+                                                             key("ResourceClaim", "c2", "user"), None)

@@ -67,7 +67,7 @@ async def gateway_throughput(gateway: Gateway, *, seconds: float = 3.0, concurre
                     samples[name].append(await _rate(get, seconds / 3, concurrency))
             rates = {name: round(max(values), 1) for name, values in samples.items()}
     finally:
-        await gateway.delete(NAMESPACE, None, namespace)
+        await _remove(gateway, namespace)
     return {"gets_per_second": rates, "concurrency": concurrency,
             "gateway_to_raw": round(rates["gateway"] / max(rates["raw_aiohttp"], 1e-9), 3)}
 
@@ -105,13 +105,23 @@ async def measure_ceiling(gateway: Gateway, *, seconds: float = 5.0, watch_sampl
         say(f"watch delivery latency over {watch_samples} status patches")
         latency = await _watch_latency(gateway, namespace, names[0], watch_samples)
     finally:
-        await gateway.delete(NAMESPACE, None, namespace)
+        await _remove(gateway, namespace)
     return {
         "status_patches_per_second": patches,
         "creates_per_second": creates,
         "watch_latency_ms": latency,
         "notes": "etcd runs with --unsafe-no-fsync on loopback; each write phase uses its own objects",
     }
+
+
+async def _remove(gateway: Gateway, namespace: str) -> None:
+    """Delete the measurement's Exporters, then its namespace. Deleting the namespace alone leaves them to a
+    namespace controller, which the benches' control planes do not run: an operator started later would list
+    thousands of them and write each one's `Online` (they were the most of a `bench leases` start-up's writes)."""
+    try:
+        await gateway.request("deletecollection", EXPORTER.kind, "DELETE", EXPORTER.path(namespace), timeout=300)
+    finally:
+        await gateway.delete(NAMESPACE, None, namespace)
 
 
 async def _exporter(gateway: Gateway, namespace: str, name: str) -> None:

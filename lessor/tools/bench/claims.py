@@ -65,9 +65,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await install(kube, OPS, progress=say)
                 await _lab(kube, args)
                 storm = await _storm(kube, cp.kubeconfig, Path(tmp), args)
-                # Measured after the storm, with the operator stopped: the thousands of Exporters the
-                # measurement leaves behind (no namespace controller runs here) would otherwise be the
-                # operator's to list and keep during the storm.
+                # Measured after the storm, with the operator stopped: its thousands of writes stay out
+                # of the storm's.
                 say("measuring the API server's ceiling")
                 ceiling = await measure_ceiling(kube, seconds=3, watch_samples=50)
     allowed = ceiling["status_patches_per_second"]["8"] / max(storm["api_writes_per_claim"], 1e-9)

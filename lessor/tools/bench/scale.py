@@ -95,8 +95,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     rows.append(row)
                     say(f"N={n}: settled in {row['start']['settled_seconds']} s, "
                         f"RSS {row['rss_after_start_bytes'] / 2**20:.0f} MiB")
-                    if n == sizes[-1]:  # last, once the operators have stopped: the ceiling's objects
-                        # (never deleted without a namespace controller) stay out of every measured start
+                    if n == sizes[-1]:  # last, once the operators have stopped: its writes stay out of
+                        # every measured start
                         say("the API server's ceiling and the gateway's throughput, with the operator stopped")
                         ceiling = await measure_ceiling(kube, seconds=3, watch_samples=50)
                         throughput = await gateway_throughput(kube, seconds=3)

@@ -442,16 +442,20 @@ class LeaseActor(ObjectActor):
             await self._show_pending(result.pending)
             return
         self.plan = result
-        self._queue_at(result.candidates)
+        self._queue_at(result.candidates, naming_us=[e.name for e in exporters
+                                                     if e.holder is not None and e.holder.lease == self.name])
         self.pending = result.pending
         if result.takeable:
             self.schedule("pending", _ShowPending(), delay=self.ctx.pending_grace * 2 ** self.rechecks)
         else:
             await self._show_pending(result.pending)
 
-    def _queue_at(self, candidates: tuple[Candidate, ...]) -> None:
+    def _queue_at(self, candidates: tuple[Candidate, ...], naming_us: list[str]) -> None:
         """Wait in the queue of every approved exporter: whichever frees up first serves us. The first
-        time in an incarnation, also ask each to `Settle` (a previous incarnation may have accepted there)."""
+        time in an incarnation, also ask each to `Settle` (a previous incarnation may have accepted there).
+        Always ask an exporter whose `leaseRef` already names this lease (`naming_us`: another replica's
+        commit whose grant was never written, say): no offer is taken before it answers, so the lease is
+        never committed on a second exporter while the first still names it."""
         fresh = {c.exporter: c for c in candidates}
         for exporter in self.wanted.keys() - fresh.keys():
             self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
@@ -467,6 +471,11 @@ class LeaseActor(ObjectActor):
             self.settling = frozenset(fresh)
             if self.settling:
                 self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
+        elif asked := [e for e in naming_us if e not in self.settling]:
+            for exporter in asked:
+                self.tell(_exporter_address(self.namespace, exporter), Settle(self.name), coalesce=_settle_key(self.name))
+            self.settling = self.settling | frozenset(asked)
+            self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
 
     def _want(self, candidate: Candidate) -> None:
         assert self.request is not None and self.obj is not None

@@ -219,3 +219,21 @@ async def test_a_release_that_lands_under_the_grants_own_write_still_ends_the_le
         await until(lambda: ((api.object("Lease", NS, "l1") or {}).get("status") or {}).get("ended") is True)
         await until(lambda: lease_ref(api.object("Exporter", NS, "e1")) is None)
     assert_never_double_booked(api.writes)
+
+
+async def test_a_lease_an_exporter_already_names_takes_that_exporter_and_no_other() -> None:
+    """A deposed replica's commit whose grant it never wrote: the exporter names the lease, the lease names
+    nobody. The new leader's lease hears the exporter out before it takes anyone's offer, even when a free
+    exporter offers first (here: the naming exporter's actor is slow to start)."""
+    async with world(decision_window=0.05, offer_timeout=0.2) as (_, api):
+        lease(api, "l1")
+        lab(api, "e1")
+        api.seed({"apiVersion": API, "kind": "Exporter", "metadata": {"name": "e2", "namespace": NS,
+                                                                      "labels": {"board": "rpi"}},
+                  "spec": {}, "status": {**api.object("Exporter", NS, "e1")["status"], "leaseRef": {"name": "l1"}}})
+        slow(api, "Exporter", "e2", 0.5, when=lambda patch: "conditions" in (patch.get("status") or {}))
+        await until(lambda: is_ready(api.object("Lease", NS, "l1")))
+        await asyncio.sleep(scaled(0.3))
+        assert exporter_ref(api.object("Lease", NS, "l1")) == "e2"
+        assert lease_ref(api.object("Exporter", NS, "e1")) is None
+    assert_never_double_booked(api.writes)

@@ -273,3 +273,13 @@ def test_a_view_is_built_once_per_version_and_shared(lab: Topology) -> None:
     assert fresh is not None and fresh is not first and fresh.held_by == "l9"
     assert lab.view(key("Exporter", "nowhere"), ExporterView) is None
 
+
+
+def test_every_key_in_a_stable_order_kind_by_kind_and_namespace_by_namespace(lab: Topology) -> None:
+    lab.apply(ADDED, obj("Exporter", "a-late"))  # after the others: last of its kind and namespace
+    lab.apply(MODIFIED, obj("Exporter", "rpi4-1", labels={"board": "rpi4"}))  # keeps its place
+    keys = lab.in_order()
+    assert sorted(keys) == sorted(lab.keys()) and len(keys) == len(set(keys))
+    assert [(k.kind, k.namespace) for k in keys] == sorted((k.kind, k.namespace) for k in keys)
+    assert [k.name for k in keys if (k.kind, k.namespace) == ("Exporter", "lab")] == [
+        "rpi4-1", "rpi4-2", "imx8-1", "a-late"]

@@ -180,7 +180,7 @@ class TopologyActor(Actor):
 
     def _announce_all(self) -> None:
         """Tell every live object's actor of its object, in chunks (`_Announce`); then the missed changes."""
-        self._announce(tuple(sorted(self.topology.keys())), 0)
+        self._announce(tuple(self.topology.in_order()), 0)
 
     def _announce(self, keys: tuple[ObjectKey, ...], start: int) -> None:
         end = start + ANNOUNCE_CHUNK

@@ -138,6 +138,10 @@ class Topology:
         """The keys of the objects of `kind` in `namespace` (None: any)."""
         return set(self._store.keys(kind, namespace))
 
+    def in_order(self) -> list[ObjectKey]:
+        """Every key, in a stable order without sorting them all (`ObjectStore.in_order`)."""
+        return self._store.in_order()
+
     # -- selector queries --------------------------------------------------
 
     def select(self, kind: str, namespace: str, selector: Selector) -> set[ObjectKey]:

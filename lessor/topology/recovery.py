@@ -65,16 +65,20 @@ def missed_while_down(topology: Topology) -> list[Missed]:
 
 
 def _held_for_ended_leases(topology: Topology) -> Iterator[Missed]:
-    for key in sorted(topology.keys(EXPORTER)):
-        exporter = ExporterView.maybe(topology.get(key))
-        lease = exporter.held_by if exporter is not None else None
-        if lease is None:
-            continue
+    # The held ones, then sorted: sorting every exporter's key is one call that holds the interpreter lock
+    # (0.2-0.6 s at 100,000 exporters), and few are held.
+    held = [(key, lease) for key in topology.keys(EXPORTER) if (lease := _holder(topology, key)) is not None]
+    for key, lease in sorted(held):
         lease_key = ObjectKey(LEASE, key.namespace, lease)
         obj = topology.get(lease_key)
         target = address(key)
         if (obj is None or LeaseView.ended_body(obj)) and target is not None:
             yield Missed(target, lease_key, obj)
+
+
+def _holder(topology: Topology, key: ObjectKey) -> str | None:
+    exporter = ExporterView.maybe(topology.get(key))
+    return exporter.held_by if exporter is not None else None
 
 
 def _leased_to_gone_exporters(topology: Topology) -> Iterator[Missed]:
@@ -87,10 +91,11 @@ def _leased_to_gone_exporters(topology: Topology) -> Iterator[Missed]:
 
 
 def _unlabelled_ended_leases(topology: Topology) -> Iterator[Missed]:
-    for key in sorted(topology.keys(LEASE)):
+    ended = [key for key in topology.keys(LEASE) if LeaseView.ended_body(topology.get(key))]  # as above
+    for key in sorted(ended):
         obj = topology.get(key)
         target = address(key)
-        lease = LeaseView.maybe(obj) if obj is not None and LeaseView.ended_body(obj) else None
+        lease = LeaseView.maybe(obj) if obj is not None else None
         if lease is not None and target is not None and lease.meta.labels.get(LEASE_ENDED) != "true":
             yield Missed(target, key, obj)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
+
+import orjson
+import pytest
 
 from lessor.gateway.strings import Strings
 
@@ -52,3 +57,48 @@ def test_the_table_prunes_itself_as_it_grows() -> None:
     for i in range(10_000):
         strings.share(exporter(f"e{i}", f"g{i}", f"t{i}"))  # each object dropped at once
     assert len(strings) < 200
+
+
+def test_equal_nested_values_become_one_read_only_object() -> None:
+    strings = Strings()
+    a = strings.share(exporter("a", "g1", "t1"))
+    b = strings.share(exporter("b", "g1", "t1"))
+    assert a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert a["status"] is b["status"] and a["status"]["conditions"][0] is b["status"]["conditions"][0]
+    assert a["metadata"] is not b["metadata"] and a is not b  # an object's top and metadata are its own
+    c = strings.share(exporter("c", "g2", "t1"))
+    assert c["metadata"]["labels"] is not a["metadata"]["labels"] and c["status"] is a["status"]
+    for write in (lambda: a["metadata"]["labels"].__setitem__("group", "g9"),
+                  lambda: a["metadata"]["labels"].update(group="g9"), lambda: a["status"].pop("lastSeen"),
+                  lambda: a["status"]["conditions"].append({}), lambda: a["status"]["conditions"][0].clear()):
+        with pytest.raises(TypeError):
+            write()
+    assert b == exporter("b", "g1", "t1")
+
+
+def test_a_copy_of_a_shared_value_is_writable_and_encodes_alike() -> None:
+    strings = Strings()
+    a = strings.share(exporter("a", "g1", "t1"))
+    for copied in (copy.deepcopy(a), {**a, "status": copy.deepcopy(a["status"])}):
+        copied["status"]["conditions"][0]["status"] = "False"
+        copied["status"]["conditions"].append({"type": "Ready"})
+    labels = dict(a["metadata"]["labels"])
+    labels["group"] = "g2"
+    assert a == exporter("a", "g1", "t1")
+    assert orjson.loads(orjson.dumps(a)) == exporter("a", "g1", "t1") == json.loads(json.dumps(a))
+
+
+def test_values_equal_but_for_their_json_types_are_not_merged() -> None:
+    strings = Strings()
+    shared = [strings.share({"kind": "X", "spec": {"n": value, "list": [value]}}) for value in (True, 1, 1.0)]
+    assert [type(o["spec"]["n"]) for o in shared] == [bool, int, float]
+    assert [type(o["spec"]["list"][0]) for o in shared] == [bool, int, float]
+
+
+def test_nested_values_no_object_holds_any_more_leave_the_table() -> None:
+    strings = Strings(min_size=4)
+    kept = [strings.share(exporter(f"e{i}", f"g{i}", f"t{i}")) for i in range(50)]
+    del kept[1:]
+    strings.prune()
+    assert strings.values == 6  # labels, owner, ownerReferences, condition, conditions, status of the one left
+    assert strings.share(exporter("x", "g0", "t0"))["status"] is kept[0]["status"]

@@ -301,3 +301,13 @@ def test_a_handle_newly_bound_to_a_claim_the_topology_does_not_hold_is_told_it_i
     assert change is not None
     assert bound_to_a_gone_claim(topology, change) == Missed("handle/lessor-system/guid-b",
                                                              key("ResourceClaim", "c2", "user"), None)
+
+
+def test_every_key_in_a_stable_order_kind_by_kind_and_namespace_by_namespace(lab: Topology) -> None:
+    lab.apply(ADDED, obj("Exporter", "a-late"))  # after the others: last of its kind and namespace
+    lab.apply(MODIFIED, obj("Exporter", "rpi4-1", labels={"board": "rpi4"}))  # keeps its place
+    keys = lab.in_order()
+    assert sorted(keys) == sorted(lab.keys()) and len(keys) == len(set(keys))
+    assert [(k.kind, k.namespace) for k in keys] == sorted((k.kind, k.namespace) for k in keys)
+    assert [k.name for k in keys if (k.kind, k.namespace) == ("Exporter", "lab")] == [
+        "rpi4-1", "rpi4-2", "imx8-1", "a-late"]

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import (
     CLAIM,
@@ -33,9 +33,9 @@ from lessor.gateway.resources import (
     POOL,
     PROVIDER,
 )
-from lessor.install import install
 from lessor.model.handles import templates_record
 from lessor.model.labels import CLAIM_TEMPLATES
+from tests.clusters import own_cluster
 from tests.polling import get, record
 from tests.slowness import scaled
 
@@ -49,10 +49,8 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ControlPlane, Gateway]]:
     """A control plane of this module's own: only the operator under test acts on it."""
-    async with ControlPlane(tmp_path_factory.mktemp("recovery"), ensure_binaries(), controller_manager=False) as cp:
-        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
-            await install(kube, OPS, progress=lambda _: None)
-            yield cp, kube
+    async with own_cluster(tmp_path_factory.mktemp("recovery")) as (cp, kube):
+        yield cp, kube
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ import pytest
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
-from lessor.install import install
 from lessor.model.views.conditions import StatusView
 from lessor.tools.bench.apiserver import measure_ceiling
 from lessor.tools.bench.common import WRITE_VERBS, metrics_text
-from lessor.tools.controlplane import ControlPlane, ensure_binaries
+from lessor.tools.controlplane import ControlPlane
+from tests.clusters import own_cluster
 from tests.slowness import described, scaled
 
 pytestmark = pytest.mark.apiserver
@@ -37,10 +37,8 @@ RETRIES = 2  # attempts the API server did not answer in time, tried again: a bu
 @pytest.fixture(scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ControlPlane, Gateway]]:
     """A control plane of this module's own: the operator's requests are this module's objects' alone."""
-    async with ControlPlane(tmp_path_factory.mktemp("startup"), ensure_binaries(), controller_manager=False) as cp:
-        async with await Gateway.connect(str(cp.kubeconfig)) as kube:
-            await install(kube, OPS, progress=lambda _: None)
-            yield cp, kube
+    async with own_cluster(tmp_path_factory.mktemp("startup")) as (cp, kube):
+        yield cp, kube
 
 
 def _stamp() -> str:

@@ -178,10 +178,12 @@ ACTORS = {"exporter": ExporterActor, "lease": LeaseActor, "pool": PoolActor, "ha
 @asynccontextmanager
 async def world(topology: Callable[[TopologyState], TopologyActor] = TopologyActor,
                 registry: CollectorRegistry | None = None,
+                kinds: Mapping[str, Callable[[str, Context], Any]] | None = None,
                 **settings: Any) -> AsyncIterator[tuple[ActorSystem, MemoryApi]]:
     """The topology and every object actor on one mailbox, over a `MemoryApi` whose writes they watch.
-    `topology` makes the topology actor (a test's slower one), `registry` gets the mailbox metrics;
-    `settings` go to the actors' `Context` (decision_window, offer_timeout, ...)."""
+    `topology` makes the topology actor (a test's slower one), `registry` gets the mailbox metrics, `kinds`
+    replaces the actors of some kinds (a test's scripted stand-in, by address prefix); `settings` go to the
+    actors' `Context` (decision_window, offer_timeout, ...)."""
     state = TopologyState(Topology(OPS))
     async with ActorSystem(registry=registry) as system:
         api = MemoryApi(lambda kind, obj: system.tell("topology", Event(kind, obj)))
@@ -189,7 +191,7 @@ async def world(topology: Callable[[TopologyState], TopologyActor] = TopologyAct
         tolerant = Supervision(max_restarts=1000, within=60.0, backoff=0.01, max_backoff=0.1)
         system.register("topology", lambda _: topology(state), capacity=100_000, supervision=tolerant,
                         ask_timeout=TOPOLOGY_ASK_TIMEOUT)
-        for prefix, actor in ACTORS.items():
+        for prefix, actor in {**ACTORS, **(kinds or {})}.items():
             system.register(prefix, lambda a, actor=actor: actor(a, ctx), supervision=tolerant)
         system.tell("topology", Synced())
         yield system, api

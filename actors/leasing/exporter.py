@@ -180,6 +180,8 @@ class ExporterActor(ObjectActor):
             case Accept():
                 await self._accept(message)
             case Decline(lease=lease, ticket=ticket):
+                if self.offer is not None and self.offer[0] == lease and self.offer[1] != ticket:
+                    return None  # of an offer that expired and was made to it again: it keeps its place
                 if self.offer == (lease, ticket):
                     self.offer = None
                 self._forget(lease)
@@ -384,7 +386,10 @@ class ExporterActor(ObjectActor):
 
     async def _accept(self, accept: Accept) -> None:
         lease_address = _lease_address(self.namespace, accept.lease)
-        if self.offer != (accept.lease, accept.ticket):
+        # An older ticket of the lease the offer is out to counts too: the offer expired and was made to it
+        # again. Else a lease slower than the offer timeout (on a starved replica) never accepted in time, and
+        # the offers went round the queue to leases of lower priority. (Replies name the lease's own ticket.)
+        if self.offer is None or self.offer[0] != accept.lease:
             self.tell(lease_address, OfferWithdrawn(self.name, accept.ticket))
             return
         self.offer = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -37,27 +39,57 @@ def has(type_: str, status: str, reason: str) -> Callable[[Mapping[str, Any]], b
     return lambda obj: (condition(obj, type_).get("status"), condition(obj, type_).get("reason")) == (status, reason)
 
 
+def _runqueue_wait() -> float:
+    """Seconds this thread has waited for a CPU while runnable (0 where Linux's schedstat is not there)."""
+    try:
+        with open("/proc/thread-self/schedstat") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class LagMonitor:
-    """Samples the event loop's lag: how late a 10 ms sleep wakes up."""
+    """Samples the event loop's lag: how late a 10 ms sleep wakes up, less the time the loop's thread waited
+    for a CPU while it could run (a busy machine is not the loop blocked: a full suite's run once measured
+    168 ms here, which the test alone never showed; Linux's schedstat counts that wait) and less the cycle
+    collector's passes, which walk the whole test process and no hostile object causes (the operator freezes
+    its own heap after start-up, lessor/memory.py). A step that blocks the loop, on the CPU or in a call that
+    waits, still counts in full. `worst_wall` and `worst_collecting` are reported beside it."""
 
     def __init__(self) -> None:
         self.worst = 0.0
+        self.worst_wall = 0.0
+        self.worst_collecting = 0.0
         self.samples = 0
+        self._collecting = 0.0  # seconds of collector passes so far
+        self._pass_began = 0.0
         self._task: asyncio.Task[None] | None = None
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._pass_began = time.perf_counter()
+        else:
+            spent = time.perf_counter() - self._pass_began
+            self._collecting += spent
+            self.worst_collecting = max(self.worst_collecting, spent)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            start = loop.time()
+            start, queued, collecting = loop.time(), _runqueue_wait(), self._collecting
             await asyncio.sleep(0.01)
-            self.worst = max(self.worst, loop.time() - start - 0.01)
+            late = loop.time() - start - 0.01
+            self.worst_wall = max(self.worst_wall, late)
+            self.worst = max(self.worst, late - (_runqueue_wait() - queued) - (self._collecting - collecting))
             self.samples += 1
 
     def __enter__(self) -> LagMonitor:
+        gc.callbacks.append(self._gc)
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self
 
     def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._gc)
         assert self._task is not None
         self._task.cancel()
 
@@ -110,7 +142,8 @@ async def test_hostile_claims_get_named_conditions_while_the_event_loop_stays_re
         bomb = await until(kube, CLAIM, namespace, "bomb", lambda c: condition(c, "Ready").get("status") == "False"
                            and "template size limit" in condition(c, "Ready").get("message", ""))
         await until(kube, CLAIM, namespace, "plain", has("Ready", "True", "Ready"))  # the operator kept working
-    print(f"worst event-loop lag {lag.worst * 1000:.1f} ms over {lag.samples} samples")
+    print(f"worst event-loop lag {lag.worst * 1000:.1f} ms over {lag.samples} samples (waits for a CPU apart; wall "
+          f"{lag.worst_wall * 1000:.1f} ms; collector passes apart, the longest {lag.worst_collecting * 1000:.1f} ms)")
 
     assert "spec.resources[0].template/data/x" in condition(redos, "Valid")["message"]
     assert "does not match '^(a+)+$'" in condition(redos, "Valid")["message"]

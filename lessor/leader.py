@@ -443,9 +443,13 @@ class LeaderElector:
             spec["leaseTransitions"] = old.get("leaseTransitions") or 0
         else:
             spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
+        await self._replace(lease, spec, started)
+        return True
+
+    async def _replace(self, lease: Mapping[str, Any], spec: dict[str, Any], started: float) -> None:
+        """Write `lease` with `spec` and this replica's holder annotations, under the resourceVersion it carries."""
         metadata = _holder_annotations(mapping_at(lease, "metadata"), self.authenticated, self.advertise)
         self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
-        return True
 
     async def _renew_as_written(self, started: float) -> bool:
         """A renewal in one round trip: the Lease as this replica last wrote it, with a new `renewTime`, under
@@ -457,9 +461,8 @@ class LeaderElector:
             return False
         spec = {**mapping_at(lease, "spec"), "renewTime": _micro_time(),
                 "leaseDurationSeconds": max(1, round(self.settings.lease_duration))}
-        metadata = _holder_annotations(mapping_at(lease, "metadata"), self.authenticated, self.advertise)
         try:
-            self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
+            await self._replace(lease, spec, started)
         except ApiError as err:
             if err.status != 409:
                 raise

@@ -108,7 +108,6 @@ def _gone_owners(topology: Topology, field: str) -> Iterator[Missed]:
             yield Missed(target, owner, None)
 
 
-
 def bound_to_a_gone_claim(topology: Topology, change: Change) -> Missed | None:
     """A handle just bound to a claim the topology does not hold: tell it the claim is gone (its actor asks the
     API before it ends, so a claim whose creation the topology has not seen yet keeps its handle).

@@ -327,8 +327,13 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
                    "UNAUTHENTICATED. Default: tokens without expiry, revoked by `lessor credentials rotate-key`")
     p.add_argument("--grpc-advertise", metavar="HOST:PORT",
                    help="with --grpc-port: this replica's own address (in a pod: its IP and PORT), which the leader "
-                   "writes into the leader Lease (annotation lessor.dev/holder-grpc) and a follower names in the "
-                   "UNAVAILABLE it answers every call with (default: the --grpc-endpoint)")
+                   "writes into the leader Lease (annotation lessor.dev/holder-grpc) and a follower relays every "
+                   "call to (default: the --grpc-endpoint)")
+    p.add_argument("--grpc-forward-to-leader", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --grpc-port: a follower relays every call to the leader's --grpc-advertise address, "
+                   "checking its certificate with --grpc-cert-dir's ca.crt, and returns the leader's answer; "
+                   "--no-grpc-forward-to-leader: it answers UNAVAILABLE naming that address, as it also does "
+                   "without a ca.crt (default: forward)")
     p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
                    help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
                    "--ca-file`")
@@ -395,7 +400,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         grpc = None if args.grpc_port is None else GrpcSettings(
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,
-            token_lifetime=args.grpc_token_lifetime,
+            token_lifetime=args.grpc_token_lifetime, forward_to_leader=args.grpc_forward_to_leader,
         )
         webhook = None if args.no_webhook else WebhookSettings(
             port=args.webhook_port, cert_dir=args.webhook_cert_dir,

@@ -23,6 +23,7 @@ from lessor.certs import CertificateAuthority
 from lessor.leader import Leadership
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 
+from .forwarding import ForwardToLeader, LeaderLink, leader_trust
 from .router import Router, RouterService
 from .service import ClientService, ControllerService, Refusal
 from .settings import GrpcSettings
@@ -59,7 +60,8 @@ def not_leading(leadership: Leadership) -> str:
 class FollowerRefusal(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """On a follower, every call (exporters', clients', the router's) is UNAVAILABLE with the leader's address
     in its message and in the trailing metadata `lessor-leader`: only the leader's actors lease, and the
-    router pairs streams in the leader's process."""
+    router pairs streams in the leader's process. With `--no-grpc-forward-to-leader` (or no CA to check the
+    leader with) for every call; else for the calls `ForwardToLeader` does not relay."""
 
     def __init__(self, leadership: Leadership) -> None:
         self.leadership = leadership
@@ -68,6 +70,10 @@ class FollowerRefusal(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         if handler is None or self.leadership.leading():
             return handler
+        return self.refused(handler)
+
+    def refused(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """`handler`'s shape, answering UNAVAILABLE with the leader's address."""
         return _refusing(handler, not_leading(self.leadership), self.leadership.leader_says(HOLDER_GRPC))
 
 
@@ -143,7 +149,11 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
     key = minter.key if isinstance(minter, Minter) else SigningKey(operator.context.api,
                                                                    operator.config.operator_namespace)
     backend = OperatorBackend(operator, key)
-    server = grpc.aio.server(options=KEEPALIVE, interceptors=[FollowerRefusal(operator.leadership)])
+    refusal = FollowerRefusal(operator.leadership)
+    link = _leader_link(settings)
+    interceptor = refusal if link is None else ForwardToLeader(
+        operator.leadership, settings.own_address, link, refusal.refused, operator.registry)
+    server = grpc.aio.server(options=KEEPALIVE, interceptors=[interceptor])
     router = Router(settings.endpoint)
     jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend, router), server)
     router_pb2_grpc.add_RouterServiceServicer_to_server(RouterService(router), server)
@@ -157,3 +167,18 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
         yield server
     finally:
         await server.stop(grace=1.0)
+        if link is not None:
+            await link.close()
+
+
+def _leader_link(settings: GrpcSettings) -> LeaderLink | None:
+    """The channel a follower relays through, or None (refusing instead): forwarding turned off, or no CA to
+    check the leader with (said once, here)."""
+    if not settings.forward_to_leader:
+        return None
+    trust = leader_trust(settings)
+    if isinstance(trust, str):
+        log.warning("a follower refuses Jumpstarter's gRPC calls (UNAVAILABLE naming the leader) instead of "
+                    "relaying them to the leader: %s", trust)
+        return None
+    return LeaderLink(trust)

@@ -21,6 +21,9 @@ class GrpcSettings:
     advertise: str | None = None
     """HOST:PORT of this replica itself, written into the leader Lease while it leads, so that the other
     replicas name it to the tools they turn away; None: the endpoint."""
+    forward_to_leader: bool = True
+    """A follower relays every call to the leader's advertised address (forwarding.py); False: it refuses
+    them UNAVAILABLE naming that address."""
 
     @property
     def own_address(self) -> str:

@@ -156,16 +156,16 @@ class ForwardToLeader(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         code = grpc.StatusCode.UNKNOWN
         try:
             try:
-                initial = await call.initial_metadata()
+                initial = tuple(await call.initial_metadata() or ())  # the server's calls take tuples only
                 if initial:
                     await context.send_initial_metadata(initial)
                 async for message in call:
                     yield message
                 code = await call.code()
-                context.set_trailing_metadata(await call.trailing_metadata() or ())
+                context.set_trailing_metadata(tuple(await call.trailing_metadata() or ()))
             except grpc.aio.AioRpcError as err:
                 code = err.code()
-                await context.abort(code, self._details(err, address, channel), err.trailing_metadata() or ())
+                await context.abort(code, self._details(err, address, channel), tuple(err.trailing_metadata() or ()))
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():  # the caller went away

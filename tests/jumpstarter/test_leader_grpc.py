@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,9 @@ from lessor.jumpstarter.forwarding import FORWARDED_BY, LeaderTrust, trust_of_fo
 from lessor.jumpstarter.server import LEADER_METADATA
 from lessor.leader import COORDINATION_LEASE
 from lessor.jumpstarter.settings import GrpcSettings
-from lessor.model.labels import HOLDER_GRPC
+from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 from lessor.tools.controlplane.processes import free_port
-from tests.app.test_leader import OPS, _operator, _settings, _stop
+from tests.app.test_leader import OPS, _held_elsewhere, _operator, _settings, _stop
 from tests.polling import until
 from tests.slowness import scaled
 
@@ -79,14 +80,16 @@ async def _list(address: str, ca: bytes, namespace: str, token: str | None,
         return grpc.StatusCode.OK, "", None, sorted(lease.name for lease in answer.leases)
 
 
-async def _answers(address: str, ca: bytes, namespace: str, token: str,
-                   code: grpc.StatusCode) -> tuple[str, str | None, list[str]]:
+async def _answers(address: str, ca: bytes, namespace: str, token: str, code: grpc.StatusCode, *,
+                   relayed: bool = False) -> tuple[str, str | None, list[str]]:
     """Poll until the replica at `address` answers `code` (a follower learns the leader's address from the Lease
-    within one retry period of its campaign)."""
+    within one retry period of its campaign); an UNAVAILABLE of its own names the leader, one of a relay that
+    failed says so."""
     deadline = asyncio.get_running_loop().time() + scaled(20)
     while True:
         got, details, leader, names = await _list(address, ca, namespace, token)
-        if got == code and (code != grpc.StatusCode.UNAVAILABLE or leader is not None):
+        if got == code and (code != grpc.StatusCode.UNAVAILABLE or (
+                "relays calls to the leader" in details if relayed else leader is not None)):
             return details, leader, names
         assert asyncio.get_running_loop().time() < deadline, (address, got, details, leader)
         await asyncio.sleep(0.1)
@@ -237,8 +240,8 @@ async def _dial(controller: Any, lease: str, md: Md) -> Any:
             await asyncio.sleep(0.1)
 
 
-async def _eventually(check: Any) -> None:
-    deadline = asyncio.get_running_loop().time() + scaled(10)
+async def _eventually(check: Any, seconds: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + scaled(seconds)
     while not check():
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.05)
@@ -279,6 +282,87 @@ async def test_without_forwarding_a_follower_names_the_leaders_grpc_address_and_
                                                     grpc.StatusCode.UNAVAILABLE)
                 assert leader == second_grpc.advertise and f"at {second_grpc.advertise}" in details, details
                 assert not third.leadership.leading()
+
+
+async def test_what_a_relay_meets_comes_back_and_a_replica_never_relays_to_itself(
+        kube: Gateway, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    """Two followers of a Lease held elsewhere, whose annotation the test points: at an address where nothing
+    listens (UNAVAILABLE naming it and the failure), at the other follower (its refusal and trailing metadata
+    come back unchanged), at the replica's own address (refused as before, never relayed to itself)."""
+    ca = _certificates(tmp_path)
+    settings = await _held_elsewhere(kube)  # held by another holder for an hour: the replicas only follow
+    nowhere, one, other = f"localhost:{free_port()}", _grpc(tmp_path), _grpc(tmp_path)
+
+    replicas: list[Any] = []
+
+    async def point(address: str) -> None:
+        """Point the Lease's annotation at `address`, and wait until both replicas have read it."""
+        await kube.merge_patch(COORDINATION_LEASE, OPS, settings.name, {"metadata": {"annotations": {
+            HOLDER_GRPC: address, HOLDER_POD: "lessor-gone"}}})
+        await _eventually(lambda: all(r.leadership.leader_says(HOLDER_GRPC) == address for r in replicas),
+                          seconds=20)
+
+    async with (_operator(kubeconfig, grpc=one, leader_election=settings) as (first, relaying),
+                _operator(kubeconfig, grpc=other, leader_election=settings) as (second, relayed_to)):
+        replicas.extend((first, second))
+        await point(nowhere)
+        details, _, _ = await _answers(one.own_address, ca, namespace, "any", grpc.StatusCode.UNAVAILABLE,
+                                       relayed=True)
+        assert f"relays calls to the leader (pod lessor-gone) at {nowhere}, which did not answer:" in details
+        assert "Connection refused" in details, details
+        assert _forwarded(relaying, LIST_LEASES, "UNAVAILABLE") >= 1
+
+        await point(other.own_address)
+        relays, onwards = (_forwarded(r, LIST_LEASES, "UNAVAILABLE") for r in (relaying, relayed_to))
+        code, details, leader, _ = await _list(one.own_address, ca, namespace, "any")
+        assert (code, leader) == (grpc.StatusCode.UNAVAILABLE, other.own_address), details
+        assert "is not the leader" in details and _forwarded(relaying, LIST_LEASES, "UNAVAILABLE") == relays + 1
+        assert _forwarded(relayed_to, LIST_LEASES, "UNAVAILABLE") == onwards  # refused there, not relayed on
+
+        # A stream relayed to a leader that is still up when another replica takes over (a leader that lost
+        # its Lease) ends UNAVAILABLE at the next call relayed to the new one, so that the caller calls again.
+        async with _stand_in_leader(tmp_path / "certs") as stand_in:
+            await point(stand_in)
+            async with _channel(one.own_address, ca) as channel:
+                controller = jumpstarter_pb2_grpc.ControllerServiceStub(channel)
+                status = controller.Status(jumpstarter_pb2.StatusRequest())
+                assert (await asyncio.wait_for(status.read(), scaled(10))).lease_name == "stand-in"
+                await point(other.own_address)
+                await _list(one.own_address, ca, namespace, "any")
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    while True:
+                        await asyncio.wait_for(status.read(), scaled(10))
+                assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+                assert f"the leader moved from {stand_in} to {other.own_address}" in (caught.value.details() or "")
+
+        await point(one.own_address)
+        relays = _forwarded(relaying, LIST_LEASES, "UNAVAILABLE")
+        code, details, leader, _ = await _list(one.own_address, ca, namespace, "any")
+        assert (code, leader) == (grpc.StatusCode.UNAVAILABLE, one.own_address) and "is not the leader" in details
+        assert _forwarded(relaying, LIST_LEASES, "UNAVAILABLE") == relays  # refused, not relayed to itself
+
+
+@contextlib.asynccontextmanager
+async def _stand_in_leader(certs: Path) -> AsyncIterator[str]:
+    """A gRPC server with the replicas' certificate whose ControllerService.Status tells `stand-in`
+    for ever, until cancelled: a leader whose streams outlive its leadership."""
+
+    async def status(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        while True:
+            yield jumpstarter_pb2.StatusResponse(leased=True, lease_name="stand-in").SerializeToString()
+            await asyncio.sleep(0.1)
+
+    handlers = grpc.method_handlers_generic_handler("jumpstarter.v1.ControllerService", {
+        "Status": grpc.unary_stream_rpc_method_handler(status)})
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handlers,))
+    port = server.add_secure_port("localhost:0", grpc.ssl_server_credentials(
+        [((certs / "tls.key").read_bytes(), (certs / "tls.crt").read_bytes())]))
+    await server.start()
+    try:
+        yield f"localhost:{port}"
+    finally:
+        await server.stop(None)
 
 
 def test_the_leader_is_checked_with_the_cert_dirs_ca_under_a_name_its_certificate_holds(tmp_path: Path) -> None:

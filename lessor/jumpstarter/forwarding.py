@@ -90,7 +90,6 @@ class LeaderLink:
         self.trust = trust
         self.address: str | None = None
         self._channel: grpc.aio.Channel | None = None
-        self._retired: set[grpc.aio.Channel] = set()
         self._closing: set[asyncio.Task[None]] = set()
 
     def channel(self, address: str) -> grpc.aio.Channel:
@@ -102,14 +101,10 @@ class LeaderLink:
             log.info("relaying gRPC calls to the leader at %s (its certificate checked for %s)", address,
                      self.trust.server_name)
             if old is not None:
-                self._retired.add(old)
                 task = asyncio.create_task(old.close())
                 self._closing.add(task)
                 task.add_done_callback(self._closing.discard)
         return self._channel
-
-    def retired(self, channel: grpc.aio.Channel) -> bool:
-        return channel in self._retired
 
     async def close(self) -> None:
         if self._channel is not None:

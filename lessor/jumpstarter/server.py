@@ -150,7 +150,7 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
                                                                    operator.config.operator_namespace)
     backend = OperatorBackend(operator, key)
     refusal = FollowerRefusal(operator.leadership)
-    link = _leader_link(settings)
+    link = _leader_link(settings, elected=operator.config.leader_election is not None)
     interceptor = refusal if link is None else ForwardToLeader(
         operator.leadership, settings.own_address, link, refusal.refused, operator.registry)
     server = grpc.aio.server(options=KEEPALIVE, interceptors=[interceptor])
@@ -171,14 +171,16 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
             await link.close()
 
 
-def _leader_link(settings: GrpcSettings) -> LeaderLink | None:
-    """The channel a follower relays through, or None (refusing instead): forwarding turned off, or no CA to
-    check the leader with (said once, here)."""
-    if not settings.forward_to_leader:
+def _leader_link(settings: GrpcSettings, *, elected: bool) -> LeaderLink | None:
+    """The channel a follower relays through, or None (refusing instead): a single unelected replica, forwarding
+    turned off, or no CA to check the leader with (said once, here: a warning when a cert dir lacks it, as a
+    deployment's would; only a note for the development CA of `lessor dev`)."""
+    if not elected or not settings.forward_to_leader:
         return None
     trust = leader_trust(settings)
     if isinstance(trust, str):
-        log.warning("a follower refuses Jumpstarter's gRPC calls (UNAVAILABLE naming the leader) instead of "
-                    "relaying them to the leader: %s", trust)
+        log.log(logging.WARNING if settings.cert_dir is not None else logging.INFO,
+                "as a follower, this replica will refuse Jumpstarter's gRPC calls (UNAVAILABLE naming the leader) "
+                "instead of relaying them to the leader: %s", trust)
         return None
     return LeaderLink(trust)

@@ -294,7 +294,7 @@ def _argv(deployment: Mapping[str, Any]) -> list[str]:
 
 async def _cert_secret(admin: Gateway, deployment: Mapping[str, Any], option: str, hosts: tuple[str, ...]) -> bytes:
     """The Secret of the volume mounted where the command's `option` points, with a certificate for `hosts`
-    from a new CA; returns the CA's PEM."""
+    from a new CA and that CA as `ca.crt`, as cert-manager writes it; returns the CA's PEM."""
     folder = flag(_argv(deployment), option)
     mount = next(vm for vm in container_of(deployment).get("volumeMounts", []) if vm["mountPath"] == folder)
     secret_name = next(v["secret"]["secretName"] for v in deployment["spec"]["template"]["spec"]["volumes"]
@@ -305,7 +305,8 @@ async def _cert_secret(admin: Gateway, deployment: Mapping[str, Any], option: st
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
         "metadata": {"name": secret_name, "namespace": deployment["metadata"]["namespace"]},
         "data": {"tls.crt": base64.b64encode(pair.cert_pem).decode(),
-                 "tls.key": base64.b64encode(pair.key_pem).decode()}}])
+                 "tls.key": base64.b64encode(pair.key_pem).decode(),
+                 "ca.crt": base64.b64encode(ca.cert_pem).decode()}}])
     return ca.cert_pem
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
+import signal
+import subprocess
 from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
 from jumpstarter_protocol.jumpstarter.v1 import (common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc, router_pb2,
                                                  router_pb2_grpc)
@@ -30,6 +34,7 @@ from lessor.leader import COORDINATION_LEASE
 from lessor.jumpstarter.settings import GrpcSettings
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 from lessor.tools.controlplane.processes import free_port
+from tests.jumpstarter.test_grpc import JMP, LESSOR, run
 from tests.app.test_leader import OPS, _held_elsewhere, _operator, _settings, _stop
 from tests.polling import until
 from tests.slowness import scaled
@@ -245,6 +250,66 @@ async def _eventually(check: Any, seconds: float = 10) -> None:
     while not check():
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.05)
+
+
+async def test_the_real_tools_lease_and_reach_a_board_through_the_follower_alone(
+        kube: Gateway, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    """As behind a Service that always picks the follower: the endpoint the tools dial (and the router's, which
+    Dial announces) is the follower's. `jmp run` registers and listens through it, and `jmp shell -l ...`
+    leases the board, dials it and reaches its mock driver through the follower's relay to the leader."""
+    ca = _certificates(tmp_path)
+    (tmp_path / "ca.pem").write_bytes(ca)
+    settings = _settings(lease_duration=30.0, renew_deadline=3.0)
+    follower = f"localhost:{free_port()}"
+    first_grpc, second_grpc = (GrpcSettings(port=int(address.rsplit(":", 1)[1]), endpoint=follower,
+                                            cert_dir=tmp_path / "certs", advertise=address)
+                               for address in (f"localhost:{free_port()}", follower))
+    common: Mapping[str, Any] = {"leader_election": settings, "exporter_heartbeat_timeout": 15.0}
+    async with _operator(kubeconfig, grpc=first_grpc, **common) as (first, _):
+        await asyncio.wait_for(first.leadership.wait_leading(), scaled(30))
+        async with _operator(kubeconfig, grpc=second_grpc, **common) as (second, relayed):
+            await _token(kube, namespace, EXPORTER, {"kind": "Exporter", "metadata": {
+                "name": "board-jmp", "labels": {"board": "jmp"}}})
+            alice = await _token(kube, namespace, CLIENT, {"kind": "Client", "metadata": {"name": "alice"}})
+            await _answers(follower, ca, namespace, alice, grpc.StatusCode.OK)  # it relays: it has read the Lease
+
+            async def config(kind: str, name: str, extra: Mapping[str, Any]) -> Path:
+                out = tmp_path / f"{kind}-{name}.yaml"
+                done = await run(str(LESSOR), "credentials", kind, name, "-n", namespace, "--kubeconfig",
+                                 str(kubeconfig), "--ca-file", str(tmp_path / "ca.pem"), "-o", str(out))
+                assert done.returncode == 0, done.stdout
+                body = yaml.safe_load(out.read_text())
+                assert body["endpoint"] == follower, body
+                out.write_text(yaml.safe_dump({**body, **extra}))
+                return out
+
+            exporter = await config("exporter", "board-jmp", {"export": {"power": {
+                "type": "jumpstarter_driver_power.driver.MockPower"}}})
+            client = await config("client", "alice", {"drivers": {"allow": [
+                "jumpstarter_driver_power.*", "jumpstarter_driver_composite.*"]}})
+            log_path = tmp_path / "board-jmp.log"
+            with log_path.open("wb") as log:
+                agent = subprocess.Popen([str(JMP), "run", "--exporter-config", str(exporter)],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                try:
+                    await until(kube, EXPORTER, namespace, "board-jmp", lambda o: (o.get("status") or {}).get(
+                        "exporterStatus") == "Available", timeout=60)
+                    shell = await run(str(JMP), "shell", "--client-config", str(client), "-l", "board=jmp",
+                                      "--duration", "10m", "--", "j", "power", "on")
+                    assert shell.returncode == 0, shell.stdout + "\n--- exporter:\n" + log_path.read_text()
+                    assert "power on" in log_path.read_text()  # the mock driver itself was called
+                finally:
+                    os.killpg(agent.pid, signal.SIGTERM)
+                    try:
+                        agent.wait(timeout=scaled(20))
+                    except subprocess.TimeoutExpired:
+                        os.killpg(agent.pid, signal.SIGKILL)
+                        agent.wait()
+            assert not second.leadership.leading()
+            for method in ("jumpstarter.v1.ControllerService/Register", "jumpstarter.v1.ControllerService/Listen",
+                           "jumpstarter.v1.ControllerService/Dial", "jumpstarter.v1.RouterService/Stream"):
+                assert sum(value for code in ("OK", "CANCELLED", "ABORTED", "UNAVAILABLE")
+                           if (value := _forwarded(relayed, f"/{method}", code))) >= 1, method
 
 
 async def test_without_forwarding_a_follower_names_the_leaders_grpc_address_and_the_service_moves_with_the_leader(

@@ -148,7 +148,7 @@ class ForwardToLeader(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         metadata.append((FORWARDED_BY, self.leadership.identity))
         log.debug("relaying %s to the leader at %s", method, address)
         call = channel.stream_stream(method)(requests, metadata=metadata, timeout=context.time_remaining())
-        code = grpc.StatusCode.UNKNOWN
+        code = grpc.StatusCode.CANCELLED  # unless set below: closed by the server as the caller went away
         try:
             try:
                 initial = tuple(await call.initial_metadata() or ())  # the server's calls take tuples only

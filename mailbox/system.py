@@ -25,6 +25,7 @@ from .envelope import Envelope
 from .errors import AskTimeout, MailboxFull, Undeliverable
 from .kind import Kind
 from .metrics import NO_KIND, KindStats, MailboxCollector
+from .start_slots import StartSlots
 from .supervision import Supervision
 from .storms import FailureLog
 from .timers import TimerTrace, Timers
@@ -182,7 +183,7 @@ class ActorSystem:
         if not ask_timeout > 0:
             raise ValueError("ask_timeout must be positive (math.inf: no deadline)")
         stats = self._stats.setdefault(kind, KindStats())
-        slots = asyncio.Semaphore(max_starting) if max_starting is not None else None
+        slots = StartSlots(max_starting) if max_starting is not None else None
         self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout,
                                  fair_key, tenant)
 

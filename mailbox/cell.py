@@ -26,6 +26,7 @@ from .turns import Gated
 
 if TYPE_CHECKING:
     from .kind import Kind
+    from .start_slots import StartSlots
     from .system import ActorSystem
 
 log = logging.getLogger(__name__)
@@ -182,12 +183,11 @@ class Cell:
             if self.slot == IN_LINE:
                 return  # its turn comes when a start ends (`start_slots`)
             if not slots.take():
-                self.slot = IN_LINE  # no task until then: waiting, an actor is its cell and its mailbox
-                slots.wait(self)
+                self._enter_line(slots)  # no task until its turn: waiting, an actor is its cell and mailbox
                 return
             self.slot = HELD
-        elif self.slot == IN_LINE:
-            self.slot = NO_SLOT  # a stop or restart first: its task takes a slot when it comes to start
+        else:
+            self._leave_line()  # a stop or restart first: its task takes a slot when it comes to start
         self._spawn_task()
 
     def waits_in_line(self) -> bool:
@@ -196,8 +196,19 @@ class Cell:
 
     def _take_turn(self) -> None:
         """Given a start slot by the start that ended: run."""
+        self._leave_line()
         self.slot = HELD
         self._spawn_task()
+
+    def _enter_line(self, slots: StartSlots) -> None:
+        self.slot = IN_LINE
+        self.system._at_work += 1  # its start is work under way, as when it waited as a task (`busy`)
+        slots.wait(self)
+
+    def _leave_line(self) -> None:
+        if self.slot == IN_LINE:
+            self.slot = NO_SLOT
+            self.system._at_work -= 1
 
     def _spawn_task(self) -> None:
         run = self._run()
@@ -298,8 +309,7 @@ class Cell:
             return True
         if self.slot != HELD:  # a restart, or the end of a crash's backoff
             if not slots.take():
-                self.slot = IN_LINE
-                slots.wait(self)
+                self._enter_line(slots)
                 return False
             self.slot = HELD
         try:
@@ -475,6 +485,7 @@ class Cell:
         """Leave the system; waiting messages become dead letters for `reason`."""
         self.state = GONE
         self.actor = None
+        self._leave_line()
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None

@@ -67,7 +67,8 @@ class ActorSystem:
         self._kinds: dict[str, Kind] = {}
         self._stats: dict[str, KindStats] = {NO_KIND: KindStats()}
         self._cells: dict[str, Cell] = {}
-        self._at_work = 0  # cells whose task is running (`busy`): kept by the cells, so asking costs nothing
+        # Cells whose task is running, or in line for a start slot (`busy`): kept by the cells, so asking costs nothing.
+        self._at_work = 0
         self._closed: set[str] = set()  # addresses escalated: stopped for good
         self._timers = Timers(self._timer_due)
         self._tracing = Tracing(tracer_provider)

@@ -26,6 +26,7 @@ from .turns import Gated
 
 if TYPE_CHECKING:
     from .kind import Kind
+    from .start_slots import StartSlots
     from .system import ActorSystem
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,10 @@ ACTIVE, STOPPING, GONE = "active", "stopping", "gone"
 # slice rather than a message count: cheap messages go through in long runs,
 # costly ones give way sooner.
 TIMESLICE = 0.001
+
+# Where a cell stands for its kind's start slots (`max_starting`, `start_slots`): none held, in the kind's
+# line without a task, or holding one (its task starts the actor, then hands the slot on).
+NO_SLOT, IN_LINE, HELD = 0, 1, 2
 
 # Restart reasons (the `reason` label of the restarts metric).
 CRASH, KILL, REQUESTED = "crash", "kill", "requested"
@@ -66,6 +71,7 @@ class Cell:
         "task",
         "busy",
         "starting",
+        "slot",
         "killing",
         "backoff",
         "wake",
@@ -88,6 +94,7 @@ class Cell:
         self.task: asyncio.Task[None] | None = None
         self.busy = False  # inside the actor's own code (the only place a kill cancels)
         self.starting = False  # inside `started()`: a shutdown cancels it rather than wait for it
+        self.slot = NO_SLOT  # a start slot of its kind's (`max_starting`): none, waiting in line, held
         self.killing = False
         self.backoff = 0.0  # seconds to wait before the next start
         self.wake: asyncio.Future[None] | None = None  # resolves a backoff wait early
@@ -171,6 +178,39 @@ class Cell:
     # -- the drain task ------------------------------------------------------
 
     def _spawn(self) -> None:
+        slots = self.kind.start_slots
+        if slots is not None and self.actor is None and not self.control and not self.backoff:
+            if self.slot == IN_LINE:
+                return  # its turn comes when a start ends (`start_slots`)
+            if not slots.take():
+                self._enter_line(slots)  # no task until its turn: waiting, an actor is its cell and mailbox
+                return
+            self.slot = HELD
+        else:
+            self._leave_line()  # a stop or restart first: its task takes a slot when it comes to start
+        self._spawn_task()
+
+    def waits_in_line(self) -> bool:
+        """Still waiting in its kind's line for a start slot, with no task (`start_slots`)."""
+        return self.slot == IN_LINE and self.task is None and self.state is ACTIVE
+
+    def _take_turn(self) -> None:
+        """Given a start slot by the start that ended: run."""
+        self._leave_line()
+        self.slot = HELD
+        self._spawn_task()
+
+    def _enter_line(self, slots: StartSlots) -> None:
+        self.slot = IN_LINE
+        self.system._at_work += 1  # its start is work under way, as when it waited as a task (`busy`)
+        slots.wait(self)
+
+    def _leave_line(self) -> None:
+        if self.slot == IN_LINE:
+            self.slot = NO_SLOT
+            self.system._at_work -= 1
+
+    def _spawn_task(self) -> None:
         run = self._run()
         tenant_of = self.kind.tenant
         if tenant_of is not None:  # computed per task, not kept: an idle cell stays as small as it was
@@ -184,7 +224,8 @@ class Cell:
                 if self.control:
                     await self._apply_control()
                 elif self.actor is None:
-                    await self._start()
+                    if not await self._start():
+                        break  # in line for a start slot: this task ends
                 elif self.inbox:
                     await self._drain(self.actor, self.inbox)
                 else:
@@ -197,7 +238,9 @@ class Cell:
         finally:
             self.task = None
             self.system._at_work -= 1
-        if self.state is ACTIVE:
+            if self.slot == HELD:  # stopped or cancelled before it started
+                self._hand_slot_on()
+        if self.state is ACTIVE and self.slot != IN_LINE:
             self._went_idle()
 
     async def _drain(self, actor: Actor, inbox: deque[Envelope] | FairInbox) -> None:
@@ -254,25 +297,33 @@ class Cell:
                 await asyncio.sleep(0)
                 yield_at = perf_counter() + TIMESLICE
 
-    async def _start(self) -> None:
+    async def _start(self) -> bool:
+        """Start an incarnation, or wait before it; False if the actor went in line for a start slot instead."""
         delay, self.backoff = self.backoff, 0.0
         if delay:
             await self._sleep(delay)
-            return  # look at system messages again: a stop may have cut the wait short
+            return True  # look at system messages again: a stop may have cut the wait short
         slots = self.kind.start_slots
         if slots is None:
             await self._incarnate()
-            return
-        self.starting = True  # a shutdown cancels the wait for a slot as it would the start
+            return True
+        if self.slot != HELD:  # a restart, or the end of a crash's backoff
+            if not slots.take():
+                self._enter_line(slots)
+                return False
+            self.slot = HELD
         try:
-            await slots.acquire()
-        finally:
-            self.starting = False
-        try:
-            if not self.control:  # else a stop came while waiting: look at it first
+            if not self.control:  # else a stop came meanwhile: look at it first
                 await self._incarnate()
         finally:
-            slots.release()
+            self._hand_slot_on()
+        return True
+
+    def _hand_slot_on(self) -> None:
+        slots = self.kind.start_slots
+        self.slot = NO_SLOT
+        if slots is not None and (following := slots.give_back()) is not None:
+            following._take_turn()
 
     async def _incarnate(self) -> None:
         self.busy = True
@@ -434,6 +485,7 @@ class Cell:
         """Leave the system; waiting messages become dead letters for `reason`."""
         self.state = GONE
         self.actor = None
+        self._leave_line()
         if self.idle_timer is not None:
             self.idle_timer.cancel()
             self.idle_timer = None
@@ -460,7 +512,7 @@ class Cell:
     def _idle_check(self) -> None:
         """Passivate if idle long enough; the timer is re-armed lazily rather than on every message."""
         self.idle_timer = None
-        if self.state is not ACTIVE or self.task is not None:
+        if self.state is not ACTIVE or self.task is not None or self.slot == IN_LINE:
             return  # busy now; `_went_idle` re-arms when it is done
         due = self.idle_since + (self.kind.passivate_after or 0.0)
         loop = asyncio.get_running_loop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 from .actor import DEFAULT_ASK_TIMEOUT
 from .fair_inbox import FairKey
 from .metrics import KindStats
+from .start_slots import StartSlots
 from .supervision import Supervision
 from .turns import TenantOf
 
@@ -25,7 +25,7 @@ class Kind:
     supervision: Supervision
     passivate_after: float | None
     stats: KindStats
-    start_slots: asyncio.Semaphore | None = None  # at most this many of the kind inside `started()` at once
+    start_slots: StartSlots | None = None  # at most so many of the kind inside `started()` at once, the rest in line
     ask_timeout: float = DEFAULT_ASK_TIMEOUT  # an ask's deadline unless the asker gives one; inf: none
     fair_key: FairKey | None = None  # whose line a message waits in (`fair_inbox`); None: one FIFO queue
     tenant: TenantOf | None = None  # whose turns an actor's steps take (`turns`); None: they take none

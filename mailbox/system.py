@@ -25,6 +25,7 @@ from .envelope import Envelope
 from .errors import AskTimeout, MailboxFull, Undeliverable
 from .kind import Kind
 from .metrics import NO_KIND, KindStats, MailboxCollector
+from .start_slots import StartSlots
 from .supervision import Supervision
 from .storms import FailureLog
 from .timers import TimerTrace, Timers
@@ -66,7 +67,8 @@ class ActorSystem:
         self._kinds: dict[str, Kind] = {}
         self._stats: dict[str, KindStats] = {NO_KIND: KindStats()}
         self._cells: dict[str, Cell] = {}
-        self._at_work = 0  # cells whose task is running (`busy`): kept by the cells, so asking costs nothing
+        # Cells whose task is running, or in line for a start slot (`busy`): kept by the cells, so asking costs nothing.
+        self._at_work = 0
         self._closed: set[str] = set()  # addresses escalated: stopped for good
         self._timers = Timers(self._timer_due)
         self._tracing = Tracing(tracer_provider)
@@ -182,7 +184,7 @@ class ActorSystem:
         if not ask_timeout > 0:
             raise ValueError("ask_timeout must be positive (math.inf: no deadline)")
         stats = self._stats.setdefault(kind, KindStats())
-        slots = asyncio.Semaphore(max_starting) if max_starting is not None else None
+        slots = StartSlots(max_starting) if max_starting is not None else None
         self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout,
                                  fair_key, tenant)
 

@@ -95,6 +95,10 @@ class _HeartbeatDue:
     """Sent to self when `lastSeen` is about to go stale."""
 
 
+HEARTBEAT_DUE = _HeartbeatDue()
+"""The one instance every exporter's heartbeat timer carries (it has no fields): 32 bytes less per exporter."""
+
+
 @dataclass(frozen=True, slots=True)
 class _EvictionsDue:
     """Sent to self while evicted leases have not shown their end: look again, and tell them again."""
@@ -514,7 +518,7 @@ class ExporterActor(ObjectActor):
         last_seen = exporter.last_seen
         online = self._online(now)
         if online and last_seen is not None:
-            self.schedule("heartbeat", _HeartbeatDue(),
+            self.schedule("heartbeat", HEARTBEAT_DUE,
                           at=last_seen + self.ctx.heartbeat_timeout + timedelta(milliseconds=10))
         if exporter.says_offline:
             reason, message = "ExporterOffline", "status.exporterStatus is Offline"

@@ -35,7 +35,7 @@ from lessor.mailbox import Actor, Cause
 from lessor.model.fields import mapping_at
 from lessor.model.selectors import SelectorError, parse_selector
 from lessor.model.views.leasing import ClientView, ExporterView, LeaseView
-from lessor.model.views.meta import ref_name
+from lessor.model.views.meta import Meta, ref_name
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
@@ -251,10 +251,13 @@ class TopologyActor(Actor):
 
     def _waiting_leases(self, namespace: str, exporter: str) -> tuple[str, ...]:
         key = ObjectKey(EXPORTER, namespace, exporter)
-        found = self.topology.view(key, ExporterView)
-        if found is None:
+        obj = self.topology.get(key)
+        if obj is None:
             return ()
-        interested = self.topology.leases_selecting(namespace, found.meta.labels)
+        # The labels from the object, not through `view`: every exporter asks this as it starts, and their views
+        # would fill the topology's cache (16,384 kept) with ones no lease asks for, made and dropped by the
+        # tens of thousands among the actors that stay (the allocator keeps such holes).
+        interested = self.topology.leases_selecting(namespace, Meta.of(obj).labels)
         interested |= self.topology.referrers(key, SPEC_EXPORTER_REF)
         names = []
         for lease_key in sorted(interested):

@@ -96,6 +96,25 @@ async def test_a_stop_requested_while_waiting_for_a_slot_skips_the_start() -> No
     assert ("slow/b", "first") not in handled
 
 
+async def test_actors_waiting_for_a_slot_hold_no_task() -> None:
+    """A task per waiting actor (coroutines, frames, a future) is memory a large start-up frees only after the
+    actors that stay were made among it: the allocator keeps the holes. In line, an actor is its cell."""
+    gate, handled = asyncio.Event(), []
+    async with ActorSystem(registry=None) as system:
+        system.register("slow", lambda _: SlowStart(gate, handled), max_starting=3)
+        before = len(asyncio.all_tasks())
+        for i in range(300):
+            system.tell(f"slow/{i}", "first")
+        await asyncio.sleep(0.02)
+        assert len(asyncio.all_tasks()) - before == 3, "a task for each actor in a slot, none for those in line"
+        assert system.busy() == 300, "those in line are at work too: their starts are under way"
+        gate.set()
+        answers = await asyncio.gather(*(system.ask(f"slow/{i}", "second") for i in range(300)))
+    assert answers == ["second"] * 300
+    assert SlowStart.most == 3
+    assert [m for a, m in handled if a == "slow/299"] == ["first", "second"]
+
+
 def test_max_starting_must_be_positive() -> None:
     system = ActorSystem(registry=None)
     with pytest.raises(ValueError, match="max_starting"):

@@ -180,12 +180,8 @@ class Cell:
     def _spawn(self) -> None:
         slots = self.kind.start_slots
         if slots is not None and self.actor is None and not self.control and not self.backoff:
-            if self.slot == IN_LINE:
-                return  # its turn comes when a start ends (`start_slots`)
-            if not slots.take():
-                self._enter_line(slots)  # no task until its turn: waiting, an actor is its cell and mailbox
-                return
-            self.slot = HELD
+            if self.slot == IN_LINE or not self._hold_slot(slots):
+                return  # its turn comes when a start ends: waiting, an actor is its cell and mailbox, no task
         else:
             self._leave_line()  # a stop or restart first: its task takes a slot when it comes to start
         self._spawn_task()
@@ -199,6 +195,14 @@ class Cell:
         self._leave_line()
         self.slot = HELD
         self._spawn_task()
+
+    def _hold_slot(self, slots: StartSlots) -> bool:
+        """Take a free start slot, or go in the kind's line for one (False)."""
+        if slots.take():
+            self.slot = HELD
+            return True
+        self._enter_line(slots)
+        return False
 
     def _enter_line(self, slots: StartSlots) -> None:
         self.slot = IN_LINE
@@ -307,11 +311,8 @@ class Cell:
         if slots is None:
             await self._incarnate()
             return True
-        if self.slot != HELD:  # a restart, or the end of a crash's backoff
-            if not slots.take():
-                self._enter_line(slots)
-                return False
-            self.slot = HELD
+        if self.slot != HELD and not self._hold_slot(slots):  # a restart, or the end of a crash's backoff
+            return False
         try:
             if not self.control:  # else a stop came meanwhile: look at it first
                 await self._incarnate()

@@ -1,0 +1,114 @@
+"""The canary tenant of `lessor bench leases`: another namespace's user, in a process of its own.
+
+Issue 23 asks whether one tenant's storm slows another tenant's single lease. That other tenant has a client
+of its own (its own `kubectl`, its own connections), so the canary must not share the bench's: in the bench's
+process its requests queued behind the storm's creates in the bench's own connection pool, and its watch events
+waited for a loop that was sending the storm, which timed the bench as much as lessor.
+
+Run as `python -m lessor.tools.bench.canary_tenant KUBECONFIG NAMESPACE SLOT`: it connects and starts its watch,
+prints `ready`, waits for a line on stdin, creates its lease selecting exporter `SLOT`, polls and watches until
+the lease is Ready, and prints one JSON line of times in seconds from sending the create. At the same moment it
+times the API server's share of that path alone (`api_floor`), which tells lessor's part from the machine's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+from lessor.gateway import Gateway, Informer
+from lessor.gateway.informer import WatchEvent
+from lessor.gateway.resources import CONFIGMAP, LEASE
+from lessor.model.views.leasing import LeaseView
+from lessor.model.views.meta import Meta
+
+API = "lessor.dev/v1alpha1"
+
+
+async def lease_to_ready(kube: Gateway, namespace: str, slot: str, synced: asyncio.Barrier,
+                         go: asyncio.Event) -> dict[str, float]:
+    """Create lease `slot` for client `canary` and time it to Ready: `seconds` as a poll reads it, `watched` as a
+    watch of the namespace delivers it (as `kubectl wait` sees it), `create_seconds` the create request alone."""
+    ready: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+    def seen(event: WatchEvent) -> None:
+        if (not ready.done() and event.type != "DELETED" and Meta.of(event.object).name == slot
+                and LeaseView.of(event.object).is_true("Ready")):
+            ready.set_result(time.perf_counter())
+
+    informer = Informer(kube, LEASE, seen, namespace=namespace)
+    watch = asyncio.create_task(informer.run())
+    try:
+        await informer.synced.wait()
+        await synced.wait()
+        await go.wait()
+        started = time.perf_counter()
+        await kube.create(LEASE, namespace, {"apiVersion": API, "kind": "Lease", "metadata": {"name": slot}, "spec": {
+            "clientRef": {"name": "canary"}, "selector": {"matchLabels": {"slot": slot}}, "duration": "1h"}})
+        answered = time.perf_counter()
+        while True:
+            lease = await kube.get(LEASE, namespace, slot)
+            if LeaseView.of(lease).is_true("Ready"):
+                polled = time.perf_counter()
+                break
+            await asyncio.sleep(0.05)
+        watched = await asyncio.wait_for(ready, 60)
+    finally:
+        watch.cancel()
+    return {"seconds": polled - started, "create_seconds": answered - started, "watched_seconds": watched - started}
+
+
+async def api_floor(kube: Gateway, namespace: str, name: str, synced: asyncio.Barrier,
+                    go: asyncio.Event) -> float:
+    """The API server's share of a grant, without lessor: a create, then two writes one after the other (the
+    exporter's commit and the lease's Ready are two), until a watch delivers the second. On ConfigMaps, which
+    lessor does not watch here, so nothing else is written or woken. No operator can be faster than this."""
+    delivered: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+
+    def seen(event: WatchEvent) -> None:
+        if (not delivered.done() and Meta.of(event.object).name == name
+                and (event.object.get("data") or {}).get("step") == "2"):
+            delivered.set_result(time.perf_counter())
+
+    informer = Informer(kube, CONFIGMAP, seen, namespace=namespace)
+    watch = asyncio.create_task(informer.run())
+    try:
+        await informer.synced.wait()
+        await synced.wait()
+        await go.wait()
+        started = time.perf_counter()
+        await kube.create(CONFIGMAP, namespace, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                                                 "data": {"step": "0"}})
+        for step in ("1", "2"):
+            await kube.merge_patch(CONFIGMAP, namespace, name, {"data": {"step": step}})
+        return await asyncio.wait_for(delivered, 60) - started
+    finally:
+        watch.cancel()
+
+
+async def _main(kubeconfig: str, namespace: str, slot: str) -> None:
+    """Both paths start at the same moment, so they see the same storm."""
+    synced, go = asyncio.Barrier(3), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def told() -> None:  # once: a reader left on a readable stdin would spin this process's loop
+        loop.remove_reader(sys.stdin.fileno())
+        sys.stdin.readline()
+        go.set()
+
+    loop.add_reader(sys.stdin.fileno(), told)
+    async with await Gateway.connect(kubeconfig) as kube:
+        lease = asyncio.create_task(lease_to_ready(kube, namespace, slot, synced, go))
+        floor = asyncio.create_task(api_floor(kube, namespace, f"floor-{slot}", synced, go))
+        await synced.wait()
+        print("ready", flush=True)
+        times = {**await lease, "api_floor_seconds": await floor}
+    print(json.dumps(times), flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit("usage: python -m lessor.tools.bench.canary_tenant KUBECONFIG NAMESPACE SLOT")
+    asyncio.run(_main(*sys.argv[1:]))

@@ -40,12 +40,15 @@ _CONTENT_TYPES = {
 # Connections to the API server: the watches (one per informer, a dozen or so) plus the requests in
 # flight. Two cores saturate a single API server well below this; more connections only hold
 # memory (asyncio keeps a 256 KiB read buffer per TLS connection).
-POOL_SIZE = 64
+POOL_SIZE = 72
 # Concurrent reads and writes of lessor's own objects at most: thousands of actors starting at once
 # queue here, behind no timeout, and the rest of the pool stays free for the watches and for what
 # must not wait behind them (the leader's Lease, Events, the webhook's lookups, discovery).
 READ_CONCURRENCY = 16
 WRITE_CONCURRENCY = 24
+# More of each for a namespace with nothing in flight or waiting, so a quiet tenant's request is sent at once
+# while a storm holds every slot above (fair_slots.py); the pool has room for them beside the watches.
+SPARE = 4
 # Bytes aiohttp buffers before it pauses reading a response. Watch lines hold a whole object
 # (etcd allows 1.5 MiB), so watches ask for more; a request's body is read whole regardless.
 READ_BUFSIZE = 2**16
@@ -204,8 +207,8 @@ class Gateway:
         self._http = open_session(cfg)
         self._proxy: str | None = cfg.proxy or None
         self._server_hostname: str | None = cfg.tls_server_name or None
-        self._reads = FairSlots(READ_CONCURRENCY)  # shared out by turns between namespaces (fair_slots.py)
-        self._writes = FairSlots(WRITE_CONCURRENCY)
+        self._reads = FairSlots(READ_CONCURRENCY, SPARE)  # shared out by turns between namespaces (fair_slots.py)
+        self._writes = FairSlots(WRITE_CONCURRENCY, SPARE)
         self._queued: set[asyncio.Timeout] = set()  # fenced requests waiting for a slot (`drop_queued_writes`)
         self.host = (cfg.host or "").rstrip("/")
         split = urlsplit(self.host)
@@ -293,14 +296,14 @@ class Gateway:
         `writes`: the object a write changes, whose watch event continues this request's trace.
         `fence`: asked when the request is sent (see `Fence`); what it raises, the request raises, unsent."""
         if gated:
-            slots = self._reads if method == "GET" else self._writes
-            await self._hold(slots, fence, _namespace_in(path))
+            slots, key = self._reads if method == "GET" else self._writes, _namespace_in(path)
+            await self._hold(slots, fence, key)
             try:
                 return await self.request(verb, kind, method, path, params=params, body=body,
                                           content_type=content_type, accept=accept, timeout=timeout,
                                           writes=writes, fence=fence)
             finally:
-                slots.release()
+                slots.release(key)
         if fence is not None:
             fence()  # a slot is held (or none is needed): refused now, it takes no connection either
         self.count(verb, kind)
@@ -371,7 +374,7 @@ class Gateway:
     async def _hold(self, slots: FairSlots, fence: Fence | None, key: str) -> None:
         """Take a slot, in `key`'s turn. A fenced request waits where `drop_queued_writes` can wake it to ask
         its fence: refused, it raises without ever holding a slot; still allowed, it waits on."""
-        if fence is None or not slots.locked():
+        if fence is None or not slots.locked(key):
             await slots.acquire(key)
             return
         while True:

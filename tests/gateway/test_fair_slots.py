@@ -21,14 +21,14 @@ async def test_a_freed_slot_goes_to_each_waiting_key_in_turn() -> None:
         await slots.acquire(key)
         order.append(label)
         await asyncio.sleep(0)
-        slots.release()
+        slots.release(key)
 
     await slots.acquire("storm")  # held: everything below waits
     tasks = [asyncio.create_task(use("storm", f"s{i}")) for i in range(5)]
     await asyncio.sleep(0)
     tasks.append(asyncio.create_task(use("canary", "c")))
     await asyncio.sleep(0)
-    slots.release()
+    slots.release("storm")
     await asyncio.gather(*tasks)
     assert order[:2] == ["s0", "c"]  # the canary waited for one of the storm's, not for all five
     assert not slots.locked()
@@ -43,12 +43,38 @@ async def test_a_waiter_cancelled_in_line_or_as_it_is_handed_the_slot_loses_no_s
     gone.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await gone
-    slots.release()  # to "c", which is cancelled before it runs: the slot must come back
+    slots.release("a")  # to "c", which is cancelled before it runs: the slot must come back
     handed.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await handed
     assert not slots.locked()
     await asyncio.wait_for(slots.acquire("d"), 1)
+
+
+async def test_a_key_with_nothing_in_flight_takes_a_spare_slot_at_once_and_a_busy_key_never_does() -> None:
+    slots = FairSlots(1, spare=1)
+    await slots.acquire("storm")
+    storm_waits = asyncio.create_task(slots.acquire("storm"))  # every regular slot held, and a line
+    await asyncio.sleep(0)
+    assert slots.locked("storm") and not slots.locked("canary")
+    await asyncio.wait_for(slots.acquire("canary"), 0.001)  # sent at once, no slot freed
+    second = asyncio.create_task(slots.acquire("canary"))  # the canary is busy now: it waits in line
+    await asyncio.sleep(0)
+    assert not second.done() and slots.locked("other")  # the one spare is taken: an idle key waits too
+    other = asyncio.create_task(slots.acquire("other"))
+    await asyncio.sleep(0)
+    assert not other.done()
+    slots.release("canary")  # the spare comes back to the spares: no waiter takes it
+    await asyncio.sleep(0)
+    assert not storm_waits.done() and not second.done() and not other.done()
+    assert not slots.locked("idle")
+    slots.release("storm")  # the regular slot goes in turn: the storm's line came first
+    await asyncio.sleep(0)
+    assert storm_waits.done() and not second.done()
+    for task in (second, other):
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(second, other)
 
 
 async def test_a_namespaces_write_storm_does_not_queue_another_namespaces_write_behind_it(

@@ -396,8 +396,9 @@ def _floor(quiet: _Canary, during: _Canary) -> dict[str, Any]:
         "ratio_at_best": round((during.api_floor_seconds + ours_quiet) / max(quiet.watched_seconds, 1e-9), 2),
         "explained": "the canary's API requests without lessor (a create, then two writes one after the other, "
                      "until a watch delivers the second: the exporter's commit and the lease's Ready are two), "
-                     "on ConfigMaps lessor does not watch, sent by the canary's process at the same moment as its "
-                     "lease; lessor_part_seconds: the watched time less this floor (the decision window, the hops); "
+                     "on ConfigMaps lessor does not watch, sent by the canary's process again and again from its "
+                     "lease's create until the lease is Ready: the median; lessor_part_seconds: the watched time "
+                     "less this floor (the decision window, the hops); "
                      "ratio_at_best: the watched ratio if lessor's part stayed as quiet as alone",
     }
 
@@ -412,7 +413,7 @@ class _Canary:
     """From sending the create until a watch of the canary's namespace delivers the lease Ready: as `kubectl wait`
     sees it, without the poll's own request (which waits at the API server behind the storm's) in the time."""
     api_floor_seconds: float
-    """The same path's API requests without lessor, sent at the same moment (`canary_tenant.api_floor`)."""
+    """The same path's API requests without lessor, sent over the same time (`canary_tenant.api_floor`)."""
 
 
 async def _canary(kubeconfig: Path, slot: str, after: Callable[[], bool] = lambda: True) -> _Canary:

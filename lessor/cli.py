@@ -26,7 +26,8 @@ BENCHMARKS = {
     "fuzz": "hostile bodies of all nine kinds through the API server, with and without the webhook: "
             "refusals by layer, tracebacks, crash restarts (ResourcePoolScaling has no verdict condition)",
     "apiserver": "the local API server's write ceiling (status patches/s at 1, 8, 64 writers, creates/s, watch latency)",
-    "leases": "a lease storm (1,000 exporters, 2,000 leases, 20 clients, 3 policies) against the API server's ceiling",
+    "leases": "a lease storm (1,000 exporters, 2,000 leases, 20 clients, 3 policies) against the API server's ceiling, "
+              "with another tenant's canary lease timed alone and in the storm, beside its API requests without lessor",
     "scale": "the operator as the cluster grows (--sizes 1000,10000): start-up requests, settle time, worst "
     "/healthz latency, RSS per exporter, a 200-lease burst, SIGTERM time, the API server's ceiling",
     "mailbox": "the actor runtime: tell throughput vs a bare asyncio.Queue hop, ask latency, memory per idle actor",

@@ -271,23 +271,24 @@ class Operator:
                 await runner.cleanup()
 
     async def _refresh_commit_points(self) -> None:
-        """Before a term's first decision, list the ResourceHandles afresh: a handle's `spec.resourceClaim` is
-        where a claim is bound, and a create (a claim's own handle) has no precondition that a stale cache
-        would fail. The previous leader's last writes were admitted before this term began (the API server's
-        fence refuses the rest), so a consistent listing holds them all, even when this replica's watch
-        delivers them late. Leases need none of this: an exporter's `leaseRef`, their commit point, is written
-        under a resourceVersion precondition, which a stale cache fails."""
-        handles = next((i for i in self.informers if i.resource.kind == "ResourceHandle"), None)
-        if handles is None:
-            return
+        """Before a term's first decision, list the commit points afresh: the Exporters (an exporter's
+        `leaseRef` is where a lease is granted) and the ResourceHandles (a handle's `spec.resourceClaim` is
+        where a claim is bound). The previous leader's last writes were admitted before this term began (the
+        API server's fence refuses the rest), so a consistent listing holds them all, even when this
+        replica's watch delivers them late. A precondition does not cover this: a commit on exporter B is
+        conditional on B's version, not on A's, so a new leader whose cache had not yet seen A name lease Y
+        would offer Y another exporter (`LeaseActor._queue_at` asks A first only if it sees A name Y); and a
+        create (a claim's own handle) has no precondition at all."""
+        kinds = ("Exporter", "ResourceHandle")
+        informers = [i for i in self.informers if i.resource.kind in kinds]
         # The first term's listing is part of the start-up's story; a later term's is a story of its own.
         in_trace, self._first_lists = self._first_lists, None
         try:
             async with asyncio.timeout(REFRESH_TIMEOUT):
-                await handles.refresh(in_trace=in_trace)
+                await asyncio.gather(*(i.refresh(in_trace=in_trace) for i in informers))
         except TimeoutError:
-            log.warning("listing ResourceHandles afresh took over %.0fs; deciding from the watch's cache",
-                        REFRESH_TIMEOUT)
+            log.warning("listing %s afresh took over %.0fs; deciding from the watch's cache",
+                        " and ".join(kinds), REFRESH_TIMEOUT)
 
     async def _end_when_synced(self, span: trace.Span) -> None:
         try:

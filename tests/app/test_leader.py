@@ -397,7 +397,7 @@ async def _ready_lease(kube: Gateway, ns: str, name: str) -> None:
 
 
 @pytest.mark.apiserver
-async def test_a_follower_only_watches_and_takes_over_relisting_only_the_handles(tmp_path: Path) -> None:
+async def test_a_follower_only_watches_and_takes_over_relisting_only_the_commit_points(tmp_path: Path) -> None:
     from tests.leasing.test_chaos import _lab
 
     settings = _settings(lease_duration=30.0, renew_deadline=3.0)  # only a release explains a quick takeover
@@ -420,7 +420,7 @@ async def test_a_follower_only_watches_and_takes_over_relisting_only_the_handles
                 await asyncio.wait_for(second.leadership.wait_leading(), scaled(20, at_most=25))  # within the 30 s lease
                 await _ready_lease(kube, ns, "granted-by-second")
                 assert _writes(second.gateway) > 0 and registry.get_sample_value("lessor_leader") == 1
-                # Only the ResourceHandles are listed afresh, once: the commit points of claims
-                # (`Operator._refresh_commit_points`); every other cache goes on from its watch.
+                # Only the Exporters and ResourceHandles are listed afresh, once: the commit points of
+                # leases and claims (`Operator._refresh_commit_points`); every other cache goes on from its watch.
                 assert {i.resource.kind: i.relists for i in second.informers} == \
-                    {**relists, "ResourceHandle": relists["ResourceHandle"] + 1}
+                    {**relists, "Exporter": relists["Exporter"] + 1, "ResourceHandle": relists["ResourceHandle"] + 1}

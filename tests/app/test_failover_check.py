@@ -111,6 +111,21 @@ def test_priority_inversion_needs_a_higher_priority_lease_of_the_group_waiting_p
                  .lease(lease("silver", pending=True, priority=20), "ADDED")
                  .lease(lease("silver", on="e1", ready=True, priority=20)))
     assert scan_history(committed.events, grace=0.0).inversions == []
+    # A spot lease committed before gold arrived, its Ready written by the next leader after gold waited:
+    # decided at the commit, when nothing of higher priority waited (bench failover, stop mode, session 15).
+    before = (History().lease(lease("spot", pending=True, priority=10, spot=True), "ADDED")
+              .exporter(exporter("e1", "spot"), "ADDED")  # t=2: committed, then the leader is stopped
+              .lease(lease("gold", pending=True, priority=30), "ADDED")  # t=3
+              .exporter(exporter("e1", "spot"))  # a heartbeat: still named, still decided at t=2
+              .lease(lease("gold", pending=True, priority=30))
+              .lease(lease("spot", on="e1", ready=True, priority=10, spot=True)))  # t=6: gold waited 3 s
+    assert scan_history(before.events, grace=2.0).inversions == []
+    after = (History().lease(lease("gold", pending=True, priority=30), "ADDED")  # t=1
+             .lease(lease("spot", pending=True, priority=10, spot=True), "ADDED")
+             .lease(lease("gold", pending=True, priority=30))
+             .exporter(exporter("e1", "spot"), "ADDED")  # t=4: committed while gold had waited 3 s
+             .lease(lease("spot", on="e1", ready=True, priority=10, spot=True)))
+    assert len(scan_history(after.events, grace=2.0).inversions) == 1
 
 
 def test_stranded_end_states_by_kind() -> None:

@@ -135,16 +135,19 @@ _REFS = {"Lease": "exporterRef", "Exporter": "leaseRef"}
 
 def scan_history(events: Iterable[Observed], grace: float = 2.0) -> HistoryReport:
     """Replay the history sample by sample (see the module's docstring). A grant is a priority inversion
-    when, at the sample where the lease turns Ready, a lease of the same group with a higher priority
-    had been Pending (live, not ended, no exporter in its status and none naming it: a lease already
-    committed is not waiting) for at least `grace` seconds: a lease judged a moment ago may not have
-    reached the exporter's queue yet."""
+    when, at the sample where it was decided, a lease of the same group with a higher priority had been
+    Pending (live, not ended, no exporter in its status and none naming it: a lease already committed is
+    not waiting) for at least `grace` seconds: a lease judged a moment ago may not have reached the
+    exporter's queue yet. A grant is decided when an exporter first names the lease (its commit), not when
+    the lease turns Ready: a leader stopped between the two leaves the Ready to the next one, and a lease
+    that arrived in between did not lose the exporter to it."""
     result = HistoryReport()
     exporters: dict[str, dict[str, Any]] = {}
     leases: dict[str, dict[str, Any]] = {}
     ready_on: dict[str, set[str]] = defaultdict(set)  # exporter -> live leases Ready on it
     named_by: dict[str, set[str]] = defaultdict(set)  # lease -> exporters whose leaseRef names it
     waiting: dict[str, float] = {}  # lease -> seen when it started waiting
+    committed: dict[str, float] = {}  # lease -> seen when an exporter began to name it
     last_seen = 0.0
 
     def ready_exporter(lease: dict[str, Any] | None) -> str | None:
@@ -167,6 +170,9 @@ def scan_history(events: Iterable[Observed], grace: float = 2.0) -> HistoryRepor
                 exporters[name] = event.obj
                 if event.obj["leaseRef"]:
                     named_by[event.obj["leaseRef"]].add(name)
+                    committed.setdefault(event.obj["leaseRef"], event.seen)
+            if old and old["leaseRef"] and not named_by[old["leaseRef"]]:
+                committed.pop(old["leaseRef"], None)  # no longer named (a heartbeat that still names it is not)
         else:
             old = leases.pop(name, None)
             new = event.obj if event.type != "DELETED" else None
@@ -176,7 +182,7 @@ def scan_history(events: Iterable[Observed], grace: float = 2.0) -> HistoryRepor
                 ready_on[now].add(name)
                 if was is None and new is not None:
                     _inversion(result, new, leases, {n: t for n, t in waiting.items() if not named_by.get(n)},
-                               event.seen, grace)
+                               committed.get(name, event.seen), grace)
             if new is not None:
                 leases[name] = new
             if is_waiting(new):

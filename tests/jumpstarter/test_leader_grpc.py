@@ -249,10 +249,11 @@ async def _dial(controller: Any, lease: str, md: Md) -> Any:
             await asyncio.sleep(0.1)
 
 
-async def _eventually(check: Any, seconds: float = 10) -> None:
+async def _eventually(check: Any, seconds: float = 10, why: Any = None) -> None:
+    """Until `check()` holds, within `seconds` (scaled); `why()`, if given, says what is missing when it fails."""
     deadline = asyncio.get_running_loop().time() + scaled(seconds)
     while not check():
-        assert asyncio.get_running_loop().time() < deadline
+        assert asyncio.get_running_loop().time() < deadline, why() if why is not None else None
         await asyncio.sleep(0.05)
 
 
@@ -314,11 +315,10 @@ async def test_the_real_tools_lease_and_reach_a_board_through_the_follower_alone
             # connection close, which may come after the agent's exit.
             methods = ("jumpstarter.v1.ControllerService/Register", "jumpstarter.v1.ControllerService/Listen",
                        "jumpstarter.v1.ControllerService/Dial", "jumpstarter.v1.RouterService/Stream")
-            deadline = asyncio.get_running_loop().time() + scaled(20)
-            while (missing := [m for m in methods if not _relayed_at_all(relayed, m)]) and \
-                    asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.1)
-            assert not missing, f"not relayed through the follower: {missing}"
+            def missing() -> list[str]:
+                return [m for m in methods if not _relayed_at_all(relayed, m)]
+
+            await _eventually(lambda: not missing(), 20, lambda: f"not relayed through the follower: {missing()}")
 
 
 async def test_without_forwarding_a_follower_names_the_leaders_grpc_address_and_the_service_moves_with_the_leader(

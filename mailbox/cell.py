@@ -22,6 +22,7 @@ from .envelope import Envelope
 from .fair_inbox import FairInbox
 from .errors import ActorKilled, Undeliverable
 from .metrics import BUCKETS, Handling
+from .lanes import Meter, Serving, tenant_context
 from .turns import Gated
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class Cell:
         inbox = self.inbox
         if inbox is None:
             fair_key = self.kind.fair_key
-            inbox = self.inbox = deque() if fair_key is None else FairInbox(fair_key)
+            inbox = self.inbox = deque() if fair_key is None else FairInbox(fair_key, self.system._turns.known)
         elif bounded and len(inbox) >= self.kind.capacity:
             return dead_letters.MAILBOX_FULL
         if envelope.key is not None:
@@ -217,9 +218,14 @@ class Cell:
     def _spawn_task(self) -> None:
         run = self._run()
         tenant_of = self.kind.tenant
+        tenant: Meter | Serving | None = None
         if tenant_of is not None:  # computed per task, not kept: an idle cell stays as small as it was
-            run = Gated(run, self.system._turns, tenant_of(self.address))
-        self.task = self.system._spawn(run, self.address)
+            tenant = self.system._turns.meter(tenant_of(self.address))
+            run = Gated(run, self.system._turns, tenant)
+        elif isinstance(self.inbox, FairInbox):
+            tenant = self.inbox.serving
+        # The task's context names its tenant: so do the tasks it starts, and the loop's fast lane reads it.
+        self.task = self.system._spawn(run, self.address, tenant_context(tenant))
         self.system._at_work += 1
 
     async def _run(self) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from .envelope import Envelope
+from .lanes import Meter, Serving
 
 FairKey = Callable[[Any], Hashable | None]
 
@@ -24,10 +25,13 @@ FairKey = Callable[[Any], Hashable | None]
 class FairInbox:
     """The deque operations a cell uses (append, popleft, [0], len, iteration), with lines taken in turn."""
 
-    __slots__ = ("_key", "_lines", "_turns", "_barriers", "_count", "_seq")
+    __slots__ = ("_key", "_lines", "_turns", "_barriers", "_count", "_seq", "serving")
 
-    def __init__(self, key: FairKey) -> None:
+    def __init__(self, key: FairKey, meter_of: Callable[[Hashable], Meter | None] | None = None) -> None:
         self._key = key
+        # What the loop's fast lane reads for the task that serves this inbox (`lanes.Serving`), given
+        # each tenant's meter (`Turns.known`).
+        self.serving = Serving(self.tenants, meter_of) if meter_of is not None else None
         self._lines: dict[Hashable, deque[tuple[int, Envelope]]] = {}
         self._turns: deque[Hashable] = deque()  # tenants with waiting messages, next first
         self._barriers: deque[tuple[int, Envelope]] = deque()
@@ -45,6 +49,8 @@ class FairInbox:
                 line = self._lines[tenant] = deque()
                 self._turns.append(tenant)
             line.append(entry)
+            if self.serving is not None:
+                self.serving.arrived(tenant)
         self._count += 1
 
     def popleft(self) -> Envelope:
@@ -80,6 +86,10 @@ class FairInbox:
             if fence is None or self._lines[tenant][0][0] < fence:
                 return tenant
         return None
+
+    def tenants(self) -> Iterator[Hashable]:
+        """The tenants with a message waiting, in the order their turns come (barriers aside)."""
+        return iter(self._turns)
 
     def __len__(self) -> int:
         return self._count

@@ -304,11 +304,12 @@ class ActorSystem:
 
     # -- services for cells and actors -------------------------------------------
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None], address: str) -> asyncio.Task[None]:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], address: str,
+               context: contextvars.Context) -> asyncio.Task[None]:
         assert self._group is not None
-        # A fresh context: an actor does not inherit the contextvars (trace
-        # context included) of whichever sender happened to wake it.
-        return self._group.create_task(coroutine, name=address, context=contextvars.Context())
+        # A fresh context (`lanes.tenant_context`): an actor does not inherit the contextvars (trace context
+        # included) of whichever sender happened to wake it.
+        return self._group.create_task(coroutine, name=address, context=context)
 
     def _forget(self, cell: Cell) -> None:
         if self._cells.get(cell.address) is cell:

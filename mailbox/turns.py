@@ -28,6 +28,8 @@ from collections.abc import Callable, Coroutine, Generator, Hashable
 from time import perf_counter
 from typing import Any
 
+from .lanes import Meter
+
 TenantOf = Callable[[str], Hashable]
 
 # Seconds of steps a tenant may run per round while others wait for their turn, at least. A quiet tenant's
@@ -47,28 +49,44 @@ _NOBODY = object()
 class Turns:
     """One per actor system: the time each tenant's steps took this round, and the steps waiting for the next."""
 
-    __slots__ = ("_spent", "_lines", "_order", "_ending", "_cost", "_last", "_mixed", "_began", "_turn", "rounds",
-                 "parked")
+    __slots__ = ("_meters", "_spent", "_lines", "_order", "_ending", "_cost", "_last", "_mixed", "_began", "_turn",
+                 "rounds", "parked")
 
     def __init__(self) -> None:
-        self._spent: dict[Hashable, float] = {}  # seconds of steps this round, by tenant
-        self._lines: dict[Hashable, deque[asyncio.Future[None]]] = {}  # steps waiting, by tenant
-        self._order: deque[Hashable] = deque()  # tenants with steps waiting, next first
+        self._meters: dict[Hashable, Meter] = {}  # each tenant's, by its key: the key the other tables use
+        self._spent: dict[Meter, float] = {}  # seconds of steps this round, by tenant
+        self._lines: dict[Meter, deque[asyncio.Future[None]]] = {}  # steps waiting, by tenant
+        self._order: deque[Meter] = deque()  # tenants with steps waiting, next first
         self._ending = False  # the end of this round is scheduled
         self._cost = ROUND  # a step's seconds, on average lately: how many steps a round's turn holds
-        self._last: Hashable = _NOBODY  # the tenant of the last step
+        self._last: object = _NOBODY  # the tenant of the last step
         self._mixed = -CONTENTION  # when a step's tenant was not the previous step's (perf_counter)
         self._began = 0.0  # when this round began (perf_counter), if its end is scheduled
         self._turn = ROUND  # seconds of steps per tenant this round
         self.rounds = 0  # rounds ended so far, for tests and the curious
         self.parked = 0  # steps that had to wait for a later round
 
-    def may_run(self, tenant: Hashable, now: float) -> bool:
-        """Whether a step of `tenant` may run now: it has time left this round, or no other tenant contends."""
-        return now - self._mixed > CONTENTION or self._spent.get(tenant, 0.0) < self._turn
+    def meter(self, tenant: Hashable) -> Meter:
+        """The tenant's meter: its key in the turns, and what the loop's fast lane reads (`lanes`)."""
+        meter = self._meters.get(tenant)
+        if meter is None:
+            meter = self._meters[tenant] = Meter(tenant)
+        return meter
 
-    def charge(self, tenant: Hashable, began: float, ended: float) -> None:
+    def known(self, tenant: Hashable) -> Meter | None:
+        """The tenant's meter if any of its steps has run."""
+        return self._meters.get(tenant)
+
+    def may_run(self, tenant: Meter, now: float, released: bool = False) -> bool:
+        """Whether a step of `tenant` may run now: no other tenant contends, or it has time left this round
+        and (unless the step is one the round released) none of its steps waits before it."""
+        if now - self._mixed > CONTENTION:
+            return True
+        return self._spent.get(tenant, 0.0) < self._turn and (released or tenant not in self._lines)
+
+    def charge(self, tenant: Meter, began: float, ended: float) -> None:
         """A step of `tenant` ran from `began` to `ended`."""
+        tenant.charge(ended - began, ended)
         if tenant != self._last:
             if self._last is not _NOBODY:
                 if ended - self._mixed > CONTENTION:
@@ -82,8 +100,9 @@ class Turns:
         spent[tenant] = spent.get(tenant, 0.0) + seconds
         self._cost += (seconds - self._cost) * 0.1
 
-    def wait(self, tenant: Hashable) -> asyncio.Future[None]:
-        """A future that resolves when `tenant`'s turn comes again (its time this round is used up)."""
+    def wait(self, tenant: Meter, first: bool = False) -> asyncio.Future[None]:
+        """A future that resolves when `tenant`'s turn comes again (its time this round is used up); `first`:
+        the step was released, but the steps released before it used the turn: it goes first next round."""
         self.parked += 1
         loop = asyncio.get_running_loop()
         turn = loop.create_future()
@@ -91,7 +110,10 @@ class Turns:
         if line is None:
             line = self._lines[tenant] = deque()
             self._order.append(tenant)
-        line.append(turn)
+        if first:
+            line.appendleft(turn)
+        else:
+            line.append(turn)
         if not self._ending:
             self._ending = True
             self._began = perf_counter()
@@ -112,16 +134,18 @@ class Turns:
         for _ in range(len(order)):
             tenant = order.popleft()
             line = lines[tenant]
+            if not line:  # all released last round, and none has had to wait since
+                del lines[tenant]
+                continue
             given = 0
             while line and given < worth:
                 turn = line.popleft()
                 if not turn.done():  # else its task was cancelled while it waited
                     turn.set_result(None)
                     given += 1
-            if line:
-                order.append(tenant)
-            else:
-                del lines[tenant]
+            # Its line stays, if only empty, until a round finds nothing in it: its fresh steps wait behind
+            # the ones just released, which would otherwise find the turn used by them, round after round.
+            order.append(tenant)
         # While steps wait, the round just begun ends on the loop's next pass too; else the next one to find
         # its tenant's time used up ends it. Idle, a tenant runs free until it has used a round's time.
         if order:
@@ -142,7 +166,7 @@ class Gated(Coroutine[Any, None, None]):
 
     __slots__ = ("_coro", "_turns", "_tenant", "_waiting")
 
-    def __init__(self, coro: Coroutine[Any, None, None], turns: Turns, tenant: Hashable) -> None:
+    def __init__(self, coro: Coroutine[Any, None, None], turns: Turns, tenant: Meter) -> None:
         self._coro = coro
         self._turns = turns
         self._tenant = tenant
@@ -151,11 +175,12 @@ class Gated(Coroutine[Any, None, None]):
     def send(self, value: None) -> Any:
         turns = self._turns
         began = perf_counter()
-        if self._waiting:
-            self._waiting = False  # our turn came
-        elif not turns.may_run(self._tenant, began):
+        released, self._waiting = self._waiting, False  # released: our turn came (the round woke us)
+        if not turns.may_run(self._tenant, began, released):
+            # A released step checks the turn too: a round releases about a turn's worth of steps by their
+            # average time, and one long step must not stretch the pass for everyone.
             self._waiting = True
-            turn = turns.wait(self._tenant)
+            turn = turns.wait(self._tenant, first=released)
             turn._asyncio_future_blocking = True  # what `await turn` would say to the Task
             return turn
         try:
@@ -183,4 +208,4 @@ class Gated(Coroutine[Any, None, None]):
         return (yield from self._coro.__await__())  # pragma: no cover - only a Task drives it
 
     def __repr__(self) -> str:
-        return f"<Gated {self._coro!r} tenant={self._tenant!r}>"
+        return f"<Gated {self._coro!r} tenant={self._tenant.tenant!r}>"

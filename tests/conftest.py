@@ -23,6 +23,7 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import NAMESPACE
 from lessor.install import install
+from lessor.mailbox.lanes import new_event_loop
 from tests.slowness import described, scaled, slowness
 
 OPERATOR_NAMESPACE = "lessor-system"
@@ -35,6 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
     slowness()  # measured now, before anything else runs in this process
     # `lessor dev` run by a test gives its children (operator, Prometheus, Zipkin) as much longer to start
     os.environ.setdefault("LESSOR_DEV_READY_TIMEOUT", str(scaled(60)))
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every async test runs in the loop `lessor` runs in (the mailbox's fast lane, `lessor.mailbox.lanes`)."""
+    return {"lanes": new_event_loop}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lessor.mailbox import Actor, ActorSystem, AskTimeout
+from lessor.mailbox.lanes import LaneLoop, new_event_loop
 from lessor.mailbox.turns import ROUND
 
 STORM_ACTORS = 40
@@ -73,10 +74,12 @@ class Link(Actor):
             self.tell(f"link/canary/{message.n + 1}", Hop(message.n + 1, self.count.storm_steps))
 
 
-async def chain_during_storm(*, tenanted: bool) -> Count:
+async def chain_during_storm(*, tenanted: bool, systems: list[ActorSystem] | None = None) -> Count:
     count = Count()
     tenant = tenant_of if tenanted else None
     async with ActorSystem(registry=None) as system:
+        if systems is not None:
+            systems.append(system)
         system.register("storm", lambda _: Storm(count), tenant=tenant)
         system.register("link", lambda _: Link(count), tenant=tenant)
         for i in range(STORM_ACTORS):
@@ -109,6 +112,102 @@ async def test_without_tenants_each_hop_waits_a_step_of_every_storm_actor() -> N
     """What the turns are for: the event loop alone takes every ready task in turn."""
     count = await chain_during_storm(tenanted=False)
     assert min(count.waits[1:]) >= STORM_ACTORS - 1, count.waits
+
+
+def test_in_the_mailboxs_loop_a_quiet_tenants_hops_go_before_the_storms_line() -> None:
+    """`lanes`: in the loop the app runs (`new_event_loop`), a light tenant's ready step goes before the pass's
+    line, so its chain does not wait for the storm's steps at all, not even a round of tenants."""
+    systems: list[ActorSystem] = []
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        count = runner.run(chain_during_storm(tenanted=True, systems=systems))
+        loop = runner.get_loop()
+        assert isinstance(loop, LaneLoop)
+        lane_steps = loop.lane_steps
+    # The first hop finds the storm just begun and still light, in the lane before it (a tenant is light
+    # until its steps have taken `LIGHT` seconds lately): it waits behind those steps of the storm's.
+    waits = sorted(count.waits[1:])
+    # A step that the machine's scheduler happens to interrupt charges the canary the time it lost: enough
+    # of them would make it heavy for a second. The typical hop still waits for none of the storm's steps.
+    assert waits[len(waits) // 2] == 0, count.waits
+    storm, canary = (systems[0]._turns.meter(name) for name in ("storm", "canary"))
+    now = time.perf_counter()
+    assert canary.light(now) and not storm.light(now), (canary, storm)
+    # The whole chain waited less than a pass of the storm (a step of each of its actors); turns alone hold
+    # each hop to a round of tenants (the first test), a few of the storm's steps per hop.
+    assert sum(waits) < STORM_ACTORS and lane_steps >= HOPS, (count.waits, lane_steps)
+
+
+async def test_the_suite_runs_in_the_loop_lessor_runs_in() -> None:
+    """tests/conftest.py: every async test, the chaos tests among them, runs with the fast lane on."""
+    assert isinstance(asyncio.get_running_loop(), LaneLoop)
+
+
+@dataclass(frozen=True)
+class Question:
+    tenant: str
+
+
+class Hub(Actor):
+    """Serves every tenant from a fair inbox, as the topology does: each answer takes a storm step's time."""
+
+    async def receive(self, message: Any) -> str:
+        busy_until = time.perf_counter() + STEP
+        while time.perf_counter() < busy_until:
+            pass
+        return message.tenant
+
+
+class Asker(Actor):
+    """A storm actor that keeps the hub busy with questions."""
+
+    def __init__(self, count: Count) -> None:
+        self.count = count
+
+    async def receive(self, message: Any) -> None:
+        while not self.count.done.is_set():
+            await self.ask("hub/all", Question("storm"))
+
+
+class AskingLink(Link):
+    """A hop of the canary's chain that asks the hub first: waits counted from the question to the answer."""
+
+    async def receive(self, message: Any) -> None:
+        assert isinstance(message, Hop)
+        asked = self.count.storm_steps
+        assert await self.ask("hub/all", Question("canary")) == "canary"
+        self.count.waits.append(self.count.storm_steps - asked)
+        if message.n == HOPS:
+            self.count.done.set()
+        else:
+            self.tell(f"link/canary/{message.n + 1}", Hop(message.n + 1, self.count.storm_steps))
+
+
+def test_a_quiet_tenants_question_to_an_actor_serving_everyone_does_not_wait_for_the_storms_line() -> None:
+    """`lanes.Serving`: the hub is busy with the storm's questions, its next step always in the loop's line; a
+    quiet tenant's question moves that step to the lane, and the hub's fair inbox takes it within a round."""
+
+    async def chain() -> Count:
+        count = Count()
+        async with ActorSystem(registry=None) as system:
+            system.register("hub", lambda _: Hub(), capacity=100_000, fair_key=lambda m: m.tenant)
+            system.register("asker", lambda _: Asker(count), tenant=tenant_of)
+            system.register("storm", lambda _: Storm(count), tenant=tenant_of)
+            system.register("link", lambda _: AskingLink(count), tenant=tenant_of)
+            for i in range(STORM_ACTORS):  # the loop's line: the storm's steps, and the hub's among them
+                system.tell(f"storm/storm/{i}", Spin())
+                system.tell(f"asker/storm/{i}", Spin())
+            while count.storm_steps < 4 * STORM_ACTORS:  # the storm is heavy by now (`lanes.LIGHT`)
+                await asyncio.sleep(0.001)
+            system.tell("link/canary/0", Hop(0, count.storm_steps))
+            await asyncio.wait_for(count.done.wait(), 60)
+        return count
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        count = runner.run(chain())
+    waits = sorted(count.waits)
+    # A question moves the hub's next step to the lane: the typical one waits for none of the storm's steps
+    # in the loop's line (without `Serving`, each waits for the steps queued before the hub's: a turn's).
+    assert waits[len(waits) // 2] == 0, count.waits
 
 
 async def test_a_lone_tenant_loses_nothing_to_the_turns() -> None:

@@ -133,7 +133,9 @@ class _Movable(asyncio.Handle):
         self.ran = False
 
     def hurry(self) -> None:
-        self._loop._into_lane(self)  # type: ignore[attr-defined]
+        loop: LaneLoop = self._loop  # type: ignore[attr-defined]
+        loop.moved += 1
+        loop._into_lane(self)
 
     def _run(self) -> None:
         if not self.ran:
@@ -151,6 +153,7 @@ class LaneLoop(asyncio.SelectorEventLoop):
         self._lane_runs = False  # a handle that runs the lane is in the loop's line
         self._lane_context = contextvars.Context()
         self.lane_steps = 0  # handles the lane ran, for tests and the curious
+        self.moved = 0  # steps moved from the line to the lane (`Serving.arrived`)
 
     def call_soon(  # type: ignore[override]
             self, callback: Callable[..., object], *args: Any, context: contextvars.Context | None = None,

@@ -201,7 +201,9 @@ class ClaimActor(ObjectActor):
                     await self._evaluate()
             case Observed(kind=HANDLE.kind, name=name, object=obj):
                 await self._observed_handle(name, obj)
-            case Observed(kind=PROVIDER.kind) if self.handle is None:
+            case Observed(kind=PROVIDER.kind) if self.handle is None or self.spec is None or not self.spec.valid:
+                # Bound, a claim judged against a provider that was missing or broken then (one created after
+                # it, or reached the topology after it) is judged again: it would show that error for good.
                 await self._evaluate()
             case HandleBound(handle=handle, start=start):
                 await self._handle_bound(handle, start)

@@ -86,6 +86,10 @@ def _references(key: ObjectKey, obj: Mapping[str, Any], operator_namespace: str)
         yield from _named(key, LEASE_REF, LEASE, status.get("leaseRef"), namespace)
     elif key.kind == CLAIM:
         yield from _named(key, CLAIM_HANDLE, HANDLE, status.get("resourceHandle"), operator_namespace)
+        # The providers it names (in the operator's namespace): bound or not, it hears of their changes.
+        for resource in _dicts(spec.get("resources")):
+            yield from _named(key, PROVIDER_REF, PROVIDER, _name_only(resource.get("provider")), operator_namespace)
+        yield from _named(key, PROVIDER_REF, PROVIDER, _name_only(spec.get("provider")), operator_namespace)
     elif key.kind == HANDLE:
         yield from _named(key, HANDLE_CLAIM, CLAIM, spec.get("resourceClaim"), namespace)
         yield from _named(key, HANDLE_POOL, POOL, spec.get("resourcePool"), namespace)
@@ -151,6 +155,11 @@ def _named(source: ObjectKey, field: str, kind: str, ref: Any, namespace: str) -
         name = ref.get("name")
         if isinstance(name, str) and name:
             yield Edge(source, field, ObjectKey(kind, ref.get("namespace") or namespace, name))
+
+
+def _name_only(ref: Any) -> Any:
+    """A claim's provider reference, whose name only counts: providers live in the operator's namespace."""
+    return {"name": ref.get("name")} if isinstance(ref, Mapping) else None
 
 
 def _reference(source: ObjectKey, field: str, ref: Any) -> Iterator[Edge]:

@@ -219,6 +219,24 @@ async def test_a_claim_waiting_for_its_provider_binds_once_the_provider_exists(
     await until(kube, CLAIM, namespace, "early", ready)
 
 
+async def test_a_bound_claim_judged_without_its_provider_heals_when_the_provider_exists_again(
+        kube: Gateway, namespace: str, lab: Lab) -> None:
+    """Level-based: a bound claim judged while its provider was missing (deleted, or not yet in lessor's view,
+    as after a migration) is judged again when the provider comes; it does not show the error for good."""
+    filters = {"updateFilters": [{"pathMatch": "/data/.*"}]}
+    env = await lab.provider("back", **configmap_provider(**filters))
+    await claim(kube, namespace, "c1", resource(env, {"data": {"size": "small"}}))
+    cm_name = reference(await until(kube, CLAIM, namespace, "c1", ready))["name"]
+    await discard(kube, PROVIDER, OPS, env)
+    await gone(kube, PROVIDER, OPS, env)
+    await kube.merge_patch(CLAIM, namespace, "c1", {"spec": {"resources": [
+        {"provider": {"name": env}, "template": {"data": {"size": "large"}}}]}})
+    await until(kube, CLAIM, namespace, "c1", has("Valid", "ProviderNotFound", "False"))
+    await lab.provider("back", **configmap_provider(**filters))
+    await until(kube, CLAIM, namespace, "c1", has("Valid", "Valid"))
+    await until(kube, CONFIGMAP, OPS, cm_name, lambda c: c["data"]["size"] == "large")
+
+
 async def test_every_validation_error_is_reported_at_its_field(kube: Gateway, namespace: str, lab: Lab) -> None:
     env = await lab.provider("env", **configmap_provider(
         default={"data": {"size": "small"}},

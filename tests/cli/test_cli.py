@@ -294,3 +294,20 @@ async def test_topology_prints_the_clusters_graph_as_dot(
     assert out.stdout.lstrip().startswith("digraph")
     edges = [line for line in out.stdout.splitlines() if "->" in line and "dot-l1" in line and "dot-e1" in line]
     assert edges, "the lease's selector edge to the exporter is drawn"
+
+
+def test_the_operator_runs_in_the_mailboxs_loop_and_quick_commands_in_asyncios() -> None:
+    """`lessor run` (and the benches) get the fast lane (`lessor.mailbox.lanes`); `convert` and the like keep
+    asyncio's own loop and never import the runtime (see the start-up tests above)."""
+    from lessor.cli import _loop_factory
+    from lessor.mailbox.lanes import LaneLoop
+
+    for command in ("run", "bench"):
+        factory = _loop_factory(command)
+        assert factory is not None
+        loop = factory()
+        try:
+            assert isinstance(loop, LaneLoop)
+        finally:
+            loop.close()
+    assert _loop_factory("convert") is None and _loop_factory("install") is None

@@ -162,7 +162,11 @@ class ExporterActor(ObjectActor):
         if self.holder is not None and (holder_obj is None or holder_obj.exporter != self.name):
             self._tell_granted(self.holder.lease)  # a Granted may have died with the previous incarnation
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
-            self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
+            # Not to the holder: to a lease, `ExporterRestarted` says nothing of it is in flight here, and it
+            # would stop waiting for this exporter to settle and take another's offer while this one names it
+            # (its Granted may be held back until an evicted lease has ended: `_tell_granted`).
+            if self.holder is None or lease != self.holder.lease:
+                self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
 
     async def receive(self, message: Any) -> Any:
         if await self.still_parked(message):

@@ -95,6 +95,7 @@ async def test_pools_give_their_handles_resource_labels_annotations_and_vars(
         "resourceLabels": {"team": "qa", "lessor.dev/resource-pool-name": "not-mine"},
         "resourceAnnotations": {"cost-center": "42"},
         "vars": {"color": "blue"}})
+    await until(kube, POOL, OPS, pool, available(1))  # a claim takes a pool's handle only once there is one
     await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c"},
                                          "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
     claim = await until(kube, CLAIM, namespace, "c", ready)
@@ -117,8 +118,9 @@ async def test_a_field_whose_template_defaults_to_omit_is_left_out_of_the_resour
         "template": {"enable": True},
         "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": namespace},
                      "data": {"color": "{{ color | default(omit) }}", "size": "{{ size | default(omit) }}"}}})
-    await made.create(POOL, "omitting", {"minAvailable": 1, "vars": {"color": "blue"},
-                                         "resources": [{"provider": {"name": provider}, "template": {}}]})
+    pool = await made.create(POOL, "omitting", {"minAvailable": 1, "vars": {"color": "blue"},
+                                                "resources": [{"provider": {"name": provider}, "template": {}}]})
+    await until(kube, POOL, OPS, pool, available(1))  # else the claim makes a handle of its own, without the vars
     await kube.create(CLAIM, namespace, {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "c"},
                                          "spec": {"resources": [{"provider": {"name": provider}, "template": {}}]}})
     claim = await until(kube, CLAIM, namespace, "c", ready)

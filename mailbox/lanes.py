@@ -161,12 +161,13 @@ class LaneLoop(asyncio.SelectorEventLoop):
         if context is not None:
             tenant = context.get(TENANT)
             if tenant is not None:
-                self._check_closed()  # type: ignore[attr-defined]
                 if tenant.light(perf_counter()):
+                    self._check_closed()  # type: ignore[attr-defined]
                     handle = asyncio.Handle(callback, args, self, context)
                     self._into_lane(handle)
                     return handle
                 if isinstance(tenant, Serving):
+                    self._check_closed()  # type: ignore[attr-defined]
                     tenant.queued = movable = _Movable(callback, args, self, context)
                     self._ready.append(movable)  # type: ignore[attr-defined]
                     return movable

@@ -11,10 +11,13 @@ task it starts (an API request's writer, a commit's write): asyncio gives a task
 that created it, and wakes it with that context. `LaneLoop.call_soon` reads it: a step of a tenant whose
 recent steps took little time (`LIGHT` seconds, decaying by half every `HALF_LIFE`) goes in the lane,
 which runs before the rest of the pass. So a quiet tenant's chain runs through its hops at once, while a
-busy tenant's steps keep their place in line. The sockets' callbacks go first too: they only read and
-wake, and an answer to a light tenant is read before the pass's line, not after it. The lane runs for
-at most `SLICE` seconds a pass, so light tenants together cannot hold the loop back from the others' work;
-the rest of it waits its place.
+busy tenant's steps keep their place in line. The loop's own events go first too, the sockets' callbacks
+and the timers come due: they only read, or post, and wake, so an answer to a light tenant is read, and its
+timer's message posted, before the pass's line, not after it; and the loop looks for them again in the
+middle of a long pass (`LOOK_AGAIN`), not only between passes. Readers of the app's input streams (the
+informers, `Reading`) go in the lane: what they read is handed to a fair inbox, where tenants take turns.
+The lane runs for at most `SLICE` seconds at a time; its rest runs when the loop next looks at its events,
+so light tenants together get about half the loop at most, and the others' work the rest.
 
 Like trio's scheduler, this reorders ready work; unlike it, only the few light steps move, and within the
 lane the order stays first come, first served.
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from itertools import islice
@@ -36,8 +41,10 @@ LIGHT = 0.02
 # Seconds after which a tenant's past steps count half: a tenant that stopped being busy is light again
 # within a second or two.
 HALF_LIFE = 0.5
-# Seconds the lane may run per pass of the loop before the rest of it waits its turn in the line.
+# Seconds the lane may run at a time before the line gets its turn, until the loop next looks at its events.
 SLICE = 0.005
+# Seconds of a pass after which the loop looks at its sockets and timers again, before the rest of the pass.
+LOOK_AGAIN = 0.005
 
 
 class Meter:
@@ -106,20 +113,40 @@ class Serving:
         return meter is None or meter.light(now)  # no meter: none of its steps has run yet
 
 
-TENANT: contextvars.ContextVar[Meter | Serving] = contextvars.ContextVar("lessor_tenant")
+class Reading:
+    """For a task that reads the app's input streams and hands what came to a fair inbox (an informer, which
+    feeds the topology): its steps go in the lane, as the sockets' callbacks go first. The fair inbox orders
+    the work by tenant, but only what has been read: behind the pass's line, a quiet tenant's watch event
+    waited a pass (30-40 ms in a storm) before any fairness could apply to it. The reader's work is the same
+    either way; only its place in the pass changes."""
+
+    __slots__ = ("context",)
+
+    def __init__(self) -> None:
+        self.context = _naming(self)
+
+    def light(self, now: float) -> bool:
+        return True
+
+
+TENANT: contextvars.ContextVar[Meter | Serving | Reading] = contextvars.ContextVar("lessor_tenant")
 """Whom the task running in this context works for (set by the actor system for its actors' tasks)."""
 
 
-def tenant_context(tenant: Meter | Serving | None) -> contextvars.Context:
+def tenant_context(tenant: Meter | Serving | Reading | None) -> contextvars.Context:
     """A fresh context for an actor's task, naming whom it works for if the lane should know (a copy of a
     context made once: copying is a fraction of making one and setting a variable in it)."""
     return contextvars.Context() if tenant is None else tenant.context.copy()
 
 
-def _naming(tenant: Meter | Serving) -> contextvars.Context:
+def _naming(tenant: Meter | Serving | Reading) -> contextvars.Context:
     context = contextvars.Context()
     context.run(TENANT.set, tenant)
     return context
+
+
+READING = Reading()
+"""The one `Reading`: readers need no meter of their own, only a place at the front."""
 
 
 class _Movable(asyncio.Handle):
@@ -143,17 +170,58 @@ class _Movable(asyncio.Handle):
             super()._run()
 
 
+class _Line(deque[asyncio.Handle]):
+    """The loop's line of ready handles (asyncio's `_ready`), with a front for the loop's own events.
+
+    asyncio looks at its sockets and timers once a pass, then runs the whole line: a socket's answer or a timer
+    that comes due early in a pass waits for the rest of it, and a timer come due goes to the line's end,
+    behind every step the last pass left. A light tenant's chain paid that at each of its waits (an API answer,
+    a watch event, the exporter's decision window): 10-50 ms each in a storm. Here the loop looks again once a
+    pass has run `LOOK_AGAIN` seconds (`popleft`, as asyncio takes each handle), and what it finds, the
+    sockets' callbacks and then the timers come due in their order, goes to the front."""
+
+    __slots__ = ("front", "look_at", "queued_io", "_look")
+
+    def __init__(self, handles: Iterable[asyncio.Handle], look: Callable[[], None]) -> None:
+        super().__init__(handles)
+        self.front = 0  # handles put at the front since the loop last looked, which the next one goes behind
+        self.look_at = math.inf  # perf_counter() when the loop looks at its sockets and timers again
+        self.queued_io: set[asyncio.Handle] = set()  # sockets' callbacks in the line, not run yet (`LaneLoop`)
+        self._look = look
+
+    def append(self, handle: asyncio.Handle) -> None:
+        if handle.__class__ is asyncio.TimerHandle:  # only asyncio's pass appends one: a timer come due
+            self.to_front(handle)
+        else:
+            deque.append(self, handle)
+
+    def to_front(self, handle: asyncio.Handle) -> None:
+        self.insert(self.front, handle)
+        self.front += 1
+
+    def popleft(self) -> asyncio.Handle:
+        handle = deque.popleft(self)
+        if self.queued_io:
+            self.queued_io.discard(handle)
+        if perf_counter() > self.look_at:
+            self._look()
+        return handle
+
+
 class LaneLoop(asyncio.SelectorEventLoop):
     """The selector event loop with the fast lane. Without it (another loop) everything works the same,
     but a light tenant's hops wait in the line as everyone's do."""
 
     def __init__(self, selector: Any = None) -> None:
         super().__init__(selector)
+        self._ready: _Line = _Line(self._ready, self._look_again)
         self._lane: deque[asyncio.Handle] = deque()
         self._lane_runs = False  # a handle that runs the lane is in the loop's line
+        self._lane_later: _Movable | None = None  # that handle, when the lane ran out of its slice
         self._lane_context = contextvars.Context()
         self.lane_steps = 0  # handles the lane ran, for tests and the curious
         self.moved = 0  # steps moved from the line to the lane (`Serving.arrived`)
+        self.looked = 0  # times the loop looked at its sockets and timers in the middle of a pass
 
     def call_soon(  # type: ignore[override]
             self, callback: Callable[..., object], *args: Any, context: contextvars.Context | None = None,
@@ -169,17 +237,43 @@ class LaneLoop(asyncio.SelectorEventLoop):
                 if isinstance(tenant, Serving):
                     self._check_closed()  # type: ignore[attr-defined]
                     tenant.queued = movable = _Movable(callback, args, self, context)
-                    self._ready.append(movable)  # type: ignore[attr-defined]
+                    self._ready.append(movable)
                     return movable
         return super().call_soon(callback, *args, context=context)
 
+    def _process_events(self, event_list: list[Any]) -> None:
+        """The loop looks at its sockets (the start of a pass, or `_look_again`): their callbacks, then the timers
+        come due, go to the front (`_Line`)."""
+        line = self._ready
+        line.front = 0
+        line.look_at = perf_counter() + LOOK_AGAIN
+        super()._process_events(event_list)  # type: ignore[misc]
+        later = self._lane_later
+        if later is not None and not later.ran:  # the lane's rest, from the last time it ran out of its slice
+            self._lane_later = None
+            line.to_front(later)
+
     def _add_callback(self, handle: asyncio.Handle) -> None:
-        """A socket is ready (the selector's events, at the start of a pass): its callback goes first, before
-        the steps the last pass left in the line. It only reads what came (an API answer, a watch event) and
-        wakes whoever waits for it: a light tenant's step into the lane, at once, the others to the line.
-        Not in the lane itself: in a storm the sockets' callbacks would use its time."""
-        if not handle.cancelled():
-            self._ready.appendleft(handle)  # type: ignore[attr-defined]
+        """A socket is ready: its callback goes first, before the steps the last pass left in the line. It only
+        reads what came (an API answer, a watch event) and wakes whoever waits for it: a light tenant's step into
+        the lane, at once, the others to the line. Not in the lane itself: in a storm the sockets' callbacks
+        would use its time. Once in the line until it runs: the loop may look again before it has."""
+        line = self._ready
+        if not handle.cancelled() and handle not in line.queued_io:
+            line.queued_io.add(handle)
+            line.to_front(handle)
+
+    def _look_again(self) -> None:
+        """In the middle of a long pass: what the sockets brought and the timers come due since the pass began
+        go to the front, as at the start of a pass."""
+        self.looked += 1
+        self._process_events(self._selector.select(0))  # type: ignore[attr-defined]
+        line, timers = self._ready, self._scheduled  # type: ignore[attr-defined]
+        due = self.time() + self._clock_resolution  # type: ignore[attr-defined]
+        while timers and timers[0]._when < due:
+            timer = heapq.heappop(timers)
+            timer._scheduled = False
+            line.to_front(timer)
 
     def _into_lane(self, handle: asyncio.Handle) -> None:
         self._lane.append(handle)
@@ -187,9 +281,10 @@ class LaneLoop(asyncio.SelectorEventLoop):
             self._lane_runs = True
             # The front of the line: the pass under way runs it next (its count of handles is fixed, so the
             # pass's last handle moves to the next pass instead).
-            self._ready.appendleft(asyncio.Handle(self._run_lane, (), self, self._lane_context))  # type: ignore[attr-defined]
+            self._ready.appendleft(asyncio.Handle(self._run_lane, (), self, self._lane_context))
 
     def _run_lane(self) -> None:
+        self._lane_later = None
         lane = self._lane
         ends = perf_counter() + SLICE
         while lane:
@@ -199,8 +294,14 @@ class LaneLoop(asyncio.SelectorEventLoop):
                 handle._run()
             if perf_counter() > ends:
                 break
-        if lane:  # the rest waits its place behind this pass's line, as anyone's step would
-            self._ready.append(asyncio.Handle(self._run_lane, (), self, self._lane_context))  # type: ignore[attr-defined]
+        if lane:
+            # The rest runs when the loop next looks at its events: at the front then, after `LOOK_AGAIN` of the
+            # line's work at most, not behind the whole line (a pass, 10-50 ms in a storm). In the line
+            # meanwhile, so that the loop does not sleep on it; whichever place comes first runs it.
+            later = self._lane_later = _Movable(self._run_lane, (), self, self._lane_context)
+            line = self._ready
+            deque.append(line, later)
+            line.look_at = perf_counter() + LOOK_AGAIN  # the line's turn: the loop looks again after it
         else:
             self._lane_runs = False
 

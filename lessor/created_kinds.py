@@ -28,6 +28,7 @@ from lessor.actors.provisioning.provider import provider_from
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway, Informer
 from lessor.gateway.informer import Handler
 from lessor.mailbox import Actor
+from lessor.mailbox.lanes import READING, tenant_context
 from lessor.model.labels import HANDLE_NAME
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,8 @@ class CreatedKinds:
                             inactivity_timeout=self.inactivity_timeout)
         self.informers[key] = informer
         assert self._tasks is not None
-        self._tasks.create_task(informer.run(), name=f"informer {resource.kind}")
+        self._tasks.create_task(informer.run(), name=f"informer {resource.kind}",
+                                context=tenant_context(READING))  # read as it comes (`lanes.Reading`)
         log.info("watching %s %s labelled %s", *key, HANDLE_NAME)
 
     async def synced(self, timeout: float) -> None:

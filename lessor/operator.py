@@ -50,6 +50,7 @@ from lessor.model.labels import HOLDER_GRPC
 from lessor.memory import StartupFreezer, settle_after_start
 from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
+from lessor.mailbox.lanes import READING, tenant_context
 from lessor.model.fields import mapping_at
 from lessor.model.views.conditions import find_condition
 from lessor.model.keys import split_address
@@ -255,7 +256,8 @@ class Operator:
                 listing = self._tracer.start_span("list informers", kind=trace.SpanKind.INTERNAL)
                 first_lists = self._first_lists = trace.set_span_in_context(listing)
                 for informer in self.informers:
-                    tasks.create_task(informer.run(first_list_in=first_lists), name=f"informer {informer.resource.kind}")
+                    tasks.create_task(informer.run(first_list_in=first_lists), name=f"informer {informer.resource.kind}",
+                                      context=tenant_context(READING))  # read as it comes (`lanes.Reading`)
                 tasks.create_task(self._end_when_synced(listing), name="end the listings' span")
                 tasks.create_task(self.loop_lag.run(), name="loop lag watchdog")
                 tasks.create_task(self.reachability.run(), name="API reachability")

@@ -11,6 +11,7 @@ the allocator's arenas a third empty for good (docs/benchmarks.md, scale).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,13 +19,19 @@ if TYPE_CHECKING:
 
 
 class StartSlots:
-    """The free slots and the line. A slot is free only while nobody waits in line (`give_back` hands it on)."""
+    """The free slots and the line. A slot is free only while nobody waits in line (`give_back` hands it on).
 
-    __slots__ = ("free", "_line")
+    With tenants (the kind's `tenant`), each tenant has a line of its own, and a slot that comes free goes to
+    the tenants in turn: one namespace's ten thousand new exporters waiting to start hold another
+    namespace's one new exporter back by a start per waiting namespace, not by all of theirs."""
 
-    def __init__(self, size: int) -> None:
+    __slots__ = ("free", "_lines", "_order", "_tenant_of")
+
+    def __init__(self, size: int, tenant_of: Callable[[str], Hashable] | None = None) -> None:
         self.free = size
-        self._line: deque[Cell] = deque()
+        self._tenant_of = tenant_of
+        self._lines: dict[Hashable, deque[Cell]] = {}  # by tenant (one line, None's, without tenants)
+        self._order: deque[Hashable] = deque()  # tenants with cells in line, the next to be given a slot first
 
     def take(self) -> bool:
         if self.free:
@@ -33,15 +40,31 @@ class StartSlots:
         return False
 
     def wait(self, cell: Cell) -> None:
-        self._line.append(cell)
+        tenant = self._tenant_of(cell.address) if self._tenant_of is not None else None
+        line = self._lines.get(tenant)
+        if line is None:
+            line = self._lines[tenant] = deque()
+            self._order.append(tenant)
+        line.append(cell)
 
     def give_back(self) -> Cell | None:
         """The slot, handed to the next cell still waiting in line (to be given its task), else freed. Cells
         that left the line meanwhile (stopped, or given a task to stop or restart first) are passed over."""
-        line = self._line
-        while line:
-            cell = line.popleft()
-            if cell.waits_in_line():
-                return cell
+        order, lines = self._order, self._lines
+        while order:
+            tenant = order.popleft()
+            line = lines[tenant]
+            found = None
+            while line:
+                cell = line.popleft()
+                if cell.waits_in_line():
+                    found = cell
+                    break
+            if line:
+                order.append(tenant)  # its next cell waits for the other tenants' turns
+            else:
+                del lines[tenant]
+            if found is not None:
+                return found
         self.free += 1
         return None

@@ -170,7 +170,8 @@ class ActorSystem:
         `tenant(address)`: the tenant an actor of this kind works for (any
         hashable; it must not raise). Its steps then take turns with the other
         tenants' (`turns`): however many actors one tenant has running, another
-        tenant's actor waits for a round of tenants, not of actors. Without it
+        tenant's actor waits for a round of tenants, not of actors; and with
+        `max_starting`, the start slots go to the tenants in turn. Without it
         the kind's actors run as the event loop takes them.
         """
         if not kind or "/" in kind:
@@ -184,7 +185,7 @@ class ActorSystem:
         if not ask_timeout > 0:
             raise ValueError("ask_timeout must be positive (math.inf: no deadline)")
         stats = self._stats.setdefault(kind, KindStats())
-        slots = StartSlots(max_starting) if max_starting is not None else None
+        slots = StartSlots(max_starting, tenant) if max_starting is not None else None
         self._kinds[kind] = Kind(kind, factory, capacity, supervision, passivate_after, stats, slots, ask_timeout,
                                  fair_key, tenant)
 

@@ -163,3 +163,33 @@ async def test_killed_mid_start_the_slots_are_given_back_and_every_actor_serves(
     assert max(samples) <= 4 and SlowStart.most <= 4
     assert answers == [("ask", i) for i in range(200)]
     assert len(handled) == len(set(handled)), "a message handled twice"
+
+
+async def test_with_tenants_start_slots_go_to_the_tenants_in_turn() -> None:
+    """One tenant's hundreds of new actors waiting for a start slot hold another tenant's one new actor back by a
+    start per waiting tenant, not by all of theirs (issue 23: one namespace's storm of new exporters must not
+    starve another namespace's new exporter)."""
+    gate, handled = asyncio.Event(), []
+    started: list[str] = []
+
+    class Noted(SlowStart):
+        async def started(self) -> None:
+            started.append(self.address)
+            await super().started()
+
+    async with ActorSystem(registry=None) as system:
+        system.register("slow", lambda _: Noted(gate, handled), max_starting=2,
+                        tenant=lambda address: address.split("/")[1])
+        for i in range(200):
+            system.tell(f"slow/storm/{i}", "hello")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        system.tell("slow/quiet/one", "hello")
+        gate.set()
+        await asyncio.wait_for(system.ask("slow/quiet/one", "ping"), scaled(30))
+        # Two started at once; then the quiet tenant's goes first or second, whatever the storm has in line.
+        assert started.index("slow/quiet/one") <= 3, started[:10]
+        # And nothing is lost: every storm actor starts and handles its message.
+        async with asyncio.timeout(scaled(30)):
+            while len([a for a, _ in handled if a.startswith("slow/storm/")]) < 200:
+                await asyncio.sleep(0.01)

@@ -81,6 +81,10 @@ class FairSlots:
                 self._turns.append(next_key)  # its next request waits for one of every other line first
             else:
                 del self._lines[next_key]
+            if waiter.done():
+                # Cancelled, and its task not yet woken to leave the line (a shutdown, a kill, cancels many at
+                # once): the slot goes on to the next in turn. Handing it over raised, and the slot was lost.
+                continue
             self._held[next_key] = self._held.get(next_key, 0) + 1
             waiter.set_result(None)
             return

@@ -51,6 +51,31 @@ async def test_a_waiter_cancelled_in_line_or_as_it_is_handed_the_slot_loses_no_s
     await asyncio.wait_for(slots.acquire("d"), 1)
 
 
+async def test_waiters_cancelled_together_lose_no_slot_and_raise_nothing_in_whoever_frees_one() -> None:
+    """A shutdown or a kill cancels many waiting requests at once: each waiter is cancelled before its task runs
+    to leave the line. A slot freed then must go past them to a live waiter (it raised InvalidStateError in the
+    task that freed it, and that slot was held by nobody for good)."""
+    slots = FairSlots(2)
+    await slots.acquire("a")
+    await slots.acquire("a")
+    cancelled = [asyncio.create_task(slots.acquire(key)) for key in ("b", "c", "b")]
+    live = asyncio.create_task(slots.acquire("d"))
+    await asyncio.sleep(0)
+    for task in cancelled:
+        task.cancel()  # their waiters are cancelled now; their tasks run later
+    slots.release("a")  # passes over the three cancelled waiters, to "d"
+    for task in cancelled:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await asyncio.wait_for(live, 1)
+    slots.release("a")
+    slots.release("d")
+    assert not slots.locked() and slots.waiting() == 0
+    await asyncio.wait_for(slots.acquire("w"), 1)  # both slots are free again, and only two
+    await asyncio.wait_for(slots.acquire("x"), 1)
+    assert slots.locked()
+
+
 async def test_a_key_with_nothing_in_flight_takes_a_spare_slot_at_once_and_a_busy_key_never_does() -> None:
     slots = FairSlots(1, spare=1)
     await slots.acquire("storm")

@@ -15,10 +15,14 @@ median), which tells lessor's part from the machine's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import WatchEvent
@@ -117,6 +121,48 @@ async def _main(kubeconfig: str, namespace: str, slot: str) -> None:
         print("ready", flush=True)
         times = {**await lease, "api_floor_seconds": statistics.median(await floor)}
     print(json.dumps(times), flush=True)
+
+
+@dataclass(frozen=True)
+class CanaryTimes:
+    seconds: float
+    """From sending the create until a poll reads the lease Ready."""
+    create_seconds: float
+    """The create request alone: the API server's answer, before lessor can know of the lease."""
+    watched_seconds: float
+    """From sending the create until a watch of the canary's namespace delivers the lease Ready: as `kubectl wait`
+    sees it, without the poll's own request (which waits at the API server behind the storm's) in the time."""
+    api_floor_seconds: float
+    """The same path's API requests without lessor, sent over the same time (`api_floor`)."""
+
+
+async def canary_lease(kubeconfig: Path, namespace: str, slot: str,
+                       after: Callable[[], bool] = lambda: True) -> CanaryTimes:
+    """The canary tenant's lease for exporter `slot` in `namespace` (client `canary`), sent once `after()` holds,
+    by a process of its own (this module: its own connections and loop, as another tenant's client has), and
+    timed to Ready."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "lessor.tools.bench.canary_tenant", str(kubeconfig), namespace, slot,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=kubeconfig.parent)  # not a source tree
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        if (await proc.stdout.readline()).strip() != b"ready":
+            raise RuntimeError(f"the canary tenant ({slot}) exited before its watch started: see its stderr above")
+        while not after():
+            await asyncio.sleep(0.05)
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        line = await proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the canary tenant ({slot}) exited without its times: see its stderr above")
+        times = json.loads(line)
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        await proc.wait()
+    return CanaryTimes(times["seconds"], times["create_seconds"], times["watched_seconds"],
+                       times["api_floor_seconds"])
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import re
 import subprocess
@@ -35,11 +34,11 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lessor.tools.bench.apiserver import measure_ceiling
+from lessor.tools.bench.canary_tenant import CanaryTimes, canary_lease
 from lessor.tools.bench.probing import ProbePoller
 from lessor.tools.bench.common import (
     WRITE_VERBS,
@@ -268,7 +267,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
-        quiet = await _canary(kubeconfig, "quiet")
+        quiet = await canary_lease(kubeconfig, CANARY, "quiet")
         before, events_before = api_requests(metrics), event_counters(metrics)
         text = metrics_text(metrics)
         restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
@@ -303,7 +302,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
                 "clientRef": {"name": f"c{i % args.clients:02d}"},
                 "selector": {"matchLabels": {"group": f"g{i % args.groups}"}}, "duration": "1h"}})
 
-        busy = asyncio.create_task(_canary(kubeconfig, "busy", after=lambda: len(created) >= args.leases // 2))
+        busy = asyncio.create_task(canary_lease(kubeconfig, CANARY, "busy", after=lambda: len(created) >= args.leases // 2))
         await gather_limited([lease(i) for i in range(args.leases)], limit=32)
         created_by = time.perf_counter()
         # Every group has exporters/groups exporters, so at most that many leases per group can win.
@@ -385,7 +384,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     }
 
 
-def _floor(quiet: _Canary, during: _Canary) -> dict[str, Any]:
+def _floor(quiet: CanaryTimes, during: CanaryTimes) -> dict[str, Any]:
     """The canary's time split into the API server's share (its floor) and lessor's (the rest, watched), and the
     best ratio this machine allows: the storm's floor plus lessor's quiet part, over the quiet time."""
     ours_quiet, ours_during = quiet.watched_seconds - quiet.api_floor_seconds, during.watched_seconds - during.api_floor_seconds
@@ -401,45 +400,6 @@ def _floor(quiet: _Canary, during: _Canary) -> dict[str, Any]:
                      "less this floor (the decision window, the hops); "
                      "ratio_at_best: the watched ratio if lessor's part stayed as quiet as alone",
     }
-
-
-@dataclass(frozen=True)
-class _Canary:
-    seconds: float
-    """From sending the create until the bench reads the lease Ready."""
-    create_seconds: float
-    """The create request alone: the API server's answer, before lessor can know of the lease."""
-    watched_seconds: float
-    """From sending the create until a watch of the canary's namespace delivers the lease Ready: as `kubectl wait`
-    sees it, without the poll's own request (which waits at the API server behind the storm's) in the time."""
-    api_floor_seconds: float
-    """The same path's API requests without lessor, sent over the same time (`canary_tenant.api_floor`)."""
-
-
-async def _canary(kubeconfig: Path, slot: str, after: Callable[[], bool] = lambda: True) -> _Canary:
-    """The canary tenant's lease for exporter `slot`, sent once `after()` holds, by a process of its own
-    (`canary_tenant`: its own connections and loop, as another tenant's client has), and timed to Ready."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "lessor.tools.bench.canary_tenant", str(kubeconfig), CANARY, slot,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=kubeconfig.parent)  # not a source tree
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        if (await proc.stdout.readline()).strip() != b"ready":
-            raise RuntimeError(f"the canary tenant ({slot}) exited before its watch started: see its stderr above")
-        while not after():
-            await asyncio.sleep(0.05)
-        proc.stdin.write(b"go\n")
-        await proc.stdin.drain()
-        line = await proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the canary tenant ({slot}) exited without its times: see its stderr above")
-        times = json.loads(line)
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        await proc.wait()
-    return _Canary(times["seconds"], times["create_seconds"], times["watched_seconds"], times["api_floor_seconds"])
 
 
 _TIERS = (Terms("", 30, False), Terms("", 20, False), Terms("", 10, True))  # gold, silver, spot: see `_lab`

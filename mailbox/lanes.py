@@ -273,7 +273,10 @@ class LaneLoop(asyncio.SelectorEventLoop):
         while timers and timers[0]._when < due:
             timer = heapq.heappop(timers)
             timer._scheduled = False
-            line.to_front(timer)
+            if timer._cancelled:  # counted when it was cancelled in the heap, which it leaves now
+                self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+            else:
+                line.to_front(timer)
 
     def _into_lane(self, handle: asyncio.Handle) -> None:
         self._lane.append(handle)

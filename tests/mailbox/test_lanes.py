@@ -3,107 +3,112 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import socket
 import time
 from collections.abc import Callable
 
-import contextvars
-
 from lessor.mailbox.lanes import LOOK_AGAIN, READING, SLICE, LaneLoop, new_event_loop, tenant_context
 
 LINE = 50  # steps in the loop's line: each one queues itself again, as a busy actor's task does
+STEP = 0.001  # seconds each step of a long pass takes (at least: a busy machine only makes it longer)
+AT_MOST = round(LOOK_AGAIN / STEP) + 1  # steps the loop runs, at most, before it looks at its events again
+Arm = Callable[[asyncio.AbstractEventLoop, Callable[[], None]], None]
 
 
-def steps_before_a_timer(loop: asyncio.AbstractEventLoop, *, timers: int = 1) -> tuple[int, list[int]]:
-    """Fill the loop's line with `LINE` busy steps; the last step of a pass arms `timers` timers already due.
-    Returns how many steps ran after the arming and before the first timer's callback, and the order in which
-    the timers' callbacks ran."""
+def busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def steps_before(arm: Arm, loop: asyncio.AbstractEventLoop, *, at: int, seconds: float = 0.0) -> int:
+    """Fill the loop's line with `LINE` steps of `seconds` each; step number `at` calls `arm(loop, event)`.
+    Returns how many steps ran after the arming and before `event()` was called."""
     steps = 0
     armed_at: int | None = None
-    waited: list[int] = []
-    fired: list[int] = []
-    done = loop.create_future()
+    done: asyncio.Future[int] = loop.create_future()
 
-    def fire(i: int) -> None:
-        fired.append(i)
-        if armed_at is not None and not waited:
-            waited.append(steps - armed_at)
-        if len(fired) == timers:
-            done.set_result(None)
+    def event() -> None:
+        assert armed_at is not None
+        if not done.done():
+            done.set_result(steps - armed_at)
 
-    def step(i: int) -> None:
+    def step() -> None:
         nonlocal steps, armed_at
         steps += 1
-        if armed_at is None and steps == 3 * LINE and i == LINE - 1:  # the last step of the third pass
+        busy(seconds)
+        if steps == at:
             armed_at = steps
-            now = loop.time()
-            for n in range(timers):  # due at once, in this order: the next pass moves them to its line
-                loop.call_at(now + n * 1e-9, fire, n)
+            arm(loop, event)
         if not done.done():
-            loop.call_soon(step, i)
+            loop.call_soon(step)
 
-    for i in range(LINE):
-        loop.call_soon(step, i)
-    loop.run_until_complete(done)
-    return waited[0], fired
+    for _ in range(LINE):
+        loop.call_soon(step)
+    return loop.run_until_complete(done)
 
 
-def in_loop(factory: Callable[[], asyncio.AbstractEventLoop], timers: int = 1) -> tuple[int, list[int]]:
-    loop = factory()
-    try:
-        return steps_before_a_timer(loop, timers=timers)
-    finally:
-        loop.close()
+def in_loop(factory: Callable[[], asyncio.AbstractEventLoop], arm: Arm, *, at: int, seconds: float = 0.0) -> int:
+    with contextlib.closing(factory()) as loop:
+        return steps_before(arm, loop, at=at, seconds=seconds)
+
+
+LAST_OF_THIRD_PASS = 3 * LINE
+IN_A_LONG_PASS = 2 * LINE + 5  # the fifth step of the third pass, of 50 ms
+
+
+def due_timers(fired: list[int], count: int = 1) -> Arm:
+    """Arms `count` timers due at once, in this order (the next pass moves them to its line); the last calls
+    `event`."""
+    def arm(loop: asyncio.AbstractEventLoop, event: Callable[[], None]) -> None:
+        def fire(n: int) -> None:
+            fired.append(n)
+            if n == count - 1:
+                event()
+
+        now = loop.time()
+        for n in range(count):
+            loop.call_at(now + n * 1e-9, fire, n)
+
+    return arm
 
 
 def test_a_timer_come_due_runs_before_the_steps_the_last_pass_left() -> None:
     """A light tenant's timer (an exporter's decision window, a lease's choice window) posts its message as soon
     as the pass it comes due in begins, not behind every step that pass took over: in a storm those are
     10-50 ms of other tenants' work, and the canary's lease paid them once per timer on its way."""
-    waited, _ = in_loop(new_event_loop)
-    assert waited == 0
+    assert in_loop(new_event_loop, due_timers([]), at=LAST_OF_THIRD_PASS) == 0
     # asyncio's own loop puts it behind the whole line
-    waited, _ = in_loop(asyncio.SelectorEventLoop)
-    assert waited == LINE
+    assert in_loop(asyncio.SelectorEventLoop, due_timers([]), at=LAST_OF_THIRD_PASS) == LINE
 
 
 def test_timers_come_due_together_still_run_in_the_order_they_came_due() -> None:
-    _, fired = in_loop(new_event_loop, timers=5)
+    fired: list[int] = []
+    in_loop(new_event_loop, due_timers(fired, 5), at=LAST_OF_THIRD_PASS)
     assert fired == [0, 1, 2, 3, 4]
 
 
 def steps_before_a_reader(context: contextvars.Context) -> int:
-    """Fill the lane loop's line with `LINE` busy steps; the last step of a pass hands a reader task (waiting in
-    `context`) what it waits for. Returns how many steps ran after that and before the reader went on."""
-    loop = new_event_loop()
-    assert isinstance(loop, LaneLoop)
-    steps = 0
-    handed_at: int | None = None
-    came: asyncio.Future[None] = loop.create_future()
-    waited: list[int] = []
+    """The last step of a pass hands a reader task (waiting in `context`) what it waits for, as a socket's
+    callback does when a watch event came: how many steps ran before the reader went on."""
+    with contextlib.closing(new_event_loop()) as loop:
+        came: asyncio.Future[None] = loop.create_future()
+        woken: list[Callable[[], None]] = []
 
-    async def reader() -> None:
-        await came
-        assert handed_at is not None
-        waited.append(steps - handed_at)
+        async def reader() -> None:
+            await came
+            woken[0]()
 
-    def step(i: int) -> None:
-        nonlocal steps, handed_at
-        steps += 1
-        if handed_at is None and steps == 3 * LINE and i == LINE - 1:
-            handed_at = steps
-            came.set_result(None)  # as a socket's callback does when a watch event came
-        if not waited:
-            loop.call_soon(step, i)
+        def hand(loop: asyncio.AbstractEventLoop, event: Callable[[], None]) -> None:
+            woken.append(event)
+            came.set_result(None)
 
-    try:
         task = loop.create_task(reader(), context=context)
-        for i in range(LINE):
-            loop.call_soon(step, i)
+        waited = steps_before(hand, loop, at=LAST_OF_THIRD_PASS)
         loop.run_until_complete(task)
-    finally:
-        loop.close()
-    return waited[0]
+    return waited
 
 
 def test_a_reader_of_the_watch_streams_goes_on_before_the_line() -> None:
@@ -114,59 +119,10 @@ def test_a_reader_of_the_watch_streams_goes_on_before_the_line() -> None:
     assert steps_before_a_reader(contextvars.Context()) == LINE - 1
 
 
-STEP = 0.001  # seconds each of the long pass's steps takes (at least: a busy machine only makes it longer)
-AT_MOST = round(LOOK_AGAIN / STEP) + 1  # steps the loop runs, at most, before it looks at its events again
-
-
-def busy(seconds: float) -> None:
-    until = time.perf_counter() + seconds
-    while time.perf_counter() < until:
-        pass
-
-
-def steps_in_a_long_pass_before(arm: Callable[[asyncio.AbstractEventLoop, Callable[[], None]], None],
-                                factory: Callable[[], asyncio.AbstractEventLoop]) -> int:
-    """`LINE` steps of `STEP` each, a pass of 50 ms; the fifth step of the third pass arms an event (`arm` gets the
-    loop and the callback to call). Returns the steps run between the arming and the event's callback."""
-    loop = factory()
-    steps = 0
-    armed_at: int | None = None
-    waited: list[int] = []
-
-    def event() -> None:
-        assert armed_at is not None
-        waited.append(steps - armed_at)
-
-    def step(i: int) -> None:
-        nonlocal steps, armed_at
-        steps += 1
-        busy(STEP)
-        if armed_at is None and steps == 2 * LINE + 5:
-            armed_at = steps
-            arm(loop, event)
-        if not waited:
-            loop.call_soon(step, i)
-
-    async def until_done() -> None:
-        while not waited:
-            await asyncio.sleep(0.01)
-
-    try:
-        for i in range(LINE):
-            loop.call_soon(step, i)
-        loop.run_until_complete(until_done())
-    finally:
-        loop.close()
-    return waited[0]
-
-
-def due_now(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
-    loop.call_at(loop.time(), callback)
-
-
 def test_a_timer_come_due_in_a_long_pass_runs_within_a_look_not_after_the_pass() -> None:
-    assert steps_in_a_long_pass_before(due_now, new_event_loop) <= AT_MOST
-    assert steps_in_a_long_pass_before(due_now, asyncio.SelectorEventLoop) >= LINE  # the rest of it, and the next
+    assert in_loop(new_event_loop, due_timers([]), at=IN_A_LONG_PASS, seconds=STEP) <= AT_MOST
+    # the rest of it, and the next
+    assert in_loop(asyncio.SelectorEventLoop, due_timers([]), at=IN_A_LONG_PASS, seconds=STEP) >= LINE
 
 
 def test_a_socket_ready_in_a_long_pass_is_read_within_a_look_not_after_the_pass() -> None:
@@ -188,8 +144,8 @@ def test_a_socket_ready_in_a_long_pass_is_read_within_a_look_not_after_the_pass(
         theirs.send(b"event")
 
     try:
-        assert steps_in_a_long_pass_before(data_comes, new_event_loop) <= AT_MOST
-        assert steps_in_a_long_pass_before(data_comes, asyncio.SelectorEventLoop) >= LINE - 5
+        assert in_loop(new_event_loop, data_comes, at=IN_A_LONG_PASS, seconds=STEP) <= AT_MOST
+        assert in_loop(asyncio.SelectorEventLoop, data_comes, at=IN_A_LONG_PASS, seconds=STEP) >= LINE - 5
     finally:
         for pair in pairs:
             for sock in pair:
@@ -251,17 +207,14 @@ def test_the_lessor_loop_is_the_one_with_the_front() -> None:
 
 def test_a_timer_cancelled_before_it_comes_due_in_a_long_pass_never_runs_and_is_not_counted_twice() -> None:
     cancelled_ran: list[int] = []
-    loop = new_event_loop()
-    assert isinstance(loop, LaneLoop)
 
     def arm(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
         now = loop.time()
         loop.call_at(now, cancelled_ran.append, 1).cancel()
         loop.call_at(now, callback)
 
-    try:
-        assert steps_in_a_long_pass_before(arm, lambda: loop) <= AT_MOST
+    with contextlib.closing(new_event_loop()) as loop:
+        assert isinstance(loop, LaneLoop)
+        assert steps_before(arm, loop, at=IN_A_LONG_PASS, seconds=STEP) <= AT_MOST
         assert not cancelled_ran and loop.looked > 0
         assert loop._timer_cancelled_count == 0  # type: ignore[attr-defined]
-    finally:
-        loop.close()

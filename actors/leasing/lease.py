@@ -145,7 +145,7 @@ class _Resolved:
 
 class LeaseActor(ObjectActor):
     __slots__ = ("request", "parsed", "exporter", "plan", "resolved", "wanted", "offers", "choosing", "accepting",
-                 "pending", "states", "settling", "settle_due", "rechecks", "story")
+                 "pending", "states", "settling", "settle_due", "rechecks", "story", "owed", "decided")
     kind = LEASE
     view_kind = LeaseView
 
@@ -166,6 +166,8 @@ class LeaseActor(ObjectActor):
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
         self.story: Cause | None = None  # the trace this incarnation started in (see `_resolve_again`)
+        self.owed = NO_NAMES  # restarted exporters owed an answer (`Want` or `Withdraw`) once this lease has decided
+        self.decided = False  # the last evaluation reached a decision (not deferred: see `_SETTLE`)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -236,6 +238,8 @@ class LeaseActor(ObjectActor):
                     await self._accept_failed()  # answered after our Accept: that commit is over, not for us
                 self._settled(exporter)
             case OfferWithdrawn(exporter=exporter, ticket=ticket):
+                if (offer := self.offers.get(exporter)) is not None and offer.ticket == ticket:
+                    del self.offers[exporter]  # a better waiter came there: not ours to take any more
                 if self.accepting == (exporter, ticket):
                     await self._accept_failed()
             case _AcceptUnanswered(exporter=exporter, ticket=ticket):
@@ -254,6 +258,10 @@ class LeaseActor(ObjectActor):
                 if candidate := self.wanted.get(exporter):
                     self._want(candidate)  # and its queue
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
+                else:  # it makes no offer before it has heard from every lease that waited on it: answer
+                    self.owed = self.owed | {exporter}
+                    if self.decided:
+                        self._answer_owed()
             case AvailabilityChanged(exporter=exporter):  # still queued there: only the Pending reason may change
                 if exporter in self.wanted:
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
@@ -294,6 +302,8 @@ class LeaseActor(ObjectActor):
                 self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             case Offer(exporter=exporter, ticket=ticket):
                 self.tell(_exporter_address(self.namespace, exporter), Decline(self.name, ticket))
+            case ExporterRestarted(exporter=exporter):  # it waits for every lease's answer before it offers
+                self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
 
     def _exporter_changed(self, name: str, obj: Mapping[str, Any] | None) -> None:
         """Resolve again only when the change can alter what this lease may have.
@@ -384,6 +394,24 @@ class LeaseActor(ObjectActor):
     # --- deciding -------------------------------------------------------------------------
 
     async def _evaluate(self) -> None:
+        """Resolve the lease and act on the plan; then answer the restarted exporters waiting to hear from it."""
+        self.decided = True  # unless `_decide` defers (`_SETTLE`)
+        await self._decide()
+        if self.owed and self.decided:
+            self._answer_owed()
+
+    def _answer_owed(self) -> None:
+        """Tell each restarted exporter that asked where this lease stands: `Want` where it is a candidate,
+        else `Withdraw` (scheduled, holding another, ended, or not approved there)."""
+        for exporter in self.owed:
+            candidate = self.wanted.get(exporter) if self.exporter is None else None
+            if candidate is not None:
+                self._want(candidate)
+            else:
+                self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
+        self.owed = NO_NAMES
+
+    async def _decide(self) -> None:
         lease = self._seen()
         now = self.ctx.now()
         if self.request is not None and self.parsed is lease.body:
@@ -418,6 +446,7 @@ class LeaseActor(ObjectActor):
             # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
             # still be on its way (another watch), and open access would grant what it forbids.
             self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
+            self.decided = False
             return
         inputs = _Inputs(request, client_labels, exporters, policies, request.requested_duration(now),
                          request.scheduled(now))
@@ -430,6 +459,7 @@ class LeaseActor(ObjectActor):
         if isinstance(result, Verdict):
             if result.reason in _SETTLING and request.created and now < request.created + _SETTLE:
                 self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
+                self.decided = False
                 return
             await self._end_with(result)
             return
@@ -647,6 +677,9 @@ class LeaseActor(ObjectActor):
             self.accepting = None
         self._decline_all()
         self._withdraw_all()
+        for exporter in self.owed:
+            self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
+        self.owed = NO_NAMES
         self.settling = NO_NAMES
         for timer in ("evaluate", "expire", "pending", "choose", "accepting", "settle"):
             self.cancel(timer)

@@ -240,6 +240,8 @@ class ExporterActor(ObjectActor):
             case AgentReport():
                 return await self._agent_report(message)
             case _HeartbeatDue():
+                if self.obj is not None and not self._online(self.ctx.now()) and not self._seen().says_offline:
+                    await self._heartbeat_from_api()
                 was = self._available()
                 await self._update_online()
                 if self.obj is not None and self._available() != was:
@@ -577,6 +579,16 @@ class ExporterActor(ObjectActor):
         obj = LeaseView.maybe(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
         self.holder = holder_of(lease, obj)
         return obj
+
+    async def _heartbeat_from_api(self) -> None:
+        """The clock says the heartbeat is stale; the API says whether it is. A starved process may not have read
+        the newer `lastSeen` from its watch yet: going Offline on the clock alone would write the condition, tell
+        every waiter, and write it back a moment later (one read saves those writes)."""
+        fresh = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+        if fresh is None:
+            return  # its deletion event stops this actor
+        if newer(fresh, self.obj):
+            await self._observed_exporter(fresh)
 
     def _seen(self) -> ExporterView:
         """The exporter as last seen (its view, built once per version)."""

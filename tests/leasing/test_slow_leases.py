@@ -10,7 +10,7 @@ queue and took back the offer made to it again, so the exporter went to a lease 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lessor.actors.context import Context
@@ -179,3 +179,19 @@ async def test_a_waiting_lease_that_ends_without_answering_holds_up_no_offer() -
         gold = api.object("Lease", NS, "gold")
         api.seed({**gold, "status": {"ended": True}})
         await until(lambda: len(offers_to("bronze")) == 1)
+
+
+async def test_an_exporter_whose_heartbeat_the_watch_has_not_brought_yet_does_not_go_offline() -> None:
+    """A starved process reads its watch late: the clock says the heartbeat is stale while the API already has a
+    newer one. The exporter asks the API before it writes Offline (and tells its waiters), so it never flaps."""
+    async with world(decision_window=0.02, heartbeat_timeout=timedelta(seconds=2)) as (system, api):
+        lab(api, "e1")
+        key = ("Exporter", NS, "e1")
+        for _ in range(10):  # 5 s: past two timeouts, each heartbeat written where the watch does not see it
+            await asyncio.sleep(0.5)
+            stored = api.objects[key]
+            stored["status"]["lastSeen"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1000)
+        online = [c for w in api.writes if w.kind == "Exporter"
+                  for c in ((w.object or {}).get("status") or {}).get("conditions") or () if c.get("type") == "Online"]
+        assert online and all(c["status"] == "True" for c in online), online

@@ -716,13 +716,14 @@ class LeaseActor(ObjectActor):
         return shown is not None and shown.status == "True"
 
     async def _show_pending(self, pending: Pending) -> None:
-        """Write why the lease waits. A new reason is written at once; a new message under the same reason (the
-        candidates' states, which change with every grant around) at most every `PENDING_REFRESH`, and not at
-        once by a new incarnation (a new leader's thousands of waiting leases rewrite nothing then)."""
+        """Write why the lease waits. A new reason (or a new generation of the lease) is written at once; a new
+        message under the same reason (the candidates' states, which change with every grant around) at most every
+        `PENDING_REFRESH`, and not at once by a new incarnation (a new leader's waiting leases rewrite nothing)."""
         current = list(self._seen().condition_dicts)
         now = self.ctx.now()
         shown = self._seen().condition(ConditionType.PENDING)
-        if shown is not None and shown.status == "True" and shown.reason == pending.reason:
+        if (shown is not None and shown.status == "True" and shown.reason == pending.reason
+                and shown.observed_generation == self._generation()):  # a spec change is acknowledged at once
             if self.refreshed_at is None:
                 self.refreshed_at = now  # as written by a previous incarnation: the refresh counts from here
             due = self.refreshed_at + PENDING_REFRESH

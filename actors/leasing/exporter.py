@@ -363,9 +363,9 @@ class ExporterActor(ObjectActor):
 
     def _outranks(self, lease: str, offered: str) -> bool:
         """Whether waiter `lease` may have the exporter and comes before the lease the offer is out to."""
-        may_have = self._may_have()
-        best = self.queue.best(lambda w: w.name in (lease, offered) and may_have(w))
-        return best is not None and best.name == lease
+        waiter, holding = self.queue.get(lease), self.queue.get(offered)
+        return (waiter is not None and (holding is None or waiter.key < holding.key)
+                and self._may_have()(waiter))
 
     def _withdraw_offer(self) -> None:
         """Take the outstanding offer back. Its lease may have accepted already: that Accept is answered

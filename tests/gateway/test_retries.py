@@ -21,17 +21,21 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration
 
 from lessor.gateway import ApiError, Gateway, Informer
-from lessor.gateway.resources import CONFIGMAP, NAMESPACE
+from lessor.gateway.resources import CONFIGMAP, NAMESPACE, Resource
 from lessor.gateway.retries import Retries
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from tests.gateway.test_gateway import Recorder, configmap, running
 from tests.slowness import scaled
 
+SERVICEACCOUNT = Resource("", "v1", "ServiceAccount", "serviceaccounts", True)
+ROLE = Resource("rbac.authorization.k8s.io", "v1", "Role", "roles", True)
+ROLEBINDING = Resource("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True)
 STARTING = "storage is (re)initializing"
 NOT_INSTALLED = "the request has been made before all known HTTP paths have been installed, please try again"
 
@@ -263,3 +267,55 @@ async def test_an_informer_that_lived_through_an_outage_sees_a_change_made_right
                 await gateway.create(CONFIGMAP, namespace, configmap(namespace, outage, v="1"))
                 await rec.wait_for(lambda events, name=outage: rec.of(name), timeout=5)
         assert rec.of("first") == rec.of("second") == [("ADDED", "1")]
+
+
+@pytest.fixture(scope="module")
+async def throttling_controlplane(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ControlPlane]:
+    """An API server that serves one read and one write at a time and answers the rest 429 with Retry-After."""
+    async with ControlPlane(tmp_path_factory.mktemp("throttling"), ensure_binaries(), controller_manager=False,
+                            apiserver_args=("--max-requests-inflight=1",
+                                            "--max-mutating-requests-inflight=1")) as cp:
+        yield cp
+
+
+async def _account_kubeconfig(admin: Gateway, cp: ControlPlane, namespace: str, folder: Path) -> Path:
+    """A kubeconfig of a ServiceAccount that may write ConfigMaps in `namespace`: not in system:masters, whose
+    requests the API server never throttles."""
+    await admin.create(SERVICEACCOUNT, namespace, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                   "metadata": {"name": "writer"}})
+    await admin.create(ROLE, namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "writer"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]})
+    await admin.create(ROLEBINDING, namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": namespace}]})
+    token = await admin.request("create", "TokenRequest", "POST",
+                                f"/api/v1/namespaces/{namespace}/serviceaccounts/writer/token",
+                                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                      "spec": {"expirationSeconds": 3600}})
+    path = folder / "writer.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "writer",
+        "clusters": [{"name": "c", "cluster": {"server": cp.server, "certificate-authority": str(cp.pki / "ca.crt")}}],
+        "users": [{"name": "writer", "user": {"token": token["status"]["token"]}}],
+        "contexts": [{"name": "writer", "context": {"cluster": "c", "user": "writer"}}]}))
+    return path
+
+
+@pytest.mark.apiserver
+async def test_under_real_429s_every_write_lands(throttling_controlplane: ControlPlane, tmp_path: Path) -> None:
+    """Writes and reads at once, many more than the API server serves together: it answers 429 (really:
+    `retry_counts` says so), and each write is sent again after the wait asked for until it lands."""
+    namespace = f"throttled-{free_port()}"
+    async with await Gateway.connect(str(throttling_controlplane.kubeconfig)) as admin:
+        await admin.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        kubeconfig = await _account_kubeconfig(admin, throttling_controlplane, namespace, tmp_path)
+        async with await Gateway.connect(str(kubeconfig)) as gateway:
+            writes = [gateway.create(CONFIGMAP, namespace, configmap(namespace, f"w{i}", v=str(i))) for i in range(30)]
+            reads = [gateway.list(CONFIGMAP, namespace) for _ in range(30)]
+            await asyncio.wait_for(asyncio.gather(*writes, *reads), scaled(120))
+        assert gateway.retry_counts["429"] > 0, "the API server throttled nothing: the test provoked no 429"
+        stored, _ = await admin.list(CONFIGMAP, namespace)
+    assert {cm["metadata"]["name"]: cm["data"]["v"] for cm in stored if cm["metadata"]["name"].startswith("w")} \
+        == {f"w{i}": str(i) for i in range(30)}

@@ -30,12 +30,13 @@ from lessor.tools.bench.failover_lab import NS, Sizes, lab, storm
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 
-MODES = ("apikill",)
+MODES = ("apikill", "none")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=MODES, default="apikill",
-                        help="apikill: SIGKILL kube-apiserver during the storm and start it again (default)")
+                        help="apikill: SIGKILL kube-apiserver during the storm and start it again (default); "
+                        "none: the same storm with no fault, the baseline")
     parser.add_argument("--exporters", type=int, default=200, help="exporters (default: %(default)s)")
     parser.add_argument("--groups", type=int, default=10, help="exporter groups (default: %(default)s)")
     parser.add_argument("--clients", type=int, default=12, help="clients, gold/silver/spot in turn (default: %(default)s)")
@@ -74,7 +75,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await stop_operator(proc)
             log = (folder / "operator.log").read_text(errors="replace")
     result.update({
-        "retries": {k: after["retries"].get(k, 0) - before["retries"].get(k, 0) for k in after["retries"]},
+        "retries": {k: n for k in after["retries"] if (n := after["retries"][k] - before["retries"].get(k, 0))},
         "actor_restarts": {k: after["restarts"].get(k, 0) - before["restarts"].get(k, 0)
                            for k in after["restarts"] if after["restarts"].get(k, 0) - before["restarts"].get(k, 0)},
         "tracebacks": log.count("Traceback (most recent call last)"),
@@ -83,8 +84,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     report = {"benchmark": "faults", "mode": args.mode, "seed": seed,
               "workload": {"exporters": args.exporters, "groups": args.groups, "clients": args.clients,
                            "leases": args.leases, "rate": args.rate},
-              "fault": {"kill_after": args.kill_after, "down": args.down}, **result, "machine": machine()}
-    say(f"converged {result['converged_after_ready_s']} s after the API server was ready; "
+              "fault": {"kill_after": args.kill_after, "down": args.down} if args.mode == "apikill" else None,
+              **result, "machine": machine()}
+    say(f"converged {result['converged_after_ready_s']} s after the API server was ready, "
+        f"{result['converged_after_last_create_s']} s after the last create; "
         f"retries {result['retries']}, actor restarts {sum(result['actor_restarts'].values())}, "
         f"double grants {result['double_grants']}, stale refs {result['stale_refs']}, "
         f"tracebacks {result['tracebacks']}")
@@ -95,16 +98,19 @@ async def _apikill(kube: Gateway, cp: ControlPlane, sizes: Sizes, args: argparse
                    rng: random.Random) -> dict[str, Any]:
     stop = asyncio.Event()
     began = time.monotonic()
-    say(f"creating {sizes.leases} leases at {sizes.rate:g}/s; kube-apiserver killed after {args.kill_after:g} s "
-        f"for {args.down:g} s")
+    say(f"creating {sizes.leases} leases at {sizes.rate:g}/s" + (
+        f"; kube-apiserver killed after {args.kill_after:g} s for {args.down:g} s" if args.mode == "apikill" else ""))
     creating = asyncio.create_task(storm(kube, sizes, rng, stop))
     await asyncio.sleep(args.kill_after)
-    await cp.kill_apiserver()
     killed = time.monotonic()
-    await asyncio.sleep(args.down)
-    start_seconds = await cp.start_apiserver()
-    ready = time.monotonic()
-    say(f"kube-apiserver ready again {ready - killed:.1f} s after the kill ({start_seconds:.1f} s to start)")
+    start_seconds = 0.0
+    if args.mode == "apikill":
+        await cp.kill_apiserver()
+        await asyncio.sleep(args.down)
+        start_seconds = await cp.start_apiserver()
+        say(f"kube-apiserver ready again {time.monotonic() - killed:.1f} s after the kill "
+            f"({start_seconds:.1f} s to start)")
+    ready = time.monotonic() if args.mode == "apikill" else None
     created = await creating
     last_create = time.monotonic()
     deadline = last_create + args.timeout
@@ -118,10 +124,10 @@ async def _apikill(kube: Gateway, cp: ControlPlane, sizes: Sizes, args: argparse
     converged = time.monotonic() if state["converged"] else None
     return {
         "created": created,
-        "killed_at_s": round(killed - began, 2), "down_s": round(ready - killed, 2),
+        "killed_at_s": round(killed - began, 2), "down_s": round(ready - killed, 2) if ready else None,
         "apiserver_start_s": round(start_seconds, 2),
         "converged": state["converged"],
-        "converged_after_ready_s": round(converged - ready, 2) if converged is not None else None,
+        "converged_after_ready_s": round(converged - ready, 2) if converged is not None and ready else None,
         "converged_after_last_create_s": round(max(0.0, converged - last_create), 2) if converged is not None else None,
         "granted": state["granted"], "expected_grants": state["expected"], "no_status": state["no_status"],
         "double_grants": len(state["double"]), "stale_refs": len(state["stale"]),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +28,7 @@ from kubernetes_asyncio.client import Configuration
 
 from lessor.gateway import ApiError, Gateway, Informer
 from lessor.gateway.resources import CONFIGMAP, NAMESPACE, Resource
-from lessor.gateway.retries import Retries
+from lessor.gateway.retries import Outages, Retries
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from tests.gateway.test_gateway import Recorder, configmap, running
@@ -231,8 +232,9 @@ async def _until(check: Callable[[], bool]) -> None:
 
 @pytest.mark.apiserver
 async def test_a_write_made_while_kube_apiserver_is_down_lands_once_it_is_back(
-        own_controlplane: ControlPlane, own_namespace: tuple[Path, str]) -> None:
+        own_controlplane: ControlPlane, own_namespace: tuple[Path, str], caplog: pytest.LogCaptureFixture) -> None:
     kubeconfig, namespace = own_namespace
+    caplog.set_level(logging.INFO)
     async with await Gateway.connect(str(kubeconfig)) as gateway:
         await own_controlplane.kill_apiserver()
         try:
@@ -244,6 +246,33 @@ async def test_a_write_made_while_kube_apiserver_is_down_lands_once_it_is_back(
         created = await asyncio.wait_for(write, scaled(30))
         assert created["metadata"]["name"] == "patient"
         assert (await gateway.get(CONFIGMAP, namespace, "patient"))["data"] == {"v": "1"}
+    assert gateway.retry_counts["connection"] >= 2
+    said = [r.getMessage() for r in caplog.records if "API server unavailable (connection" in r.getMessage()]
+    assert len(said) == 1, f"one line for the outage, however many retries: {said}"
+    assert not [r for r in caplog.records if r.exc_info], "no traceback for an outage"
+
+
+def test_the_log_says_each_outage_once_per_kind_with_its_count(caplog: pytest.LogCaptureFixture) -> None:
+    now = [100.0]
+    outages = Outages(settle=2.0, clock=lambda: now[0])
+    caplog.set_level(logging.INFO, logger="lessor.gateway")
+    for _ in range(50):
+        outages.retried("connection", "Cannot connect to host")
+        now[0] += 0.1
+    for _ in range(3):
+        outages.retried("503", "503 ServiceUnavailable: please try again")
+    outages.answered()  # within the settle time: the outage goes on
+    assert [r.getMessage() for r in caplog.records] == [
+        "API server unavailable (connection: Cannot connect to host); retrying requests",
+        "API server unavailable (503: 503 ServiceUnavailable: please try again); retrying requests"]
+    now[0] += 2.0
+    outages.answered()
+    outages.answered()
+    assert [r.getMessage() for r in caplog.records[2:]] == [
+        "API server answering again after 4.9s unavailable (connection: Cannot connect to host): 50 requests retried",
+        "API server answering again after 0.0s unavailable (503: 503 ServiceUnavailable: please try again): "
+        "3 requests retried"]
+    assert outages.open == {}
 
 
 @pytest.mark.apiserver

@@ -231,7 +231,7 @@ async def test_a_waiting_lease_rewrites_its_pending_message_at_most_every_refres
         await until(lambda: is_ready(api.object("Lease", NS, "a")) and is_ready(api.object("Lease", NS, "b")))
         lease(api, "waiter")
         await until(lambda: pending_writes(api, "waiter") == 1)
-        for turn in range(3):  # e2 changes hands: the waiter is told, and its message would change each time
+        for _ in range(3):  # e2 changes hands: the waiter is told, and its message would change each time
             await api.merge_patch(EXPORTER_KIND, NS, "e2", {"status": {"exporterStatus": "Offline"}},
                                   subresource="status")
             await asyncio.sleep(0.7)

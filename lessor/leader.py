@@ -52,6 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
 from lessor.gateway import ApiError, Gateway, Resource
+from lessor.mailbox import Expected
 from lessor.model.fields import mapping_at
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
 from lessor.model.views.meta import Meta, text
@@ -71,9 +72,10 @@ JITTER = 1.2
 """client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
 
 
-class NotLeader(ApiFailure):
+class NotLeader(ApiFailure, Expected):
     """A write refused because this replica is not (or may no longer trust that it is) the leader: by its
-    own fence (never sent), or by the API server's (`by_server`: the policy's message, naming the holder)."""
+    own fence (never sent), or by the API server's (`by_server`: the policy's message, naming the holder).
+    An actor it stops is logged in one line (`Expected`): a step-down is routine, not a crash."""
 
     def __init__(self, what: str, *, by_server: str | None = None) -> None:
         if by_server is None:

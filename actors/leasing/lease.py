@@ -490,7 +490,7 @@ class LeaseActor(ObjectActor):
         self._queue_at(result.candidates, naming_us=[e.name for e in exporters
                                                      if e.holder is not None and e.holder.lease == self.name])
         self.pending = result.pending
-        if self._pending_shown():
+        if not result.takeable and self._pending_shown():
             await self._show_pending(result.pending)  # already waiting: a new reason is shown at once
         elif not self.pending_armed:  # a lease granted within the grace writes one status: Ready
             self.pending_armed = True

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.versions import KUBERNETES_VERSION
@@ -26,6 +26,9 @@ from lessor.gateway import Gateway, WatchEvent
 from lessor.model.views.conditions import StatusView
 from lessor.gateway.resources import EXPORTER, NAMESPACE
 from lessor.install import install
+
+if TYPE_CHECKING:
+    from lessor.tools.bench.cpu_limit import CpuQuota
 
 
 STARTUP_SECONDS: list[float] = []
@@ -109,18 +112,21 @@ async def gather_limited(coros: list[Any], limit: int = 32, what: str = "") -> N
 
 
 def start_operator(kubeconfig: Path, tmp: Path, health: int, metrics: int, *extra: str,
-                   env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+                   env: dict[str, str] | None = None, quota: CpuQuota | None = None) -> subprocess.Popen[bytes]:
     """`lessor run` against `kubeconfig`, without the webhook, logging to `tmp/operator.log`; `env` adds to the
-    environment (the OTEL_* variables of a traced run)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook", *extra,
-         "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)],
-        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"), env={**os.environ, **(env or {})})
+    environment (the OTEL_* variables of a traced run); with `quota`, under its CPU limit (`--cpu-limit`)."""
+    argv = [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook", *extra,
+            "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)]
+    popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen if quota is None else quota.popen
+    return popen(argv, cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"),
+                 env={**os.environ, **(env or {})})
 
 
-async def stop_operator(proc: subprocess.Popen[bytes]) -> None:
+async def stop_operator(proc: subprocess.Popen[bytes], quota: CpuQuota | None = None) -> None:
     proc.send_signal(signal.SIGTERM)
     await asyncio.to_thread(proc.wait, 30)
+    if quota is not None:
+        quota.ended(proc)
 
 
 def metrics_text(port: int) -> str:

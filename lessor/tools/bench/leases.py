@@ -39,6 +39,7 @@ from typing import Any
 
 from lessor.tools.bench.apiserver import measure_ceiling
 from lessor.tools.bench.canary_tenant import CanaryTimes, canary_lease
+from lessor.tools.bench.cpu_limit import CpuQuota
 from lessor.tools.bench.probing import ProbePoller
 from lessor.tools.bench.common import (
     WRITE_VERBS,
@@ -91,6 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the storm with the operator pinned to one core beside CPU hogs that leave it "
                         "about S of the core (0 < S <= 1, e.g. 0.25), and report grants/s against the same storm "
                         "on that core alone")
+    parser.add_argument("--cpu-limit", metavar="CPU",
+                        help="run the operator process (not the control plane nor this driver) under a CPU quota, "
+                        "as a pod's resources.limits.cpu: a Kubernetes quantity (200m, 0.5, 1), set through a "
+                        "cgroup of its own (cgroup v2 cpu.max or v1 cpu.cfs_quota_us; needs a writable cgroup, e.g. "
+                        "root); the JSON's cpu_limit says which (default: no limit)")
     parser.add_argument("--trace", action="store_true",
                         help="also run the storm traced (spans to a file), at 100%% and 1%% parent-based sampling, "
                         "each on a fresh control plane, and report their throughput against the untraced run")
@@ -104,6 +110,17 @@ TRACED = {
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with contextlib.ExitStack() as stack:
+        if args.cpu_limit is not None:
+            args.quota = CpuQuota.of(args.cpu_limit)
+            stack.callback(args.quota.close)
+        else:
+            args.quota = None
+        result = await _run(args)
+    return {**result, "cpu_limit": args.quota.report() if args.quota else None}
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.cpu_share is not None:
         if not 0 < args.cpu_share <= 1:
             raise ValueError("--cpu-share: a share of one core, more than 0 and at most 1")
@@ -259,7 +276,8 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     health, metrics = free_port(), free_port()
     # The exporters' agents are not simulated (their heartbeats would compete for the API
     # server), so the heartbeat timeout is long enough to keep them online through the storm.
-    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env)
+    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env,
+                          quota=args.quota)
     if core is not None:  # the process and every thread it starts later
         os.sched_setaffinity(proc.pid, {core})
     stack = contextlib.ExitStack()
@@ -332,7 +350,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         watch.cancel()
     finally:
         stack.close()
-        await stop_operator(proc)
+        await stop_operator(proc, args.quota)
     latencies = [(granted[n] - created[n]) * 1000 for n in granted if n in created]
     start_work, _ = event_requests(request_deltas({}, before))
     requests, _ = event_requests(request_deltas(before, after))

@@ -30,7 +30,7 @@ import orjson
 from lessor.tools.bench.common import machine, percentile, say, start_operator, wait_http
 from lessor.tools.bench.cpu_limit import CpuQuota
 from lessor.tools.bench.failover_check import (
-    WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes,
+    WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes, writes_per_grant,
 )
 from lessor.tools.bench.failover_lab import NS, OPS, Account, Hogs, History, Sizes, account_names, churn, heartbeats, lab
 from lessor.tools.bench.failover_lab import replica_accounts, storm
@@ -332,12 +332,14 @@ async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -
         "stranded": {"count": stranded_count, "settled_seconds": settled,
                      **{k: {"count": len(v), "first": v[:5]} for k, v in left.items() if v}},
         "priority_inversions": {"grants": len(scanned.inversions), "first": scanned.inversions[:5]},
+        "writes_per_grant": writes_per_grant(accepted, scanned.grants),
         "failover": {"signals": len(signals), "p50_seconds": round(percentile(measured, 50), 2) if measured else None,
                      "max_seconds": max(measured) if measured else None, "seconds": seconds},
     }
     targets = {
         "exporter_ready_for_two_leases": ("samples", 0), "lease_named_by_two_exporters": ("samples", 0),
         "late_writes": ("count", 0), "stranded": ("count", 0), "priority_inversions": ("grants", 0),
+        "writes_per_grant": ("per_grant", 3),
     }
     verdict = {k: {"value": figures[k][key], "target": target, "met": figures[k][key] <= target}
                for k, (key, target) in targets.items()}
@@ -372,7 +374,8 @@ def summary(result: dict[str, Any]) -> str:
             f"{mode}: exporter Ready for two {t['exporter_ready_for_two_leases']['value']} samples (target 0); "
             f"lease named by two {t['lease_named_by_two_exporters']['value']} samples (0); late writes "
             f"{t['late_writes']['value']} (0); stranded {t['stranded']['value']} (0); priority inversions "
-            f"{t['priority_inversions']['value']} (0); failover p50 {t['failover_p50_seconds']['value']} s "
+            f"{t['priority_inversions']['value']} (0); writes per grant {t['writes_per_grant']['value']} (3, Events "
+            f"included); failover p50 {t['failover_p50_seconds']['value']} s "
             f"({t['failover_p50_seconds']['target']}), max {r['failover']['max_seconds']} s")
     return "\n".join(lines)
 

@@ -1,5 +1,6 @@
 """Fail-over under attack (issue 27): replicas of `lessor run`, each its own ServiceAccount, during a
-lease storm with churn and CPU hogs, while the leader is SIGKILLed (`kill`), paused past its lease
+lease storm with churn on a slow node (CPU hogs beside them, or each under a pod's CPU limit, `--cpu-limit`:
+lessor/tools/bench/cpu_limit.py), while the leader is SIGKILLed (`kill`), paused past its lease
 (`stop`) or the replicas are rolled (`rolling`). The invariants are read afterwards from a watch history
 of the Exporters and Leases and from the API server's audit log (lessor/tools/bench/failover_check.py says
 what a sample is and what counts), so the bench judges what the API server accepted, not what the

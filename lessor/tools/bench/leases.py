@@ -15,6 +15,9 @@ about S of the core), and reports grants/s loaded against unloaded, the CPU
 share the operator really got, writes per lease by verb and object in both
 runs and the actor restarts (a busy operator must not look like a crashed one).
 
+`--cpu-limit 200m` runs the operator under a CPU quota instead, as a pod's `resources.limits.cpu`
+(lessor/tools/bench/cpu_limit.py): what one replica does with the CPU a cluster gives it.
+
 Every storm also polls `/readyz` and `/healthz` as a kubelet would (`probes`): a replica whose API server
 answers must stay ready however slow its loop is (issue 23), on a starved core too. The writes before the
 storm are reported apart (`api_writes_before_storm`): a start writes one condition per exporter, client and

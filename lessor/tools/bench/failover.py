@@ -301,7 +301,7 @@ async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -
                     async with asyncio.timeout(args.timeout):
                         for _ in range(args.replicas):
                             await replicas.ready(replicas.start())
-                        began = time.monotonic()
+                        began, storm_began = time.monotonic(), time.time()
                         work = [asyncio.create_task(storm(kube, sizes, rng, working)),
                                 asyncio.create_task(churn(kube, history, sizes, rng, working))]
                         await asyncio.sleep(sizes.warmup)
@@ -333,7 +333,7 @@ async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -
         "stranded": {"count": stranded_count, "settled_seconds": settled,
                      **{k: {"count": len(v), "first": v[:5]} for k, v in left.items() if v}},
         "priority_inversions": {"grants": len(scanned.inversions), "first": scanned.inversions[:5]},
-        "writes_per_grant": writes_per_grant(accepted, scanned.grants),
+        "writes_per_grant": writes_per_grant(accepted, scanned.grants, storm_began),
         "failover": {"signals": len(signals), "p50_seconds": round(percentile(measured, 50), 2) if measured else None,
                      "max_seconds": max(measured) if measured else None, "seconds": seconds},
     }

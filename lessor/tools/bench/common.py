@@ -213,13 +213,15 @@ def process_stats(pid: int) -> tuple[int, float]:
 
 
 async def available_exporters(kube: Gateway, namespace: str, labels: dict[str, dict[str, str]]) -> None:
-    """Create the namespace and an Exporter per name (with its labels) whose agent reports it Available."""
+    """Create the namespace and an Exporter per name (with its labels) whose agent reports it Available, each
+    seen when it is created (one time for all aged the first ones by the whole lab's creation, past a heartbeat
+    timeout at thousands on a slow machine)."""
     await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def exporter(name: str, marks: dict[str, str]) -> None:
         await kube.create(EXPORTER, namespace, {"apiVersion": EXPORTER.api_version, "kind": "Exporter",
                                                 "metadata": {"name": name, "labels": marks}})
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         await kube.patch_status(EXPORTER, namespace, name, {"lastSeen": now, "exporterStatus": "Available"})
 
     await gather_limited([exporter(name, marks) for name, marks in labels.items()], what="exporters created")

@@ -144,6 +144,17 @@ def api_requests(port: int) -> dict[tuple[str, str], float]:
     return found
 
 
+def unanswered_writes(port: int) -> dict[str, float]:
+    """The operator's write attempts the API server did not take (no 2xx: a conflict, a throttle, a timeout), as
+    {"verb kind code": count}: a write tried again shows here, and not as a second change of the object."""
+    found: dict[str, float] = {}
+    for code, kind, verb, value in re.findall(
+            r'lessor_api_requests_total\{code="([^"]*)",kind="([^"]*)",verb="([^"]*)"\} (\S+)', metrics_text(port)):
+        if verb in WRITE_VERBS and not code.startswith("2") and float(value):
+            found[f"{verb} {kind} {code}"] = found.get(f"{verb} {kind} {code}", 0.0) + float(value)
+    return found
+
+
 EVENT_KIND = "Event"
 
 

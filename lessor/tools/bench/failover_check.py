@@ -364,22 +364,18 @@ def late_writes(accepted: list[Write], renew_deadline: float) -> dict[str, Any]:
 def writes_per_grant(accepted: list[Write], grants: int, since: float = 0.0) -> dict[str, Any]:
     """The replicas' accepted writes from `since` (the storm's first create, epoch seconds) per grant, by request,
     Events included (issue 37 counts them: at most 3). The leader Lease's renewals are not the work's, and the
-    first start's writes (a condition per exporter, client and policy) come before the work: both are left out,
-    the start's counted apart."""
+    first start's writes (a condition per exporter, client and policy: one each) come before the work: both are
+    left out, the start's counted apart by request."""
     by_what: dict[str, int] = defaultdict(int)
-    before = 0
+    before: dict[str, int] = defaultdict(int)
     for w in accepted:
-        if w.election:
-            continue
-        if w.done < since:
-            before += 1
-        else:
-            by_what[f"{w.verb} {w.what}"] += 1
+        if not w.election:
+            (before if w.done < since else by_what)[f"{w.verb} {w.what}"] += 1
     total, events = sum(by_what.values()), sum(v for k, v in by_what.items() if k.split()[1].startswith("events"))
     per = max(grants, 1)
     return {"per_grant": round(total / per, 3), "events_per_grant": round(events / per, 3), "grants": grants,
             "writes": total, "by_request_per_grant": {k: round(v / per, 3) for k, v in sorted(by_what.items())},
-            "writes_before_storm": before}
+            "writes_before_storm": dict(sorted(before.items()))}
 
 
 def failovers(accepted: list[Write], signals: Iterable[tuple[float, str]]) -> list[float | None]:

@@ -62,6 +62,7 @@ from lessor.tools.bench.common import (
     say,
     start_operator,
     stop_operator,
+    unanswered_writes,
     wait_http,
 )
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
@@ -279,6 +280,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     health, metrics = free_port(), free_port()
     # The exporters' agents are not simulated (their heartbeats would compete for the API
     # server), so the heartbeat timeout is long enough to keep them online through the storm.
+    exporters_at_start = len((await kube.list(EXPORTER))[0])  # every namespace's: a leftover would be written too
     proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env,
                           quota=args.quota)
     if core is not None:  # the process and every thread it starts later
@@ -290,6 +292,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
         quiet = await canary_lease(kubeconfig, CANARY, "quiet")
         before, events_before = api_requests(metrics), event_counters(metrics)
+        unanswered_before = unanswered_writes(metrics)
         text = metrics_text(metrics)
         restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
         slow_before = _sum_metric(text, "lessor_mailbox_slow_asks_total")
@@ -371,7 +374,17 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         "api_writes_before_storm": {k: v for k, v in sorted(start_work.items()) if k.split()[0] in WRITE_VERBS},
         "api_writes_before_storm_explained": "the start-up's writes (a condition per exporter, client and policy; "
                                              "the leader election's) and the quiet canary's lease, by verb and "
-                                             "object, Events apart",
+                                             "object, Events apart; every attempt, answered or not",
+        "start_up": {
+            "exporters": exporters_at_start,
+            "exporter_status_patches_per_exporter": round(start_work.get("patch Exporter", 0) / max(exporters_at_start, 1),
+                                                          3),
+            "unanswered_writes": unanswered_before,
+            "explained": "exporters: every Exporter the operator found at its start, in every namespace (the lab's "
+                         "and the canary's two; more would be another's leftovers); the patches are the start's "
+                         "(one Online each, the target at most 1) and the quiet canary's commit; unanswered_writes: "
+                         "the attempts before the storm the API server did not take, by verb, kind and code "
+                         "(counted in the writes above too)"},
         "events": {**events_report(event_writes, events_before, events_after, count, lag),
                    "unit": "granted lease", "explained": "Event writes are not in the API writes above"},
         "operator_rss_bytes": rss,

@@ -18,10 +18,10 @@ from lessor import __version__
 BENCHMARKS = {
     "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests; "
                  "a hostile mix of reviews at 50 concurrent, against the deadline",
-    "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn and "
-    "CPU hogs, the leader SIGKILLed, SIGSTOPped past its lease, or the replicas rolled; from a watch history and "
-    "the audit log: double bookings, late writes of deposed leaders, stranded objects, priority inversions, "
-    "failover p50/max, next to the targets",
+    "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn on "
+    "a slow node (CPU hogs, or each replica under --cpu-limit), the leader SIGKILLed, SIGSTOPped past its lease, "
+    "or the replicas rolled; from a watch history and the audit log: double bookings, late writes of deposed "
+    "leaders, stranded objects, priority inversions, writes per grant, failover p50/max, next to the targets",
     "faults": "the API server's bad minute (issue 42): kube-apiserver SIGKILLed during a lease storm and started "
               "again (--mode apikill); convergence after it is ready, retries by reason, actor restarts, "
               "tracebacks, double grants and stale references",

@@ -278,6 +278,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    "(default: %(default)s)")
     p.add_argument("--max-loop-lag", type=_seconds, default="5s",
                    help="/healthz fails while the event loop runs timers later than this (default: %(default)s)")
+    p.add_argument("--events-namespace-burst", type=_non_negative, default=20, metavar="N",
+                   help="Normal Events one namespace may get at once; past its budget they are counted into one "
+                   "summary Event per reason (series.count), Warnings are always written (default: %(default)s)")
+    p.add_argument("--events-namespace-qps", type=_non_negative, default=0.5, metavar="QPS",
+                   help="how fast a namespace's Event budget refills, Events per second (default: %(default)s)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help="elect a leader among replicas; --no-leader-elect for a single replica that leads at "
                    "once (default: elect)")
@@ -350,6 +355,16 @@ def _seconds(text: str) -> float:
         return parse_duration(text).total_seconds()
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 60s, 1m30s or 250ms: {err}") from None
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of at least 0")
+    return value
 
 
 def _run_ports(p: argparse.ArgumentParser, *, health: int, metrics: int) -> None:
@@ -433,6 +448,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
                 retry_period=args.leader_elect_retry_period, traced=args.trace_leader_election,
             ) if args.leader_elect else None,
             api_unreachable_timeout=args.api_unreachable_timeout, max_loop_lag=args.max_loop_lag, grpc=grpc,
+            events_namespace_burst=int(args.events_namespace_burst), events_namespace_qps=args.events_namespace_qps,
         ))
         return 0
     if args.command == "credentials":

@@ -49,14 +49,15 @@ def waiting(api: MemoryApi, *names: str) -> None:
                            "duration": "1h"}})
 
 
-async def _two_waiting(api: MemoryApi, system: Any) -> None:
+async def _two_waiting(api: MemoryApi, system: Any, offers: int = 2) -> None:
+    """gold and bronze wait for e1; gold has been offered it `offers` times (offered, expired, offered again...)."""
     HEARD.clear()
     waiting(api, "gold", "bronze")
     lab(api, "e1")
     now = datetime.now(UTC)
     system.tell(EXPORTER, Want("gold", 30, False, now, False))
     system.tell(EXPORTER, Want("bronze", 10, False, now, False))
-    await until(lambda: len(offers_to("gold")) >= 2)  # offered, expired, offered again
+    await until(lambda: len(offers_to("gold")) >= offers)
 
 
 async def test_a_late_accept_of_an_expired_offer_made_again_is_taken() -> None:
@@ -116,13 +117,7 @@ async def test_a_slow_lease_costs_a_few_offers_not_one_per_timeout() -> None:
     replica's lease is not buried in offers (one per timeout made 3,149 log lines and as many messages in four
     minutes of `bench failover`), and nothing is offered to a lower waiter meanwhile."""
     async with world(decision_window=0.02, offer_timeout=0.05, kinds={"lease": Scripted.make}) as (system, api):
-        HEARD.clear()
-        waiting(api, "gold", "bronze")
-        lab(api, "e1")
-        now = datetime.now(UTC)
-        system.tell(EXPORTER, Want("gold", 30, False, now, False))
-        system.tell(EXPORTER, Want("bronze", 10, False, now, False))
-        await until(lambda: len(offers_to("gold")) >= 4)  # the timeouts: 0.05, 0.1, 0.2 s
+        await _two_waiting(api, system, offers=4)  # the timeouts: 0.05, 0.1, 0.2 s
         await asyncio.sleep(1.6)  # 32 timeouts of the first length; the next look at 0.4 s, then 0.8 s, then 0.8 s
         assert len(offers_to("gold")) <= 8, offers_to("gold")
         assert offers_to("bronze") == []

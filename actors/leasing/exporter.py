@@ -383,7 +383,8 @@ class ExporterActor(ObjectActor):
         down) loses it. The offer is sent again with a fresh ticket (a stale answer to the old one is then told
         apart, `Decline`), replacing the copy still waiting in the lease's mailbox; and the next look comes
         twice as late."""
-        if lease not in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
+        seen = LeaseView.maybe(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
+        if seen is None or seen.ended or seen.exporter is not None:  # one lookup, not the group's waiting list
             log.debug("exporter %s/%s: %s no longer waits; its offer goes to the next waiter",
                       self.namespace, self.name, lease)
             self.offer = None

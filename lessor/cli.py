@@ -343,6 +343,10 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
                    "checking its certificate with --grpc-cert-dir's ca.crt, and returns the leader's answer; "
                    "--no-grpc-forward-to-leader: it answers UNAVAILABLE naming that address, as it also does "
                    "without a ca.crt (default: forward)")
+    p.add_argument("--grpc-leader-wait", type=_seconds, metavar="DURATION",
+                   help="with --grpc-port: how long a follower holds a call while no leader answers (the leader "
+                   "crashed, an election is under way) before answering UNAVAILABLE; a replica that becomes the "
+                   "leader meanwhile serves the held calls itself (default: --leader-elect-lease-duration + 10s)")
     p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
                    help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
                    "--ca-file`")
@@ -432,6 +436,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,
             token_lifetime=args.grpc_token_lifetime, forward_to_leader=args.grpc_forward_to_leader,
+            leader_wait=args.grpc_leader_wait,
         )
         webhook = None if args.no_webhook else WebhookSettings(
             port=args.webhook_port, cert_dir=args.webhook_cert_dir,

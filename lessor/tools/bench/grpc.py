@@ -5,6 +5,8 @@
 - The router: a Dial of the granted lease, the exporter's Listen and the two RouterService streams, as the
   tools use them; bytes per second one way in `--frame-kib` frames, and the round trip of a small frame
   (each way through the router), against a direct TCP connection on loopback in the same run.
+- `--through follower`: two replicas with leader election, and every call sent to the one that does not
+  lead, which relays it to the leader (as a Service in front of a Deployment of two may do).
 
 On a fresh local control plane, the operator a separate `lessor run` process with the development certificate.
 Needs the [jumpstarter] extra.
@@ -15,18 +17,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import re
 import statistics
+import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from lessor.certs import CertificateAuthority
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, NAMESPACE, POLICY
 from lessor.install import install
 from lessor.jumpstarter.settings import require_extra
-from lessor.tools.bench.common import machine, percentile, say, start_operator, stop_operator, wait_http
+from lessor.tools.bench.common import (machine, metrics_text, percentile, say, start_operator, stop_operator,
+                                       wait_http)
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 
@@ -40,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--megabytes", type=int, default=64, help="bytes sent one way through the router (default: %(default)s)")
     parser.add_argument("--frame-kib", type=int, default=32, help="payload per frame (default: %(default)s)")
     parser.add_argument("--pings", type=int, default=500, help="round trips of a small frame (default: %(default)s)")
+    parser.add_argument("--through", choices=("leader", "follower"), default="leader",
+                        help="send every call to the leader (one replica, no election) or to a follower of two "
+                             "replicas, which relays it to the leader (default: %(default)s)")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,19 +60,72 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             async with await Gateway.connect(str(cp.kubeconfig)) as kube:
                 await install(kube, "lessor-system", progress=say)
                 await _lab(kube)
-                port, health, metrics = free_port(), free_port(), free_port()
-                proc = start_operator(cp.kubeconfig, tmp, health, metrics, "--no-leader-elect", "--grpc-port",
-                                      str(port), "--grpc-ca-out", str(tmp / "ca.pem"))
+                certs = _certificates(tmp / "certs")
+                replicas: list[_Replica] = []
                 try:
-                    await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
+                    replicas.append(await _Replica.start(cp.kubeconfig, tmp / "first", certs,
+                                                         elect=args.through == "follower"))
+                    if args.through == "follower":
+                        await replicas[0].until_leading()
+                        replicas.append(await _Replica.start(cp.kubeconfig, tmp / "second", certs, elect=True))
+                        say("two replicas: calls go to the follower, which relays them to the leader")
                     client, agent = await _token(kube, CLIENT, "c", "client"), await _token(kube, EXPORTER, "e",
                                                                                             "exporter")
-                    result = await _measure(args, f"localhost:{port}", (tmp / "ca.pem").read_bytes(), client, agent, kube)
+                    result = await _measure(args, replicas[-1].endpoint, (certs / "ca.crt").read_bytes(), client,
+                                            agent, kube)
+                    if args.through == "follower":
+                        if await asyncio.to_thread(replicas[-1].leading):
+                            raise RuntimeError("the follower became the leader during the run: its figures are "
+                                               "the leader's; run again on a quieter machine")
+                        result["relayed_calls"] = await asyncio.to_thread(replicas[-1].relayed)
                 finally:
-                    await stop_operator(proc)
+                    for replica in replicas:
+                        await stop_operator(replica.proc)
     return {"benchmark": "grpc", "machine": machine(),
             "setup": {"leases": args.leases, "megabytes": args.megabytes, "frame_kib": args.frame_kib,
-                      "pings": args.pings}, **result}
+                      "pings": args.pings, "through": args.through}, **result}
+
+
+def _certificates(folder: Path) -> Path:
+    """One server certificate for localhost and its CA, which every replica serves and a follower trusts."""
+    folder.mkdir()
+    ca = CertificateAuthority("lessor-bench-ca")
+    ca.issue("lessor-grpc", hosts=("localhost",), server=True).write(folder, "tls")
+    (folder / "ca.crt").write_bytes(ca.cert_pem)
+    return folder
+
+
+@dataclass
+class _Replica:
+    """`lessor run --grpc-port` in a process of its own, advertising its own port to a follower."""
+
+    proc: subprocess.Popen[bytes]
+    endpoint: str
+    metrics: int
+
+    @classmethod
+    async def start(cls, kubeconfig: Path, folder: Path, certs: Path, *, elect: bool) -> _Replica:
+        await asyncio.to_thread(folder.mkdir)
+        port, health, metrics = free_port(), free_port(), free_port()
+        endpoint = f"localhost:{port}"
+        proc = start_operator(kubeconfig, folder, health, metrics, *(() if elect else ("--no-leader-elect",)),
+                              "--grpc-port", str(port), "--grpc-advertise", endpoint, "--grpc-cert-dir", str(certs))
+        await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
+        return cls(proc, endpoint, metrics)
+
+    def leading(self) -> bool:
+        return re.search(r"^lessor_leader 1(\.0)?$", metrics_text(self.metrics), re.MULTILINE) is not None
+
+    def relayed(self) -> int:
+        """Calls this replica relayed to the leader (its `lessor_grpc_forwarded_calls_total`, every method)."""
+        return round(sum(float(v) for v in re.findall(r"^lessor_grpc_forwarded_calls_total\{[^}]*\} (\S+)$",
+                                                      metrics_text(self.metrics), re.MULTILINE)))
+
+    async def until_leading(self) -> None:
+        while not await asyncio.to_thread(self.leading):
+            if self.proc.poll() is not None:
+                raise RuntimeError("the first replica exited before it led")
+            await asyncio.sleep(0.2)
 
 
 async def _lab(kube: Gateway) -> None:

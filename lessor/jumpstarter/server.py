@@ -25,7 +25,9 @@ from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 
 from .forwarding import LEADER_METADATA, ForwardToLeader, LeaderLink, leader_trust
 from .router import Router, RouterService
-from .service import ClientService, ControllerService, Refusal
+from .client import ClientService
+from .controller import ControllerService
+from .guard import Refusal
 from .settings import LEADER_WAIT_MARGIN, GrpcSettings
 from .tokens import Minter, SigningKey
 
@@ -99,7 +101,7 @@ def _refusing(handler: grpc.RpcMethodHandler,
 
 
 class OperatorBackend:
-    """`service.Backend` on a running operator: the leader's actor system, its API and its informer caches."""
+    """`backend.Backend` on a running operator: the leader's actor system, its API and its informer caches."""
 
     def __init__(self, operator: Operator, signing_key: SigningKey) -> None:
         self.operator = operator

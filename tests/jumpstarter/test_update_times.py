@@ -10,7 +10,8 @@ import grpc
 import pytest
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2
 
-from lessor.jumpstarter.service import Refusal, _time_update
+from lessor.jumpstarter.guard import Refusal
+from lessor.jumpstarter.messages import time_update as _time_update
 from lessor.model.views.leasing import LeaseView
 
 WAITING = {"metadata": {"namespace": "lab", "name": "l"}, "spec": {"duration": "10m"}, "status": {}}

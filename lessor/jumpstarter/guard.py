@@ -1,0 +1,167 @@
+"""Every call's guard: who is calling (`authenticate`), and every failure answered as a gRPC status with a
+message the caller can act on (`guarded`), never a traceback.
+
+A token lessor did not sign, or one for an object that no longer exists, is UNAUTHENTICATED; a token of the
+wrong kind for the service (an exporter asking for a lease) or for another namespace is PERMISSION_DENIED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from lessor.actors.api import AlreadyExists, ApiFailure, NotFound
+from lessor.leader import NotLeader
+from lessor.mailbox import AskTimeout, MailboxError
+from lessor.model.kinds import CLIENT, EXPORTER
+from lessor.model.views import Meta
+
+from .backend import Backend
+from .tokens import KINDS, InvalidToken, Subject, verify
+
+log = logging.getLogger(__name__)
+
+
+class Refusal(Exception):
+    """Answer the call with `code` and `message`."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _api_code(err: ApiFailure) -> grpc.StatusCode:
+    if isinstance(err, NotFound):
+        return grpc.StatusCode.NOT_FOUND
+    if isinstance(err, AlreadyExists):
+        return grpc.StatusCode.ALREADY_EXISTS
+    return {400: grpc.StatusCode.INVALID_ARGUMENT, 422: grpc.StatusCode.INVALID_ARGUMENT,
+            403: grpc.StatusCode.PERMISSION_DENIED, 409: grpc.StatusCode.ABORTED,
+            429: grpc.StatusCode.RESOURCE_EXHAUSTED}.get(err.status, grpc.StatusCode.UNAVAILABLE)
+
+
+def _refusal(err: BaseException, method: str) -> Refusal:
+    """The status a failure is answered with: what the caller can act on, never a traceback."""
+    match err:
+        case Refusal():
+            return err
+        case NotLeader():
+            return Refusal(grpc.StatusCode.UNAVAILABLE, f"this lessor replica cannot serve the call, {err}")
+        case ApiFailure():
+            return Refusal(_api_code(err), f"the Kubernetes API refused: {err}")
+        case AskTimeout():
+            return Refusal(grpc.StatusCode.UNAVAILABLE, "lessor's actors did not answer in time; try again")
+        case MailboxError():
+            return Refusal(grpc.StatusCode.UNAVAILABLE, f"lessor is busy: {err}")
+    log.exception("jumpstarter %s failed", method, exc_info=err)
+    return Refusal(grpc.StatusCode.INTERNAL, f"lessor failed on {method}: {type(err).__name__}: {err}")
+
+
+async def _abort(context: grpc.aio.ServicerContext, err: BaseException, method: str) -> None:
+    """End the call with the status `err` is answered with (`abort` raises)."""
+    refusal = _refusal(err, method)
+    log.debug("jumpstarter %s refused: %s %s", method, refusal.code.name, refusal.message)
+    await context.abort(refusal.code, refusal.message)
+
+
+R = TypeVar("R")
+Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
+
+
+def guarded(method: Handler[R]) -> Handler[R]:
+    """A unary handler whose every failure is a status with a message."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every failure becomes a status
+            await _abort(context, err, method.__name__)
+            raise AssertionError("unreachable: abort raises") from None
+
+    return wrapper
+
+
+StreamHandler = Callable[[Any, Any, grpc.aio.ServicerContext], AsyncIterator[R]]
+
+
+def guarded_stream(method: StreamHandler[R]) -> StreamHandler[R]:
+    """A streaming handler whose every failure is a status with a message."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+        try:
+            async for item in method(self, request, context):
+                yield item
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - every failure becomes a status
+            await _abort(context, err, method.__name__)
+
+    return wrapper
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {key.lower(): value for key, value in context.invocation_metadata() or ()
+            if isinstance(value, str)}
+
+
+async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind: str) -> Subject:
+    """The caller, if its bearer token is lessor's and names a live object of `kind` ("client", "exporter")."""
+    metadata = _metadata(context)
+    scheme, _, token = metadata.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      "no bearer token: send the metadata 'authorization: Bearer <token>' "
+                      "(lessor credentials client|exporter NAME writes a config with it)")
+    key = await backend.signing_key.get()
+    if key is None:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED, "lessor has issued no token yet, so this one is not lessor's")
+    try:
+        subject = verify(key.public_key(), token)
+    except InvalidToken as err:
+        fresh = await backend.signing_key.get(refresh=True)  # the key may have been rotated since it was read
+        if fresh is None or fresh is key:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+        try:
+            subject = verify(fresh.public_key(), token)
+        except InvalidToken as again:
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(again)) from None
+    said = (metadata.get("jumpstarter-kind", KINDS[subject.kind]), metadata.get("jumpstarter-namespace",
+            subject.namespace), metadata.get("jumpstarter-name", subject.name))
+    if said != (KINDS[subject.kind], subject.namespace, subject.name):
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"the token is for {KINDS[subject.kind]} {subject.namespace}/{subject.name}, but the call says "
+                      f"{said[0]} {said[1]}/{said[2]} (jumpstarter-kind, -namespace, -name)")
+    of = CLIENT if subject.kind == "client" else EXPORTER
+    # The informers' copy (no request per call), else the API (an object created a moment ago).
+    obj = backend.cached_one(of.kind, subject.namespace, subject.name) or \
+        await backend.api.get(of, subject.namespace, subject.name)
+    if obj is None or Meta.of(obj).uid != subject.uid:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"the token's {KINDS[subject.kind]} {subject.namespace}/{subject.name} no longer exists "
+                      "(the token was made for an object since deleted)")
+    if subject.kind != kind:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      "an exporter's token cannot lease: this service is for clients" if kind == "client" else
+                      "a client's token cannot act as an exporter: this service is for exporters")
+    return subject
+
+
+def invalid(message: str) -> Refusal:
+    return Refusal(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def in_namespace(subject: Subject, namespace: str, what: str) -> None:
+    if namespace != subject.namespace:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      f"{KINDS[subject.kind]} {subject.namespace}/{subject.name} may not use {what} in namespace "
+                      f"{namespace}")

@@ -18,6 +18,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = dt.timedelta(days=365)
 
+# A serving folder's files, as cert-manager and Kubernetes TLS Secrets name them; every TLS server of
+# lessor's (the webhook, /metrics, the Jumpstarter gRPC port) reads its folder by these names.
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+CA_FILE = "ca.crt"
+DEVELOPMENT_HOSTS = ("127.0.0.1", "localhost")
+"""What a development certificate names, when no folder is given."""
+
 
 @dataclass(frozen=True)
 class KeyPair:

@@ -95,6 +95,16 @@ def test_the_shared_actors_import_no_domain() -> None:
     assert forbidden("lessor.actors", DOMAINS, nested=False) == []
 
 
+# The two servers beside the operator stand apart: what both need (the serving folder's file names, the CA)
+# lives in lessor.certs, so the Jumpstarter gRPC server never reaches into the webhook's, nor the other way.
+SERVERS = ("lessor.admission", "lessor.jumpstarter")
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_server_never_imports_the_other(server: str) -> None:
+    assert forbidden(server, tuple(other for other in SERVERS if other != server)) == []
+
+
 # The runtime apart from its tools: what `lessor run` (and `lessor install`, `lessor topology`, `lessor trace`) loads is
 # every module of lessor but the tools and the CLI that dispatches to them. It never imports the tools (dev, control
 # plane, bench, porting), not even lazily, nor test-only code.

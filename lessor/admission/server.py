@@ -27,14 +27,11 @@ from lessor.admission.deadline import Deadline
 from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registration import NAME, development_configuration, registered
 from lessor.admission.registry import Registry
-from lessor.certs import CertificateAuthority
+from lessor.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
 from lessor.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
-DEVELOPMENT_HOSTS = ("127.0.0.1", "localhost")
-CERT_FILE = "tls.crt"
-KEY_FILE = "tls.key"
 
 
 @dataclass(frozen=True)

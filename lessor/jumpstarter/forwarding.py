@@ -34,7 +34,7 @@ import grpc
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter
 
-from lessor.admission.server import CERT_FILE
+from lessor.certs import CA_FILE, CERT_FILE
 from lessor.leader import Leadership
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 
@@ -47,9 +47,6 @@ LEADER_METADATA = "lessor-leader"
 
 FORWARDED_BY = "lessor-forwarded-by"
 """Metadata of a relayed call: the identity of the replica that relayed it."""
-
-CA_FILE = "ca.crt"
-"""The CA that signed `--grpc-cert-dir`'s tls.crt, as cert-manager writes it into the Secret."""
 
 _NOT_RELAYED = frozenset({"user-agent", "content-type", "te", "host", FORWARDED_BY})
 """Metadata that describes the connection to this replica, not the caller; gRPC sets its own on the next hop."""

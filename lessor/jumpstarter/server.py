@@ -18,7 +18,7 @@ from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2_grpc
 from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2_grpc, router_pb2_grpc
 
 from lessor.actors.api import Api
-from lessor.admission.server import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE
+from lessor.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE
 from lessor.certs import CertificateAuthority
 from lessor.leader import Leadership
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD

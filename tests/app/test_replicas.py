@@ -26,8 +26,8 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, EXPORTER, HANDLE, LEASE, NAMESPACE
 from lessor.install import install
-from tests.claims.test_chaos import OPS, Storm
-from tests.claims.test_chaos import violations as claim_violations
+from tests.provisioning.test_chaos import OPS, Storm
+from tests.provisioning.test_chaos import violations as claim_violations
 from tests.leasing.test_chaos import _lab as lease_lab
 from tests.leasing.test_chaos import _storm as lease_storm
 from tests.leasing.test_chaos import violations as lease_violations

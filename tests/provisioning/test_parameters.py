@@ -11,7 +11,7 @@ import yaml
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, PROVIDER
-from tests.claims.test_operator import OPS, Lab, condition, handle_of, has, lab, message, reference, ready
+from tests.provisioning.test_operator import OPS, Lab, condition, handle_of, has, lab, message, reference, ready
 from tests.polling import discard, get, until
 
 pytestmark = pytest.mark.usefixtures("operator")

@@ -13,7 +13,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, HANDLE, POOL, SCALING
 from lessor.mailbox import ChaosMonkey
 from tests.app.test_kubectl_columns import table
-from tests.claims.test_operator import OPS, Lab, claim, configmap_provider, counted, lab, ready, resource
+from tests.provisioning.test_operator import OPS, Lab, claim, configmap_provider, counted, lab, ready, resource
 from tests.polling import discard, until
 
 pytestmark = pytest.mark.usefixtures("operator")

@@ -159,6 +159,7 @@ class EventRecorder:
         self._serial = itertools.count()
         self._recorded = Counter("lessor_events_recorded", "Events recorded by actors, by type",
                                  ["type"], registry=registry)
+        self._recorded_by: dict[str, Any] = {}
         self._aggregated = Counter("lessor_events_aggregated", "Repeats folded into an existing Event's series",
                                    registry=registry)
         self._summarised = Counter("lessor_events_summarised",
@@ -188,7 +189,10 @@ class EventRecorder:
         if not name or not namespace:
             log.debug("no event for %s without a name and namespace: %s %s", kind.kind, reason, note)
             return
-        self._recorded.labels(type).inc()
+        recorded = self._recorded_by.get(type)
+        if recorded is None:  # `labels` takes a lock and builds its key each call: once per type
+            recorded = self._recorded_by[type] = self._recorded.labels(type)
+        recorded.inc()
         regarding: ObjectKey = (kind.kind, namespace, name, meta.uid)
         reason, action = reason[:_MAX_FIELD], action[:_MAX_FIELD]
         key: EventKey = (regarding, type, reason, action)

@@ -4,6 +4,7 @@ answers (retries.py), and the fence that a leader's writes pass at the moment th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import builtins
 import collections
@@ -173,6 +174,9 @@ def open_session(cfg: Configuration) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFSIZE)
 
 
+_UNTRACED = contextlib.nullcontext(trace.INVALID_SPAN)
+"""A request's span when nothing traces: records nothing, costs nothing (reusable: it keeps no state)."""
+
 EXPECTED_REFUSALS = frozenset({404, 409})
 """Answers that are how lessor learns something (gone; lost a compare-and-set), not errors of the request."""
 
@@ -223,6 +227,7 @@ class Gateway:
         self.retries = retries or Retries()
         self.configuration = cfg
         self._tracer = trace.get_tracer("lessor.gateway", tracer_provider=tracer_provider)
+        self._tracer_provider = tracer_provider
         self._http = open_session(cfg)
         self._proxy: str | None = cfg.proxy or None
         self._server_hostname: str | None = cfg.tls_server_name or None
@@ -260,6 +265,8 @@ class Gateway:
         self.reachability = Reachability()
         self.causes = WriteCauses()  # the operator continues a write's trace at the write's watch event
         self._discovered: dict[tuple[str, str], Resource] = {}
+        self._counted: dict[tuple[str, str, str], Any] = {}  # the metrics' children by labels (`_observe`)
+        self._timed: dict[tuple[str, str], Any] = {}
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, *, registry: CollectorRegistry | None = None,
@@ -295,9 +302,21 @@ class Gateway:
     def _observe(self, verb: str, kind: str, code: str, began: float | None) -> None:
         """The answer's code and, for requests that are not watches, the latency since `began`."""
         if self._metric is not None:
-            self._metric.labels(verb, kind, code).inc()
+            counted = self._counted.get((verb, kind, code))
+            if counted is None:  # `labels` takes a lock and builds its key on every call: once per label set
+                counted = self._counted[(verb, kind, code)] = self._metric.labels(verb, kind, code)
+            counted.inc()
         if self._latency is not None and began is not None:
-            self._latency.labels(verb, kind).observe(time.monotonic() - began)
+            timed = self._timed.get((verb, kind))
+            if timed is None:
+                timed = self._timed[(verb, kind)] = self._latency.labels(verb, kind)
+            timed.observe(time.monotonic() - began)
+
+    def _traced(self) -> bool:
+        """Whether a tracer provider is installed (given, or the global one by now); without one, a request
+        begins no span: a no-op span and its attributes (the URL built twice) cost more than counting it."""
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
     async def headers(self, content_type: str = "json", accept: str = "application/json") -> dict[str, str]:
         headers = {"Accept": accept, "Content-Type": _CONTENT_TYPES[content_type]}
@@ -420,7 +439,7 @@ class Gateway:
             f"{verb} {kind}", kind=trace.SpanKind.CLIENT,
             attributes={"http.request.method": method, "url.full": self.url(path, params), **self._server,
                         "lessor.api.verb": verb, "lessor.api.kind": kind},
-        ) as span:
+        ) if self._traced() else _UNTRACED as span:
             began = time.monotonic()
             written = writes if span.is_recording() else None  # only sampled writes are remembered
             if written is not None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lessor.model.fields import is_mapping
 from lessor.model.selectors import Selector, SelectorError, parse_selector
 from lessor.topology.keys import (
     CLAIM,
@@ -151,7 +152,7 @@ def _compiled(raw: list[tuple[str, Any]]) -> tuple[tuple[str, Selector], ...]:
 
 
 def _named(source: ObjectKey, field: str, kind: str, ref: Any, namespace: str) -> Iterator[Edge]:
-    if isinstance(ref, Mapping):
+    if is_mapping(ref):
         name = ref.get("name")
         if isinstance(name, str) and name:
             yield Edge(source, field, ObjectKey(kind, ref.get("namespace") or namespace, name))
@@ -159,11 +160,11 @@ def _named(source: ObjectKey, field: str, kind: str, ref: Any, namespace: str) -
 
 def _name_only(ref: Any) -> Any:
     """A claim's provider reference, whose name only counts: providers live in the operator's namespace."""
-    return {"name": ref.get("name")} if isinstance(ref, Mapping) else None
+    return {"name": ref.get("name")} if is_mapping(ref) else None
 
 
 def _reference(source: ObjectKey, field: str, ref: Any) -> Iterator[Edge]:
-    if isinstance(ref, Mapping):
+    if is_mapping(ref):
         kind, name = ref.get("kind"), ref.get("name")
         if isinstance(kind, str) and kind and isinstance(name, str) and name:
             target = ObjectKey(kind_name(ref.get("apiVersion") or "", kind), ref.get("namespace") or "", name)
@@ -171,4 +172,4 @@ def _reference(source: ObjectKey, field: str, ref: Any) -> Iterator[Edge]:
 
 
 def _dicts(value: Any) -> list[Mapping[str, Any]]:
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+    return [item for item in value if is_mapping(item)] if isinstance(value, list) else []

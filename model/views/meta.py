@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Self
 
-from ..fields import Body, mapping_at, timestamp
+from ..fields import Body, is_mapping, mapping_at, timestamp
 from ..labels import IGNORE
 
 EMPTY: Mapping[str, Any] = {}
@@ -26,7 +26,7 @@ def text(value: Any) -> str | None:
 def strings(value: Any) -> Mapping[str, str]:
     """A map of strings (labels, annotations); entries that are not string to string are left out. A map that
     is all strings, as nearly every one is, is given as it is, not copied."""
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         return EMPTY
     if all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         return value
@@ -35,7 +35,7 @@ def strings(value: Any) -> Mapping[str, str]:
 
 def ref_name(value: Any) -> str | None:
     """The name of a `{name: ...}` reference; None when it is missing, empty or malformed."""
-    name = value.get("name") if isinstance(value, Mapping) else None
+    name = value.get("name") if is_mapping(value) else None
     return name if isinstance(name, str) and name else None
 
 
@@ -91,7 +91,7 @@ class Meta:
     @property
     def owners(self) -> tuple[Mapping[str, Any], ...]:
         owners = self.fields.get("ownerReferences")
-        return tuple(o for o in owners if isinstance(o, Mapping)) if isinstance(owners, list) else ()
+        return tuple(o for o in owners if is_mapping(o)) if isinstance(owners, list) else ()
 
     @property
     def ignored(self) -> bool:

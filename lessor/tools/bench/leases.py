@@ -75,6 +75,7 @@ from lessor.model.views.conditions import StatusView
 from lessor.model.views.leasing import LeaseView
 from lessor.model.views.meta import Meta
 from lessor.tools.bench.priority import Terms, judge
+from lessor.tools.bench.profiling import Profile
 from lessor.tracefile import TRACES_FILE_ENV
 
 API = "lessor.dev/v1alpha1"
@@ -104,6 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", action="store_true",
                         help="also run the storm traced (spans to a file), at 100%% and 1%% parent-based sampling, "
                         "each on a fresh control plane, and report their throughput against the untraced run")
+    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                        help="sample the operator with py-spy through the (untraced) storm, write the collapsed "
+                        "stacks to FILE and add the CPU by stage and the top functions to the JSON (`profile`); "
+                        "needs py-spy on PATH and leave to ptrace the operator (root)")
 
 
 #: The traced runs of `--trace`: the operator's environment for each.
@@ -216,6 +221,16 @@ def _worst_lag(before: dict[float, float], after: dict[float, float]) -> float |
     return next(le for le, count in deltas if count == deltas[-1][1])
 
 
+def _messages(text: str) -> Counter[str]:
+    """Messages handled so far by `kind message_type` (both outcomes), from the operator's /metrics."""
+    found: Counter[str] = Counter()
+    for kind, message_type, value in re.findall(
+            r'^lessor_messages_handled_total\{kind="([^"]*)",message_type="([^"]*)",outcome="[^"]*"\} (\S+)$',
+            text, re.M):
+        found[f"{kind} {message_type}"] += int(float(value))
+    return found
+
+
 def _sum_metric(text: str, name: str) -> float:
     return sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
 
@@ -236,7 +251,8 @@ async def _on_fresh_control_plane(args: argparse.Namespace, trace_env: dict[str,
                 if trace_env is not None:
                     env = {"OTEL_TRACES_EXPORTER": "jsonl", TRACES_FILE_ENV: str(Path(tmp) / "traces.jsonl"),
                            **trace_env}
-                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args, env, core)
+                profile = args.profile if env is None and core is None else None
+                storm = await _storm(kube, cp.kubeconfig, Path(tmp), args, env, core, profile)
                 if env is not None:  # the operator flushed its spans when it stopped
                     spans = await asyncio.to_thread(Path(env[TRACES_FILE_ENV]).read_bytes)
                     storm["spans_written"] = spans.count(b"\n")
@@ -276,7 +292,8 @@ async def _all_online(kube: Gateway, count: int, timeout: float = 120) -> None:
 
 
 async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Namespace,
-                 env: dict[str, str] | None = None, core: int | None = None) -> dict[str, Any]:
+                 env: dict[str, str] | None = None, core: int | None = None,
+                 profile_to: Path | None = None) -> dict[str, Any]:
     health, metrics = free_port(), free_port()
     # The exporters' agents are not simulated (their heartbeats would compete for the API
     # server), so the heartbeat timeout is long enough to keep them online through the storm.
@@ -287,6 +304,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         os.sched_setaffinity(proc.pid, {core})
     stack = contextlib.ExitStack()
     probes: list[ProbePoller] = []
+    profile = Profile(proc.pid, profile_to) if profile_to is not None else None
     try:
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
@@ -297,6 +315,9 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
         slow_before = _sum_metric(text, "lessor_mailbox_slow_asks_total")
         lag_before = _lag_buckets(text)
+        messages_before = _messages(text)
+        if profile is not None:
+            profile.start()
         _, cpu_before = process_stats(proc.pid)
 
         created: dict[str, float] = {}
@@ -343,10 +364,13 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         stack.close()  # the probes were polled through the storm
         after = api_requests(metrics)
         rss, cpu_after = process_stats(proc.pid)
+        if profile is not None:
+            profile.stop()
         text = metrics_text(metrics)
         restarts = _sum_metric(text, "lessor_actor_restarts_total") - restarts_before
         slow_asks = _sum_metric(text, "lessor_mailbox_slow_asks_total") - slow_before
         worst_lag = _worst_lag(lag_before, _lag_buckets(text))
+        messages = _messages(text) - messages_before
         lag = await events_written(metrics)  # Events wait behind the work's writes: counted once written
         events_after = event_counters(metrics)
         _, event_writes = event_requests(request_deltas(before, api_requests(metrics)))
@@ -356,6 +380,8 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         watch.cancel()
     finally:
         stack.close()
+        if profile is not None:
+            profile.stop()
         await stop_operator(proc, args.quota)
     latencies = [(granted[n] - created[n]) * 1000 for n in granted if n in created]
     start_work, _ = event_requests(request_deltas({}, before))
@@ -387,12 +413,18 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
                          "(counted in the writes above too)"},
         "events": {**events_report(event_writes, events_before, events_after, count, lag),
                    "unit": "granted lease", "explained": "Event writes are not in the API writes above"},
+        "messages_per_granted_lease": {
+            "total": round(messages.total() / count, 2),
+            **{k: round(v / count, 2) for k, v in messages.most_common(15)},
+            "explained": "actor messages handled in the storm window, by actor kind and message type (the 15 most)"},
         "operator_rss_bytes": rss,
         "operator_cpu_seconds": round(cpu_after - cpu_before, 2),
+        "operator_cpu_ms_per_granted_lease": round((cpu_after - cpu_before) * 1000 / count, 2),
         "operator_cpu_share": round((cpu_after - cpu_before) / max(done + 2 - started, 1e-9), 3),
         "actor_restarts": int(restarts),
         "slow_asks": int(slow_asks),  # asks without a deadline (to the topology) unanswered after 5 s
         **({"release_phase": release} if release is not None else {}),
+        **({"profile": profile.report()} if profile is not None else {}),
         "probes": {**{p.path: p.report() for p in probes},
                    "explained": "polled every 0.25 s from the storm's first create until 2 s after its last grant, "
                                 "each with the Deployment's 3 s timeout; a failure is anything but 200 in time, and "

@@ -445,9 +445,9 @@ class LeaseActor(ObjectActor):
             await self._keeptimestamp(request, now)
             return
         if request.expired(now):
-            assert request.fixed_end is not None
+            assert request.expiry is not None
             await self._end(READY, False, Reason.EXPIRED,
-                            f"the lease ended at {format_time(request.fixed_end)} before it got an exporter")
+                            f"the lease ended at {format_time(request.expiry)} before it got an exporter")
             return
         view: LeaseWorldView = await self.ask(TOPOLOGY, LeaseWorld(
             self.namespace, lease.selector, request.exporter_ref, request.client))
@@ -478,8 +478,8 @@ class LeaseActor(ObjectActor):
                 return
             await self._end_with(result)
             return
-        if request.fixed_end is not None:
-            self.schedule("expire", _Evaluate(), at=request.fixed_end)
+        if request.expiry is not None:
+            self.schedule("expire", _Evaluate(), at=request.expiry)
         if result.scheduled_until is not None:
             self.plan = None  # nothing may be accepted before the begin, not even an offer in flight
             self._withdraw_all()

@@ -167,11 +167,23 @@ class LeaseRequest:
             return whole_seconds(self.begin + self.duration)
         return None
 
-    def expired(self, now: datetime) -> bool:
-        """True once the fixed end has passed: a lease still waiting then ends `Expired`, never granted (not
-        even for the moment before its expiry timer would fire)."""
+    @property
+    def expiry(self) -> datetime | None:
+        """When a lease still waiting ends `Expired`, never granted: its fixed end, unless that is a `beginTime`
+        plus `duration` already over when the lease was created. Such a lease starts at once and ends at its
+        end, as the Jumpstarter controller grants it (its spec "BeginTime already in the past"); a begin
+        computed from the same seconds is never over before it was created, so every rounding agrees. An
+        `endTime` in the past expires as given."""
         end = self.fixed_end
-        return end is not None and end <= now
+        if end is None or (self.end is None and self.created is not None and end <= self.created):
+            return None
+        return end
+
+    def expired(self, now: datetime) -> bool:
+        """True once the expiry has passed: a lease still waiting then ends `Expired`, never granted (not
+        even for the moment before its expiry timer would fire)."""
+        expiry = self.expiry
+        return expiry is not None and expiry <= now
 
     def end_for(self, granted_at: datetime) -> datetime | None:
         """Rule 11: `endTime`, else begin plus duration (begin: `beginTime`, else the grant); None: no end.

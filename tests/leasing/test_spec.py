@@ -258,6 +258,36 @@ def test_a_scheduled_lease_whose_window_has_passed_is_expired_before_it_is_grant
     assert request.expired(NOW + HOUR) and not request.expired(NOW + HOUR - timedelta(seconds=1))
 
 
+def created_at(when: datetime, **spec: object) -> LeaseRequest:
+    body = lease(selector=BOARD, **spec)
+    body["metadata"]["creationTimestamp"] = ts(when)
+    request = parse_lease(LeaseView.of(body))
+    assert isinstance(request, LeaseRequest), request
+    return request
+
+
+@pytest.mark.parametrize("begun", [timedelta(seconds=2), timedelta(seconds=1, microseconds=1),
+                                   timedelta(seconds=1), timedelta(microseconds=999_999)])
+@pytest.mark.parametrize("into_second", [timedelta(0), timedelta(microseconds=1), timedelta(microseconds=999_999)])
+def test_a_begin_plus_duration_over_before_creation_starts_at_once_at_every_rounding(
+        begun: timedelta, into_second: timedelta) -> None:
+    """Jumpstarter's "BeginTime already in the past": begun `begun` before the second the lease is created in,
+    1 s long, so its window closed before (or as) it was created, whichever way the seconds round: never
+    expired while it waits, so it is granted at once, and it ends at its end (already past)."""
+    created = NOW + into_second
+    request = created_at(created, beginTime=ts(NOW - begun), duration="1s")
+    assert request.expiry is None and not request.expired(created + HOUR)
+    assert request.end_for(created) == request.fixed_end <= NOW
+
+
+def test_a_window_that_closes_while_the_lease_waits_still_expires() -> None:
+    request = created_at(NOW, beginTime=ts(NOW - timedelta(seconds=2)), duration="3s")
+    assert request.expiry == NOW + timedelta(seconds=1)
+    assert request.expired(NOW + timedelta(seconds=1)) and not request.expired(NOW)
+    # An endTime in the past expires as given, created before it or after.
+    assert created_at(NOW, endTime=ts(NOW - timedelta(seconds=1))).expired(NOW)
+
+
 # --- times in whole seconds, rounded down (lessor.model.times) ----------------------------------------
 
 

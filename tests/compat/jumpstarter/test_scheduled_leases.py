@@ -138,15 +138,17 @@ async def test_sc08_a_duration_that_conflicts_with_begin_and_end_is_refused(lab:
 
 # sc09 "creating lease with BeginTime already in the past: should start immediately without requeuing"
 async def test_sc09_a_begin_in_the_past_starts_at_once(lab: Lab) -> None:
-    # Deliberate difference, documented in docs/migrating.md: the peer's numbers (begun 2 s ago, 1 s long)
-    # describe a window that is over before the lease is created; Jumpstarter grants it for a moment,
-    # lessor ends it Expired without granting. A window still open starts at once, as the peer expects.
-    await lab.lease(beginTime=at(-2), duration="30s")
-    got = await lab.until("lease1", ready)
+    # The peer's numbers: begun 2 s ago, 1 s long, so the window was over before the lease was created. The
+    # peer acquires an exporter at once and sets the begin; so does lessor, and the lease then ends at its end.
+    await lab.lease(beginTime=at(-2), duration="1s")
+    granted = await lab.until("lease1", lambda o: exporter_of(o) is not None or ended(o))
+    assert exporter_of(granted) in DUT_A and "beginTime" in granted["status"], granted["status"]
+    over = await lab.until("lease1", ended)
+    assert has("Ready", "Expired", "False")(over), over["status"]
+    # A window still open starts at once and runs to its end.
+    await lab.lease("lease2", beginTime=at(-2), duration="30s")
+    got = await lab.until("lease2", ready)
     assert exporter_of(got) in DUT_A
-    await lab.lease("lease2", beginTime=at(-2), duration="1s")
-    over = await lab.until("lease2", ended)
-    assert has("Ready", "Expired", "False")(over) and exporter_of(over) is None
 
 
 # sc10 "lease expires based on Spec.EndTime: end at EndTime even if Duration would suggest later"

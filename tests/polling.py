@@ -50,6 +50,37 @@ async def until(kube: Gateway, res: Resource, ns: str, name: str, check: Check,
                          f"last status: {(obj or {}).get('status')}")
 
 
+async def until_seen(kube: Gateway, res: Resource, ns: str, name: str, check: Check,
+                     timeout: float = 30) -> Mapping[str, Any]:
+    """As `until`, but every version of the object counts, from a watch: a state that lasts less than a
+    poll's gap on a loaded machine (a 1 s lease's Ready) is seen too. Fails with its last status."""
+    import json
+
+    obj = await get(kube, res, ns, name)
+    if obj is not None and check(obj):
+        return obj
+    version = (obj or {}).get("metadata", {}).get("resourceVersion") or (await kube.list(res, ns))[1]
+    try:
+        async with asyncio.timeout(scaled(timeout)):
+            while True:  # a watch the server ends (its timeout) is started again where it stopped
+                resp = await kube.stream(res.kind, res.path(ns), {
+                    "watch": "1", "resourceVersion": version, "fieldSelector": f"metadata.name={name}",
+                    "allowWatchBookmarks": "true"})
+                try:
+                    async for line in resp.content:
+                        event = json.loads(line)
+                        version = event["object"].get("metadata", {}).get("resourceVersion") or version
+                        if event.get("type") in ("ADDED", "MODIFIED"):
+                            obj = event["object"]
+                            if check(obj):
+                                return obj
+                finally:
+                    resp.release()
+    except TimeoutError:
+        raise AssertionError(f"{res.kind} {ns}/{name} never got there within {described(timeout)}; "
+                             f"last status: {(obj or {}).get('status')}") from None
+
+
 async def gone(kube: Gateway, res: Resource, ns: str, name: str, timeout: float = 30) -> None:
     """Wait until the object no longer exists."""
     deadline = time.monotonic() + scaled(timeout)

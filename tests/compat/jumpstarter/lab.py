@@ -20,7 +20,7 @@ from typing import Any
 from lessor.gateway import Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
 from lessor.tools.porting.convert import convert
-from tests.slowness import scaled
+from tests.polling import until_seen
 
 PEER_API = "jumpstarter.dev/v1alpha1"
 RESOURCES = {r.kind: r for r in (CLIENT, EXPORTER, LEASE, POLICY)}
@@ -165,15 +165,9 @@ class Lab:
         return await self.kube.get(res, self.namespace, name)
 
     async def until(self, name: str, check: Check, timeout: float = 20, res: Resource = LEASE) -> Mapping[str, Any]:
-        """Poll until `check` holds (the limit scaled by the run's slowness); fail with the last status."""
-        deadline = time.monotonic() + scaled(timeout)
-        obj: Mapping[str, Any] = {}
-        while time.monotonic() < deadline:
-            obj = await self.get(name, res)
-            if check(obj):
-                return obj
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{res.kind} {self.namespace}/{name} never got there; last status: {obj.get('status')}")
+        """Until `check` holds in any version of the object (a watch: a 1 s lease's Ready is not missed
+        between two polls), the limit scaled by the run's slowness; fail with the last status."""
+        return await until_seen(self.kube, res, self.namespace, name, check, timeout)
 
     async def holds(self, name: str, check: Check, seconds: float, res: Resource = LEASE) -> Mapping[str, Any]:
         """`check` holds the whole time for `seconds` (not scaled: a minimum, the state must not change)."""

@@ -11,6 +11,18 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+LOGGED_CHARS = 500
+"""Of a dead letter's message, what a log line shows; the rest is cut, with its size (a message may carry a
+whole object: one was a 244 KB line)."""
+
+
+def shown(value: Any, limit: int = LOGGED_CHARS) -> str:
+    """`repr(value)`, cut to `limit` characters with the size of what was left out."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
 # Why a message was not delivered (the `reason` label of the dead-letter metric).
 UNREGISTERED = "unregistered"  # no kind registered for the address
 STOPPED = "stopped"  # the actor stopped with the message still waiting, or while stopping
@@ -53,11 +65,11 @@ class DeadLetters:
         self._logged_at[letter.reason] = now
         more = self._unlogged.pop(letter.reason, 0)
         log.warning(
-            "dead letter to %s (%s) from %s: %r%s",
+            "dead letter to %s (%s) from %s: %s%s",
             letter.address,
             letter.reason,
             letter.sender or "outside",
-            letter.message,
+            shown(letter.message),
             f" ({more} more {letter.reason} dead letters before it not logged)" if more else "",
         )
 

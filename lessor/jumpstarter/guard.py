@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -41,9 +43,12 @@ def _api_code(err: ApiFailure) -> grpc.StatusCode:
         return grpc.StatusCode.NOT_FOUND
     if isinstance(err, AlreadyExists):
         return grpc.StatusCode.ALREADY_EXISTS
-    return {400: grpc.StatusCode.INVALID_ARGUMENT, 422: grpc.StatusCode.INVALID_ARGUMENT,
-            403: grpc.StatusCode.PERMISSION_DENIED, 409: grpc.StatusCode.ABORTED,
-            429: grpc.StatusCode.RESOURCE_EXHAUSTED}.get(err.status, grpc.StatusCode.UNAVAILABLE)
+    # UNAVAILABLE only for what calling again can fix (the tools retry it without end): a request the API
+    # server will never take (413: too large; 400, 422: invalid) is the caller's to change.
+    return {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.INVALID_ARGUMENT,
+            422: grpc.StatusCode.INVALID_ARGUMENT, 403: grpc.StatusCode.PERMISSION_DENIED,
+            409: grpc.StatusCode.ABORTED, 429: grpc.StatusCode.RESOURCE_EXHAUSTED}.get(
+                err.status, grpc.StatusCode.UNAVAILABLE)
 
 
 def _refusal(err: BaseException, method: str) -> Refusal:
@@ -165,3 +170,100 @@ def in_namespace(subject: Subject, namespace: str, what: str) -> None:
         raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
                       f"{KINDS[subject.kind]} {subject.namespace}/{subject.name} may not use {what} in namespace "
                       f"{namespace}")
+
+
+# --- bodies that do not decode -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """In a request's place: its bytes did not decode as the method's message (why, in words)."""
+
+    message: str
+
+
+class RequestDecoding(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """A request body that does not decode is INVALID_ARGUMENT, naming the method and the message type, before
+    any work (authentication included): gRPC's own deserializer failing was UNKNOWN and a traceback in the
+    log per call, for anyone who could connect. The first interceptor, so that it wraps every other's
+    handler, a follower's relaying ones too."""
+
+    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        return _decoding(handler, details.method)
+
+
+def _decoding(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    deserialize = handler.request_deserializer
+    of = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
+    what = getattr(of, "full_name", "the method's request message")
+
+    def safely(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception as err:  # noqa: BLE001 - any failure to decode is the caller's
+            return Undecodable(f"{method}: the request ({len(data)} bytes) is not a {what}: "
+                               f"{type(err).__name__}: {str(err)[:200]}")
+
+    async def refuse(context: grpc.aio.ServicerContext, bad: Undecodable) -> None:
+        log.debug("jumpstarter %s refused: INVALID_ARGUMENT %s", method, bad.message)
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
+
+    async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, Undecodable):
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            yield request
+
+    if handler.response_streaming:
+        inner = handler.stream_stream if handler.request_streaming else handler.unary_stream
+
+        def arguments(request: Any) -> Any:
+            if handler.request_streaming:
+                return checked(request)
+            if isinstance(request, Undecodable):
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            return request
+
+        # The same kind of callable as the one wrapped: grpc.aio refuses `context.write` (the router's) inside
+        # an async generator, and a generator's responses must be yielded.
+        if inspect.isasyncgenfunction(inner):
+            async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                try:
+                    async for response in inner(arguments(request), context):
+                        yield response
+                except Refusal as refusal:
+                    await context.abort(refusal.code, refusal.message)
+            behaviour: Any = streaming
+        else:
+            async def writing(request: Any, context: grpc.aio.ServicerContext) -> None:
+                try:
+                    await inner(arguments(request), context)
+                except Refusal as refusal:
+                    await context.abort(refusal.code, refusal.message)
+            behaviour = writing
+        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else \
+            grpc.unary_stream_rpc_method_handler
+        return make(behaviour, request_deserializer=safely, response_serializer=handler.response_serializer)
+    if handler.request_streaming:
+        inner_su = handler.stream_unary
+
+        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await inner_su(checked(requests), context)
+            except Refusal as refusal:
+                await context.abort(refusal.code, refusal.message)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=safely,
+                                                    response_serializer=handler.response_serializer)
+    inner_uu = handler.unary_unary
+
+    async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            await refuse(context, request)
+        return await inner_uu(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=safely,
+                                               response_serializer=handler.response_serializer)

@@ -95,24 +95,39 @@ def mint(key: ec.EllipticCurvePrivateKey, subject: Subject, *, now: float | None
     return f"{signing_input}.{_b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
 
 
+MAX_TOKEN = 4096
+"""Characters in a bearer token at most: lessor's are about 400; a bigger one is refused unread (gRPC
+itself refuses more than 8 KiB of metadata in all)."""
+
+
 def verify(public: ec.EllipticCurvePublicKey, token: str) -> Subject:
-    """The subject of a token signed by `public`; InvalidToken for anything else, with the reason."""
+    """The subject of a token signed by `public`; InvalidToken for anything else, with the reason.
+
+    The signature is checked over the raw parts before anything is decoded: a caller without a valid token
+    never gets its JSON parsed (a header of 1,500 nested brackets was a RecursionError and a traceback)."""
+    if len(token) > MAX_TOKEN:
+        raise InvalidToken(f"the bearer token is {len(token)} characters long, more than lessor's {MAX_TOKEN}")
     parts = token.split(".")
     if len(parts) != 3:
-        raise InvalidToken("the bearer token is not a JWT")
+        raise InvalidToken("the bearer token is not a JWT (three parts separated by dots)")
     try:
-        header = json.loads(_unb64(parts[0]))
-        claims = json.loads(_unb64(parts[1]))
         signature = _unb64(parts[2])
     except ValueError as err:
-        raise InvalidToken("the bearer token is not a JWT") from err
-    if not isinstance(header, Mapping) or header.get("alg") != "ES256" or len(signature) != 64:
-        raise InvalidToken("the bearer token is not an ES256 JWT")
+        raise InvalidToken("the bearer token's signature is not base64url") from err
+    if len(signature) != 64:
+        raise InvalidToken("the bearer token is not an ES256 JWT (its signature is not 64 bytes)")
     der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
     try:
         public.verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
     except InvalidSignature as err:
         raise InvalidToken("the bearer token's signature is not lessor's") from err
+    try:  # signed by lessor's key: lessor's own JSON
+        header = json.loads(_unb64(parts[0]))
+        claims = json.loads(_unb64(parts[1]))
+    except (ValueError, RecursionError) as err:
+        raise InvalidToken("the bearer token is not a JWT") from err
+    if not isinstance(header, Mapping) or header.get("alg") != "ES256":
+        raise InvalidToken("the bearer token is not an ES256 JWT")
     if not isinstance(claims, Mapping) or claims.get("iss") != ISSUER or claims.get("aud") != AUDIENCE:
         raise InvalidToken("the bearer token was not issued by lessor for jumpstarter")
     exp = claims.get("exp")

@@ -128,3 +128,15 @@ async def test_sending_outside_the_block_is_an_error() -> None:
     system.register("calc", lambda _: Calculator())
     with pytest.raises(RuntimeError, match="not running"):
         system.tell("calc/1", Double(1))
+
+
+def test_a_dead_letter_is_logged_cut_to_a_line_with_the_size_of_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+    """A message may carry a whole object: its dead letter was once a 244 KB log line."""
+    from lessor.mailbox.dead_letters import LOGGED_CHARS, DeadLetters
+
+    letters = DeadLetters()
+    with caplog.at_level("WARNING", logger="lessor.mailbox.dead_letters"):
+        letters.add(DeadLetter("lease/lab/l1", {"object": "x" * 250_000}, "stopped", None))
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert len(line) < LOGGED_CHARS + 200 and "more characters" in line and "lease/lab/l1" in line
+    assert letters.recent[-1].message == {"object": "x" * 250_000}  # kept whole for inspection

@@ -1,0 +1,101 @@
+"""What any caller of the gRPC port can send, answered with the right code and no traceback (issue 43):
+bodies that do not decode, crafted tokens, a request the API server will never take. Against a real API
+server and an operator serving the port (the `lab` of test_grpc.py)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
+
+from lessor.actors.api import ApiFailure
+from lessor.jumpstarter.guard import _api_code
+from tests.jumpstarter.test_grpc import NS, Lab, a_client, channel, credentials, lab, metadata, token_of
+
+__all__ = ["lab"]  # the module's fixture, shared
+
+UNARY = ("/jumpstarter.v1.ControllerService/Register", "/jumpstarter.client.v1.ClientService/ListLeases",
+         "/jumpstarter.client.v1.ClientService/CreateLease")
+GARBAGE = (b"\xff" * 7, b"\x0a\xff\xff\xff\xff\x0f", b"\x12\x05ab", b"\x0a\x02\xc3\x28", bytes(range(256)))
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+async def _raw(ch: grpc.aio.Channel, method: str, body: bytes, md: Any = ()) -> tuple[grpc.StatusCode, str]:
+    call = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(body, metadata=md)
+    return caught.value.code(), caught.value.details() or ""
+
+
+def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+async def test_a_body_that_does_not_decode_is_invalid_argument_before_any_work(
+        lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with channel(lab) as ch:
+        for method in UNARY:
+            for body in GARBAGE:
+                code, details = await _raw(ch, method, body)  # no token at all: judged before authentication
+                assert code == grpc.StatusCode.INVALID_ARGUMENT, (method, body, code, details)
+                assert method in details and "is not a jumpstarter." in details, details
+        # A server stream's request too (Status).
+        status = ch.unary_stream("/jumpstarter.v1.ControllerService/Status", request_serializer=None,
+                                 response_deserializer=None)(b"\xff\xff")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await status.read()
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert _tracebacks(caplog) == []
+
+
+async def test_crafted_tokens_are_unauthenticated_with_the_reason_and_no_traceback(
+        lab: Lab, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    await a_client(lab, "mallory")  # lessor has a signing key, so each token is checked against it
+    parent = f"namespaces/{NS}"
+    nested = _b64(b"[" * 1500)
+    crafted = {
+        f"{nested}.{_b64(b'{}')}.{_b64(bytes(64))}": "signature",  # nested JSON is never parsed unsigned
+        f"{_b64(b'{}')}.{nested}.{_b64(bytes(64))}": "signature",
+        f"{nested}.{nested}.sig": "64 bytes",
+        "a.b": "not a JWT",
+        "x" * 6_000: "more than",
+    }
+    async with channel(lab) as ch:
+        clients = client_pb2_grpc.ClientServiceStub(ch)
+        for token, reason in crafted.items():
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await clients.ListLeases(client_pb2.ListLeasesRequest(parent=parent),
+                                         metadata=metadata("Client", "mallory", token))
+            assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, (token[:40], caught.value.details())
+            assert reason in (caught.value.details() or ""), caught.value.details()
+    assert _tracebacks(caplog) == []
+
+
+async def test_a_request_the_api_server_will_never_take_is_invalid_argument_not_unavailable(lab: Lab) -> None:
+    """413 (too large) is the caller's to change: UNAVAILABLE would have the tools retry it without end."""
+    zed = token_of(await credentials(lab, "client", (await a_client(lab, "zed"))["metadata"]["name"]))
+    lease = client_pb2.Lease(selector="board=x86", tags={f"t{i}": "v" * 1000 for i in range(3200)})
+    lease.duration.FromTimedelta(timedelta(minutes=5))
+    async with channel(lab) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client_pb2_grpc.ClientServiceStub(ch).CreateLease(
+                client_pb2.CreateLeaseRequest(parent=f"namespaces/{NS}", lease=lease),
+                metadata=metadata("Client", "zed", zed))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert "Kubernetes API refused" in (caught.value.details() or "")
+
+
+def test_api_answers_map_to_the_codes_a_caller_can_act_on() -> None:
+    for status, code in ((413, grpc.StatusCode.INVALID_ARGUMENT), (422, grpc.StatusCode.INVALID_ARGUMENT),
+                         (403, grpc.StatusCode.PERMISSION_DENIED), (503, grpc.StatusCode.UNAVAILABLE)):
+        assert _api_code(ApiFailure("refused", status=status)) == code, status

@@ -323,17 +323,15 @@ class LeaderElector:
     async def release(self) -> None:
         """Close the fence and hand the Lease over at once; call after `run` ended and every actor stopped.
 
-        The write carries the resourceVersion of our last renewal: if another
-        replica took the Lease meanwhile, it fails and changes nothing.
+        The write carries the resourceVersion of our last renewal. A renewal cancelled in flight may have
+        been written without our knowing its version: on a conflict the Lease is read again, and released
+        under its new version only if it still names this replica. If another replica took it meanwhile,
+        nothing changes.
         """
         self._step_down()
         due, lease, self._release_due = self._release_due, self._lease, False
         if not due or lease is None:
             return
-        now = _micro_time()
-        body = {**lease, "metadata": _holder_annotations(mapping_at(lease, "metadata"), None),
-                "spec": {**mapping_at(lease, "spec"), "holderIdentity": None, "leaseDurationSeconds": 1,
-                         "acquireTime": now, "renewTime": now}}
         # Worth waiting for as long as it saves time: until our lease would have run out by itself. One retry
         # period was too short for a starved process (or API server), and a release given up on made the
         # followers wait out the whole lease.
@@ -341,10 +339,27 @@ class LeaderElector:
         try:
             async with asyncio.timeout(patience):
                 with self._tracing():
-                    await self._write("update", "PUT", body)
+                    for attempt in range(3):
+                        try:
+                            await self._write("update", "PUT", self._released(lease))
+                            break
+                        except ApiError as err:
+                            if err.status != 409 or attempt == 2:
+                                raise
+                        lease = await self.gateway.request("get", COUNTED_AS, "GET", self._path(self.settings.name))
+                        if _holder(lease) != self.identity:
+                            log.info("leader Lease already held by %s: nothing to release", _holder(lease) or "nobody")
+                            return
             log.info("released leadership (%s)", self.identity)
         except Exception as err:  # the Lease then expires as usual
             log.warning("could not release the leader Lease: %s", err)
+
+    def _released(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        """`lease` handed over: no holder, a lease of one second (client-go's ReleaseOnCancel)."""
+        now = _micro_time()
+        return {**lease, "metadata": _holder_annotations(mapping_at(lease, "metadata"), None),
+                "spec": {**mapping_at(lease, "spec"), "holderIdentity": None, "leaseDurationSeconds": 1,
+                         "acquireTime": now, "renewTime": now}}
 
     def leader_says(self, annotation: str) -> str | None:
         """From the Lease as this replica last read it: a follower reads it every retry period (its

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
+from prometheus_client import CollectorRegistry, Counter
 
 from lessor.actors.api import AlreadyExists, ApiFailure, NotFound
 from lessor.leader import NotLeader
@@ -182,20 +183,34 @@ class Undecodable:
     message: str
 
 
-class RequestDecoding(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """A request body that does not decode is INVALID_ARGUMENT, naming the method and the message type, before
-    any work (authentication included): gRPC's own deserializer failing was UNKNOWN and a traceback in the
-    log per call, for anyone who could connect. The first interceptor, so that it wraps every other's
-    handler, a follower's relaying ones too."""
+class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Every call, before and after its work. A request body that does not decode is INVALID_ARGUMENT, naming
+    the method and the message type, before any work (authentication included): gRPC's own deserializer
+    failing was UNKNOWN and a traceback in the log per call, for anyone who could connect. Every call that
+    ends with another status than OK is counted, by method and code (`lessor_grpc_refused_calls_total`),
+    and logged at debug only: a refusal is the caller's to read, and a flood of them cannot fill the log.
+    The first interceptor, so that it wraps every other's handler, a follower's relaying ones too."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._refused = Counter("lessor_grpc_refused_calls", "Jumpstarter gRPC calls that ended with another "
+                                "status than OK, by method and code", ["method", "code"], registry=registry)
 
     async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
         if handler is None or handler.request_deserializer is None:
             return handler
-        return _decoding(handler, details.method)
+        return _guarding(handler, details.method, self._count)
+
+    def _count(self, method: str, context: grpc.aio.ServicerContext) -> None:
+        code = context.code()
+        if code is not None and code != grpc.StatusCode.OK and isinstance(code, grpc.StatusCode):
+            self._refused.labels(method, code.name).inc()
 
 
-def _decoding(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+def _guarding(handler: grpc.RpcMethodHandler, method: str,
+              count: Callable[[str, grpc.aio.ServicerContext], None]) -> grpc.RpcMethodHandler:
+    """`handler` with a deserializer that never raises (an `Undecodable` in the request's place, refused
+    before the work) and its end counted."""
     deserialize = handler.request_deserializer
     of = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
     what = getattr(of, "full_name", "the method's request message")
@@ -207,63 +222,47 @@ def _decoding(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHand
             return Undecodable(f"{method}: the request ({len(data)} bytes) is not a {what}: "
                                f"{type(err).__name__}: {str(err)[:200]}")
 
-    async def refuse(context: grpc.aio.ServicerContext, bad: Undecodable) -> None:
-        log.debug("jumpstarter %s refused: INVALID_ARGUMENT %s", method, bad.message)
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
-
     async def checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for request in requests:
             if isinstance(request, Undecodable):
                 raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, request.message)
             yield request
 
-    if handler.response_streaming:
-        inner = handler.stream_stream if handler.request_streaming else handler.unary_stream
-
-        def arguments(request: Any) -> Any:
-            if handler.request_streaming:
-                return checked(request)
-            if isinstance(request, Undecodable):
-                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-            return request
-
-        # The same kind of callable as the one wrapped: grpc.aio refuses `context.write` (the router's) inside
-        # an async generator, and a generator's responses must be yielded.
-        if inspect.isasyncgenfunction(inner):
-            async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                try:
-                    async for response in inner(arguments(request), context):
-                        yield response
-                except Refusal as refusal:
-                    await context.abort(refusal.code, refusal.message)
-            behaviour: Any = streaming
-        else:
-            async def writing(request: Any, context: grpc.aio.ServicerContext) -> None:
-                try:
-                    await inner(arguments(request), context)
-                except Refusal as refusal:
-                    await context.abort(refusal.code, refusal.message)
-            behaviour = writing
-        make = grpc.stream_stream_rpc_method_handler if handler.request_streaming else \
-            grpc.unary_stream_rpc_method_handler
-        return make(behaviour, request_deserializer=safely, response_serializer=handler.response_serializer)
-    if handler.request_streaming:
-        inner_su = handler.stream_unary
-
-        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                return await inner_su(checked(requests), context)
-            except Refusal as refusal:
-                await context.abort(refusal.code, refusal.message)
-
-        return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=safely,
-                                                    response_serializer=handler.response_serializer)
-    inner_uu = handler.unary_unary
-
-    async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def arguments(request: Any) -> Any:
+        if handler.request_streaming:
+            return checked(request)
         if isinstance(request, Undecodable):
-            await refuse(context, request)
-        return await inner_uu(request, context)
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        return request
 
-    return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=safely,
-                                               response_serializer=handler.response_serializer)
+    async def refuse(context: grpc.aio.ServicerContext, refusal: Refusal) -> None:
+        log.debug("jumpstarter %s refused: %s %s", method, refusal.code.name, refusal.message)
+        await context.abort(refusal.code, refusal.message)
+
+    shape = (bool(handler.request_streaming), bool(handler.response_streaming))
+    inner = {(False, False): handler.unary_unary, (False, True): handler.unary_stream,
+             (True, False): handler.stream_unary, (True, True): handler.stream_stream}[shape]
+    # The same kind of callable as the one wrapped: grpc.aio refuses `context.write` (the router's) inside an
+    # async generator, and a generator's responses must be yielded.
+    if inspect.isasyncgenfunction(inner):
+        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                async for response in inner(arguments(request), context):
+                    yield response
+            except Refusal as refusal:
+                await refuse(context, refusal)
+            finally:
+                count(method, context)
+        behaviour: Any = streaming
+    else:
+        async def answering(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await inner(arguments(request), context)
+            except Refusal as refusal:
+                await refuse(context, refusal)
+            finally:
+                count(method, context)
+        behaviour = answering
+    make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+    return make[shape](behaviour, request_deserializer=safely, response_serializer=handler.response_serializer)

@@ -27,7 +27,7 @@ from .forwarding import LEADER_METADATA, ForwardToLeader, LeaderLink, leader_tru
 from .router import Router, RouterService
 from .client import ClientService
 from .controller import ControllerService
-from .guard import Refusal, RequestDecoding
+from .guard import CallGuard, Refusal
 from .settings import LEADER_WAIT_MARGIN, GrpcSettings
 from .tokens import Minter, SigningKey
 
@@ -157,7 +157,7 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
         election.lease_duration + LEADER_WAIT_MARGIN if election is not None else 0.0)
     interceptor = refusal if link is None else ForwardToLeader(
         operator.leadership, settings.own_address, link, refusal.refuse, operator.registry, wait=wait)
-    server = grpc.aio.server(options=KEEPALIVE, interceptors=[RequestDecoding(), interceptor])
+    server = grpc.aio.server(options=KEEPALIVE, interceptors=[CallGuard(operator.registry), interceptor])
     router = Router(settings.endpoint)
     jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend, router), server)
     router_pb2_grpc.add_RouterServiceServicer_to_server(RouterService(router), server)

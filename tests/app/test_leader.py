@@ -103,6 +103,27 @@ async def test_a_release_answered_late_still_hands_over(
                 assert (await _holder(kube, settings.name))["holderIdentity"] == "second"
 
 
+async def test_a_release_after_a_renewal_it_did_not_hear_back_from_still_hands_over(kube: Gateway) -> None:
+    """A renewal cancelled in flight (SIGTERM) may be written without the leader learning its version; its
+    release then met a 409 and the followers waited out the whole lease (CI: a follower waited 25 s)."""
+    settings = _settings(lease_duration=120.0, renew_deadline=3.0)
+    first, second = (LeaderElector(kube, OPS, settings, identity=who) for who in ("first", "second"))
+    async with _running(first) as leading:
+        await asyncio.wait_for(first.wait_leading(), scaled(10))
+        async with _running(second):
+            leading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await leading
+            # What the cancelled renewal did: the Lease written, still ours, under a version first never saw.
+            lease = await kube.get(COORDINATION_LEASE, OPS, settings.name)
+            await kube.request("update", COUNTED_AS, "PUT", COORDINATION_LEASE.path(OPS, settings.name), body={
+                **lease, "spec": {**lease["spec"], "renewTime": dt.datetime.now(dt.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%S.%fZ")}})
+            await first.release()
+            await asyncio.wait_for(second.wait_leading(), scaled(30, at_most=100))  # within the 120 s lease
+            assert (await _holder(kube, settings.name))["holderIdentity"] == "second"
+
+
 async def test_a_leader_renews_in_one_round_trip(kube: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read and a write per renewal took long enough on a loaded API server to miss the renew deadline
     (leaders stepped down by themselves under `bench failover`'s CPU hogs): a renewal is the write alone."""

@@ -58,6 +58,7 @@ class Lab:
     endpoint: str
     ca: Path
     folder: Path
+    metrics_port: int = 0
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +79,9 @@ async def lab(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Lab]:
             await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "qa"},
                                    "spec": {"exporterSelector": {}, "policies": [
                                        {"priority": 10, "from": [{"clientSelector": {"matchLabels": {"team": "qa"}}}]}]}})
+            metrics_port = free_port()
             config = OperatorConfig(operator_namespace=OPS, bind_address="127.0.0.1", health_port=free_port(),
-                                    metrics_port=free_port(), exporter_heartbeat_timeout=15.0, leader_election=None,
+                                    metrics_port=metrics_port, exporter_heartbeat_timeout=15.0, leader_election=None,
                                     grpc=GrpcSettings(port=port, endpoint=f"localhost:{port}", cert_dir=folder / "certs"))
             async with await Gateway.connect(str(cp.kubeconfig), registry=CollectorRegistry()) as gateway:
                 op = Operator(config, gateway, CollectorRegistry())
@@ -88,7 +90,7 @@ async def lab(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Lab]:
                     while not op.ready()[0]:
                         assert not task.done(), task.exception()
                         await asyncio.sleep(0.05)
-                    yield Lab(kube, cp.kubeconfig, f"localhost:{port}", folder / "ca.pem", folder)
+                    yield Lab(kube, cp.kubeconfig, f"localhost:{port}", folder / "ca.pem", folder, metrics_port)
                 finally:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

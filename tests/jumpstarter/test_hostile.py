@@ -4,8 +4,10 @@ server and an operator serving the port (the `lab` of test_grpc.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +17,7 @@ from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_gr
 
 from lessor.actors.api import ApiFailure
 from lessor.jumpstarter.guard import _api_code
+from lessor.tools.bench.common import metrics_text
 from tests.jumpstarter.test_grpc import NS, Lab, a_client, channel, credentials, lab, metadata, token_of
 
 __all__ = ["lab"]  # the module's fixture, shared
@@ -55,6 +58,15 @@ async def test_a_body_that_does_not_decode_is_invalid_argument_before_any_work(
             await status.read()
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
     assert _tracebacks(caplog) == []
+    refused = await _refused(lab)
+    assert all(refused.get((method, "INVALID_ARGUMENT"), 0) >= len(GARBAGE) for method in UNARY), refused
+
+
+async def _refused(lab: Lab) -> dict[tuple[str, str], float]:
+    """`lessor_grpc_refused_calls_total` by (method, code), from the operator's /metrics (this loop serves it)."""
+    found = re.findall(r'lessor_grpc_refused_calls_total\{code="([^"]*)",method="([^"]*)"\} (\S+)',
+                       await asyncio.to_thread(metrics_text, lab.metrics_port))
+    return {(method, code): float(value) for code, method, value in found}
 
 
 async def test_crafted_tokens_are_unauthenticated_with_the_reason_and_no_traceback(
@@ -79,6 +91,7 @@ async def test_crafted_tokens_are_unauthenticated_with_the_reason_and_no_traceba
             assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, (token[:40], caught.value.details())
             assert reason in (caught.value.details() or ""), caught.value.details()
     assert _tracebacks(caplog) == []
+    assert (await _refused(lab)).get(("/jumpstarter.client.v1.ClientService/ListLeases", "UNAUTHENTICATED"), 0) >= len(crafted)
 
 
 async def test_a_request_the_api_server_will_never_take_is_invalid_argument_not_unavailable(lab: Lab) -> None:

@@ -300,7 +300,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 
 
 def _event_loop_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--event-loop", choices=("lane", "asyncio"), default="lane",
+    p.add_argument("--event-loop", choices=("lane", "asyncio"), default="lane",  # loops.EVENT_LOOPS
                    help="lane: asyncio's selector loop with the mailbox's fast lane, where a quiet namespace's steps "
                    "go before a busy one's (it overrides asyncio internals: if this Python lacks one, the operator "
                    "says which in one warning and runs plain asyncio); asyncio: asyncio's own loop. The actors "
@@ -413,9 +413,9 @@ def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEven
     without importing the runtime."""
     if args.command not in ("run", "bench"):
         return None
-    from lessor.mailbox.loops import new_event_loop
+    from lessor.mailbox.loops import EventLoop, new_event_loop
 
-    kind = getattr(args, "event_loop", "lane")
+    kind: EventLoop = "asyncio" if getattr(args, "event_loop", "lane") == "asyncio" else "lane"  # bench has no flag
     return lambda: new_event_loop(kind)
 
 

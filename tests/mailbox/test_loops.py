@@ -4,16 +4,19 @@ loop with one warning naming what is missing; the actors work in either. Run on 
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lessor.mailbox import Actor, ActorSystem
+from lessor.mailbox import Actor, ActorSystem, lanes
 from lessor.mailbox.lanes import LaneLoop
-from lessor.mailbox.loops import EVENT_LOOPS, missing, new_event_loop
+from lessor.mailbox.loops import EVENT_LOOPS, HANDLE_NAMES, LOOP_NAMES, TIMER_NAMES, missing, new_event_loop
 
 SPINS = 50
 STEP = 0.0005  # seconds of work per step: two tenants' busy actors contend, so their steps take turns
@@ -98,3 +101,22 @@ def test_event_loop_asyncio_is_asyncios_own_loop_without_a_word(caplog: pytest.L
             assert not isinstance(runner.get_loop(), LaneLoop)
             assert runner.run(two_busy_tenants()) > 0
     assert caplog.records == []
+
+
+def asyncios_private_names() -> set[str]:
+    """The single-underscore names asyncio's loop, handles, futures and tasks have on this Python."""
+    with contextlib.closing(asyncio.SelectorEventLoop()) as loop:
+        names = set(vars(loop)).union(*(dir(owner) for owner in (
+            loop, asyncio.Handle, asyncio.TimerHandle, asyncio.Future, asyncio.Task)))
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+def test_every_asyncio_internal_the_lane_touches_is_one_the_check_looks_for() -> None:
+    """A change to lanes.py that reads or overrides another of asyncio's private names must add it to the check
+    (`loops.LOOP_NAMES`, `HANDLE_NAMES`, `TIMER_NAMES`), or a Python without it would break the lane silently."""
+    tree = ast.parse(Path(lanes.__file__).read_text(encoding="utf-8"))
+    touched = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} | {
+        node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    used = touched & asyncios_private_names()
+    assert {"_ready", "_process_events", "_add_callback", "_when"} <= used  # the walk sees them
+    assert used - {*LOOP_NAMES, *HANDLE_NAMES, *TIMER_NAMES} == set()

@@ -153,6 +153,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     dev.add_argument("--zipkin-port", type=int, default=19411,
                      help="with --traces: Zipkin's port on 127.0.0.1 (default: %(default)s)")
     _trace_leader_election(dev)
+    _event_loop_arg(dev)
     dev.add_argument("--grpc", action="store_true",
                      help="also serve Jumpstarter's gRPC protocol (lessor run --grpc-port, the [jumpstarter] extra) "
                      "with the development CA written to DIR/grpc-ca.pem, and print how to point jmp at it")
@@ -295,6 +296,15 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--leader-elect-retry-period", type=_seconds, default="2s",
                    help="how often the leader renews and candidates try (default: %(default)s)")
     _trace_leader_election(p)
+    _event_loop_arg(p)
+
+
+def _event_loop_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--event-loop", choices=("lane", "asyncio"), default="lane",  # loops.EVENT_LOOPS
+                   help="lane: asyncio's selector loop with the mailbox's fast lane, where a quiet namespace's steps "
+                   "go before a busy one's (it overrides asyncio internals: if this Python lacks one, the operator "
+                   "says which in one warning and runs plain asyncio); asyncio: asyncio's own loop. The actors "
+                   "behave the same in both (default: %(default)s)")
 
 
 def _trace_leader_election(p: argparse.ArgumentParser) -> None:
@@ -383,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        with asyncio.Runner(loop_factory=_loop_factory(args.command)) as runner:
+        with asyncio.Runner(loop_factory=_loop_factory(args)) as runner:
             return runner.run(_dispatch(args)) or 0
     except KeyboardInterrupt:
         return 130
@@ -396,15 +406,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _loop_factory(command: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def _loop_factory(args: argparse.Namespace) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The operator (and the benches, which measure the runtime in-process too) runs in the mailbox's loop, where
-    a quiet namespace's steps go before a busy one's line (`lessor.mailbox.lanes`); the other commands in
-    asyncio's own, without importing the runtime."""
-    if command not in ("run", "bench"):
+    a quiet namespace's steps go before a busy one's line (`lessor.mailbox.lanes`), unless `--event-loop asyncio`
+    or this Python lacks what the lane needs (`lessor.mailbox.loops`); the other commands in asyncio's own,
+    without importing the runtime."""
+    if args.command not in ("run", "bench"):
         return None
-    from lessor.mailbox.lanes import new_event_loop
+    from lessor.mailbox.loops import EventLoop, new_event_loop
 
-    return new_event_loop
+    kind: EventLoop = "asyncio" if getattr(args, "event_loop", "lane") == "asyncio" else "lane"  # bench has no flag
+    return lambda: new_event_loop(kind)
 
 
 async def _dispatch(args: argparse.Namespace) -> int | None:

@@ -79,22 +79,22 @@ class Actor:
         message: this send goes on in that message's trace, linked to the one in hand (an offer made on a
         release's turn belongs to the request it answers, and says which release made it possible)."""
         if on_behalf_of is None:
-            self._cell.system._tell(address, message, self._cell.address, coalesce)
+            self._cell.system.tell(address, message, self._cell.address, coalesce)
         else:
-            self._cell.system._tell(address, message, self._cell.address, coalesce,
+            self._cell.system.tell(address, message, self._cell.address, coalesce,
                                     links=(otel_context.get_current(),), parent=on_behalf_of.context)
 
     def cause(self) -> Cause | None:
         """The trace of the message in hand, to keep for `tell(on_behalf_of=)`; None when tracing is off, or
         when the actor's handler runs outside a system (a test calling `receive` itself)."""
         cell = getattr(self, "_cell", None)
-        return cell.system._tracing.cause() if cell is not None else None
+        return cell.system.tracing.cause() if cell is not None else None
 
     async def ask(self, address: str, message: Any, *, timeout: float | None = None) -> Any:
         """Send and wait for the reply; see `ActorSystem.ask`. Asking oneself would deadlock, so it raises."""
         if address == self._cell.address:
             raise ValueError(f"{address} cannot ask itself: it would wait on its own mailbox")
-        return await self._cell.system._ask(address, message, self._cell.address, timeout)
+        return await self._cell.system.ask(address, message, self._cell.address, timeout)
 
     def schedule(self, key: Hashable, message: Any, *, delay: float | None = None, at: datetime | None = None,
                  on_behalf_of: Cause | None = None) -> None:
@@ -107,11 +107,11 @@ class Actor:
             delay = (at - datetime.now(UTC)).total_seconds()
         elif delay is None:
             raise ValueError("give delay or at")
-        self._cell.system._schedule(self._cell.address, key, message, delay, on_behalf_of)
+        self._cell.system.schedule(self._cell.address, key, message, delay, on_behalf_of)
 
     def cancel(self, key: Hashable) -> bool:
         """Cancel the timer `key`; False if there was none pending."""
-        return self._cell.system._timers.cancel(self._cell.address, key)
+        return self._cell.system.timers.cancel(self._cell.address, key)
 
     def stop(self) -> None:
         """Stop after the current message: `stopping` runs, waiting messages go to dead letters."""

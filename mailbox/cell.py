@@ -27,8 +27,8 @@ from .turns import Gated
 
 if TYPE_CHECKING:
     from .kind import Kind
+    from .services import Services
     from .start_slots import StartSlots
-    from .system import ActorSystem
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Cell:
         "incarnations",
     )
 
-    def __init__(self, system: ActorSystem, address: str, kind: Kind) -> None:
+    def __init__(self, system: Services, address: str, kind: Kind) -> None:
         self.system = system
         self.address = address
         self.kind = kind
@@ -119,7 +119,7 @@ class Cell:
         inbox = self.inbox
         if inbox is None:
             fair_key = self.kind.fair_key
-            inbox = self.inbox = deque() if fair_key is None else FairInbox(fair_key, self.system._turns.known)
+            inbox = self.inbox = deque() if fair_key is None else FairInbox(fair_key, self.system.turns.known)
         elif bounded and len(inbox) >= self.kind.capacity:
             return dead_letters.MAILBOX_FULL
         if envelope.key is not None:
@@ -207,26 +207,26 @@ class Cell:
 
     def _enter_line(self, slots: StartSlots) -> None:
         self.slot = IN_LINE
-        self.system._at_work += 1  # its start is work under way, as when it waited as a task (`busy`)
+        self.system.at_work += 1  # its start is work under way, as when it waited as a task (`busy`)
         slots.wait(self)
 
     def _leave_line(self) -> None:
         if self.slot == IN_LINE:
             self.slot = NO_SLOT
-            self.system._at_work -= 1
+            self.system.at_work -= 1
 
     def _spawn_task(self) -> None:
         run = self._run()
         tenant_of = self.kind.tenant
         tenant: Meter | Serving | None = None
         if tenant_of is not None:  # computed per task, not kept: an idle cell stays as small as it was
-            tenant = self.system._turns.meter(tenant_of(self.address))
-            run = Gated(run, self.system._turns, tenant)
+            tenant = self.system.turns.meter(tenant_of(self.address))
+            run = Gated(run, self.system.turns, tenant)
         elif isinstance(self.inbox, FairInbox):
             tenant = self.inbox.serving
         # The task's context names its tenant: so do the tasks it starts, and the loop's fast lane reads it.
-        self.task = self.system._spawn(run, self.address, tenant_context(tenant))
-        self.system._at_work += 1
+        self.task = self.system.spawn(run, self.address, tenant_context(tenant))
+        self.system.at_work += 1
 
     async def _run(self) -> None:
         try:
@@ -247,7 +247,7 @@ class Cell:
             raise
         finally:
             self.task = None
-            self.system._at_work -= 1
+            self.system.at_work -= 1
             if self.slot == HELD:  # stopped or cancelled before it started
                 self._hand_slot_on()
         if self.state is ACTIVE and self.slot != IN_LINE:
@@ -275,7 +275,7 @@ class Cell:
             waited.buckets[bisect_left(BUCKETS, began - envelope.queued)] += 1
             try:
                 if envelope.context is not None:
-                    with self.system._tracing.process(self.address, envelope):
+                    with self.system.tracing.process(self.address, envelope):
                         result = await actor.receive(message)
                 else:
                     result = await actor.receive(message)
@@ -343,7 +343,7 @@ class Cell:
             try:
                 first = self.inbox[0] if self.inbox else None
                 if first is not None and first.context is not None:
-                    with self.system._tracing.start(self.address, first):
+                    with self.system.tracing.start(self.address, first):
                         await actor.started()
                 else:
                     await actor.started()
@@ -396,7 +396,7 @@ class Cell:
         if control == STOP:
             self._retire(self._stop_reason())
         elif control == RESTART:
-            self.system._timers.cancel_all(self.address)
+            self.system.timers.cancel_all(self.address)
             self.kind.stats.restarts[REQUESTED] += 1
         elif not self.depth() and not self.control:
             self._passivated()
@@ -449,7 +449,7 @@ class Cell:
         if envelope is not None and envelope.reply is not None and not envelope.reply.done():
             envelope.reply.set_exception(error)
         self.actor = None
-        self.system._timers.cancel_all(self.address)
+        self.system.timers.cancel_all(self.address)
         if self.failures is None:
             self.failures = deque()
         policy = self.kind.supervision
@@ -458,35 +458,35 @@ class Cell:
             self._escalate(error)
             return
         self.kind.stats.restarts[reason] += 1
-        self.backoff = policy.delay(restarts, self.system._rng)
+        self.backoff = policy.delay(restarts, self.system.rng)
         if reason == KILL:
             log.warning("%s killed; restarting in %.3gs", self.address, self.backoff)
-        elif self.system._closing and isinstance(error, Undeliverable) and error.reason == dead_letters.SHUTDOWN:
+        elif self.system.closing and isinstance(error, Undeliverable) and error.reason == dead_letters.SHUTDOWN:
             # Asked an actor that shut down first: the shutdown's doing, not a fault of this actor.
             log.debug("%s: %s during shutdown", self.address, error)
         elif isinstance(error, Expected):
-            self.system._failure_log.failed(self.kind.name, self.address, error,
+            self.system.failure_log.failed(self.kind.name, self.address, error,
                                             f"stopped by {error}; restarting in {self.backoff:.3g}s",
                                             level=logging.INFO, traceback=False)
         else:
-            self.system._failure_log.failed(self.kind.name, self.address, error,
+            self.system.failure_log.failed(self.kind.name, self.address, error,
                                             f"failed; restarting in {self.backoff:.3g}s")
 
     def _escalate(self, error: Exception) -> None:
         policy = self.kind.supervision
-        self.system._failure_log.failed(
+        self.system.failure_log.failed(
             self.kind.name, self.address, error,
             f"failed more than {policy.max_restarts} times in {policy.within:g}s; stopped for good",
         )
         self.kind.stats.escalations += 1
-        self.system._closed.add(self.address)
+        self.system.closed.add(self.address)
         self._retire(dead_letters.ESCALATED)
-        self.system._escalated(self.address, error)
+        self.system.escalated(self.address, error)
 
     # -- leaving -------------------------------------------------------------
 
     def _stop_reason(self) -> str:
-        return dead_letters.SHUTDOWN if self.system._closing else dead_letters.STOPPED
+        return dead_letters.SHUTDOWN if self.system.closing else dead_letters.STOPPED
 
     def _passivated(self) -> None:
         self.kind.stats.passivations += 1
@@ -501,11 +501,11 @@ class Cell:
             self.idle_timer.cancel()
             self.idle_timer = None
         if not keep_timers:
-            self.system._timers.cancel_all(self.address)
+            self.system.timers.cancel_all(self.address)
         inbox, self.inbox, self.keyed = self.inbox, None, None
-        self.system._forget(self)
+        self.system.forget(self)
         for envelope in inbox or ():
-            self.system._dead_letter(self.address, envelope, reason)
+            self.system.dead_letter(self.address, envelope, reason)
 
     def _went_idle(self) -> None:
         if self.inbox is not None and not self.inbox:

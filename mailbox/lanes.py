@@ -209,8 +209,9 @@ class _Line(deque[asyncio.Handle]):
 
 
 class LaneLoop(asyncio.SelectorEventLoop):
-    """The selector event loop with the fast lane. Without it (another loop) everything works the same,
-    but a light tenant's hops wait in the line as everyone's do."""
+    """The selector event loop with the fast lane. Built by `loops.new_event_loop` once it found the asyncio
+    internals this overrides; in asyncio's own loop the actors behave the same, but a light tenant's hops wait
+    in the line as everyone's do."""
 
     def __init__(self, selector: Any = None) -> None:
         super().__init__(selector)
@@ -307,8 +308,3 @@ class LaneLoop(asyncio.SelectorEventLoop):
             line.look_at = perf_counter() + LOOK_AGAIN  # the line's turn: the loop looks again after it
         else:
             self._lane_runs = False
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """The loop an app built on this runtime should run in (`asyncio.Runner(loop_factory=new_event_loop)`)."""
-    return LaneLoop()

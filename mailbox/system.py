@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import logging
 import math
-import random
 from collections.abc import Callable, Coroutine, Hashable, Iterator
 from types import TracebackType
 from typing import Any
@@ -30,6 +29,7 @@ from .supervision import Supervision
 from .storms import FailureLog
 from .timers import TimerTrace, Timers
 from .tracing import Cause, Tracing
+from .services import SystemServices
 from .turns import TenantOf, Turns
 
 log = logging.getLogger(__name__)
@@ -67,27 +67,28 @@ class ActorSystem:
         self._kinds: dict[str, Kind] = {}
         self._stats: dict[str, KindStats] = {NO_KIND: KindStats()}
         self._cells: dict[str, Cell] = {}
-        # Cells whose task is running, or in line for a start slot (`busy`): kept by the cells, so asking costs nothing.
-        self._at_work = 0
-        self._closed: set[str] = set()  # addresses escalated: stopped for good
         self._timers = Timers(self._timer_due)
         self._tracing = Tracing(tracer_provider)
         self._turns = Turns()  # tenanted actors' steps take turns by tenant
-        self._rng = random.Random()
         self._failure_log = FailureLog(log)  # a storm of identical crashes is one traceback and counts
+        # What the cells use of the system; it keeps the counts they keep (`busy`: kept by the cells, so asking
+        # costs nothing) and the addresses escalated, stopped for good.
+        self._services = SystemServices(
+            turns=self._turns, tracing=self._tracing, timers=self._timers, failure_log=self._failure_log,
+            spawn=self._spawn, tell=self._tell, ask=self._ask, schedule=self._schedule, forget=self._forget,
+            dead_letter=self._dead_letter, escalated=self._escalated)
         self._registry = registry
         self._collector = MailboxCollector(self._stats, self._occupancy)
         self._on_escalation = on_escalation
         self._shutdown_timeout = shutdown_timeout
         self._group: asyncio.TaskGroup | None = None
         self._accepting = False  # True from entering the block until leaving it starts
-        self._closing = False
         self._emptied = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------
 
     async def __aenter__(self) -> ActorSystem:
-        if self._group is not None or self._closing:
+        if self._group is not None or self._services.closing:
             raise RuntimeError("an ActorSystem runs once")
         if self._registry is not None:
             self._registry.register(self._collector)  # first: a name clash leaves nothing half-started
@@ -104,7 +105,7 @@ class ActorSystem:
     ) -> None:
         assert self._group is not None
         self._accepting = False
-        self._closing = True
+        self._services.closing = True
         self._timers.close()
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(self._shutdown_timeout):
@@ -232,7 +233,7 @@ class ActorSystem:
 
     def busy(self) -> int:
         """How many actors have work under way (a message to handle, a start, a stop): 0 when all is quiet."""
-        return self._at_work
+        return self._services.at_work
 
     def live(self, kind: str | None = None) -> list[str]:
         """Addresses of active (not passivated, not stopped) actors, optionally of one kind."""
@@ -285,10 +286,10 @@ class ActorSystem:
             if kind is None:
                 self._dead_letter(address, envelope, dead_letters.UNREGISTERED)
                 return
-            if address in self._closed:
+            if address in self._services.closed:
                 self._dead_letter(address, envelope, dead_letters.ESCALATED)
                 return
-            cell = self._cells[address] = Cell(self, address, kind)
+            cell = self._cells[address] = Cell(self._services, address, kind)
         refused = cell.post(envelope, bounded)
         if refused is not None:
             self._dead_letter(address, envelope, refused)
@@ -315,12 +316,12 @@ class ActorSystem:
     def _forget(self, cell: Cell) -> None:
         if self._cells.get(cell.address) is cell:
             del self._cells[cell.address]
-            if self._closing and not self._cells:
+            if self._services.closing and not self._cells:
                 self._emptied.set()
 
     def _schedule(self, address: str, key: Hashable, message: Any, delay: float,
                   on_behalf_of: Cause | None = None) -> None:
-        if self._closing:
+        if self._services.closing:
             return
         context: TimerTrace = None
         if self._tracing.enabled:

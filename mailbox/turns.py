@@ -180,9 +180,10 @@ class Gated(Coroutine[Any, None, None]):
             # A released step checks the turn too: a round releases about a turn's worth of steps by their
             # average time, and one long step must not stretch the pass for everyone.
             self._waiting = True
-            turn = turns.wait(self._tenant, first=released)
-            turn._asyncio_future_blocking = True  # what `await turn` would say to the Task
-            return turn
+            # What `await turn` hands the Task, through the public await protocol: the future, marked as one to
+            # wait on (asyncio's private `_asyncio_future_blocking`, which the protocol sets for us). The rest of
+            # that await is dropped: the Task sends the next step to us, not to it.
+            return next(turns.wait(self._tenant, first=released).__await__())
         try:
             return self._coro.send(value)
         finally:

@@ -23,7 +23,7 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import NAMESPACE
 from lessor.install import install
-from lessor.mailbox.lanes import new_event_loop
+from lessor.mailbox.loops import new_event_loop
 from tests.slowness import described, scaled, slowness
 
 OPERATOR_NAMESPACE = "lessor-system"
@@ -39,7 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
-    """Every async test runs in the loop `lessor` runs in (the mailbox's fast lane, `lessor.mailbox.lanes`)."""
+    """Every async test runs in the loop `lessor` runs in (the mailbox's fast lane, `lessor.mailbox.loops`)."""
     return {"lanes": new_event_loop}
 
 

@@ -297,17 +297,31 @@ async def test_topology_prints_the_clusters_graph_as_dot(
 
 
 def test_the_operator_runs_in_the_mailboxs_loop_and_quick_commands_in_asyncios() -> None:
-    """`lessor run` (and the benches) get the fast lane (`lessor.mailbox.lanes`); `convert` and the like keep
-    asyncio's own loop and never import the runtime (see the start-up tests above)."""
-    from lessor.cli import _loop_factory
+    """`lessor run` (and the benches) get the fast lane (`lessor.mailbox.loops`) unless `--event-loop asyncio`;
+    `convert` and the like keep asyncio's own loop and never import the runtime (see the start-up tests above)."""
+    from lessor.cli import _loop_factory, build_parser
     from lessor.mailbox.lanes import LaneLoop
 
-    for command in ("run", "bench"):
-        factory = _loop_factory(command)
-        assert factory is not None
-        loop = factory()
+    def loop_of(*argv: str) -> asyncio.AbstractEventLoop | None:
+        factory = _loop_factory(build_parser(list(argv)).parse_args(list(argv)))
+        return None if factory is None else factory()
+
+    for argv, lane in ((("run",), True), (("bench", "mailbox"), True), (("run", "--event-loop", "lane"), True),
+                       (("run", "--event-loop", "asyncio"), False)):
+        loop = loop_of(*argv)
+        assert loop is not None
         try:
-            assert isinstance(loop, LaneLoop)
+            assert isinstance(loop, LaneLoop) is lane, argv
         finally:
             loop.close()
-    assert _loop_factory("convert") is None and _loop_factory("install") is None
+    assert loop_of("convert", "lease.yaml") is None and loop_of("install") is None
+
+
+@pytest.mark.parametrize("command", ["run", "dev"])
+def test_the_event_loop_is_a_choice_the_help_explains(command: str, tmp_path: Path) -> None:
+    out = lessor(command, "--help", cwd=tmp_path)
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 0 and "--event-loop {lane,asyncio}" in text, out.stderr
+    assert "runs plain asyncio" in text and "default: lane" in text, text
+    refused = lessor(command, "--event-loop", "uvloop", cwd=tmp_path)
+    assert refused.returncode == 2 and "invalid choice" in refused.stderr

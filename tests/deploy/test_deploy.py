@@ -10,6 +10,7 @@ import asyncio
 import importlib.metadata
 import re
 import shutil
+import sys
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -127,6 +128,15 @@ def test_the_image_is_slim_python_with_the_package_installed_by_pip() -> None:
     assert folders <= copied, folders - copied
     assert {"pyproject.toml", pyproject["project"]["readme"]} <= {
         f for i, a in build if i == "COPY" for f in a.split()[:-1]}
+
+
+def test_the_image_ships_the_python_the_suite_runs_on() -> None:
+    """.ci/run runs the suite on the Containerfile's Python (and the dev venv is 3.11 too): what is tested is what
+    ships. Other Pythons run the mailbox's tests only (the fast lane's asyncio internals, `mailbox/loops.py`)."""
+    args = re.findall(r"^ARG (\S+)", CONTAINERFILE.read_text(), re.M)
+    assert f"PYTHON={sys.version_info.major}.{sys.version_info.minor}" in args, args
+    assert all(a.startswith("python:${PYTHON}-") for stage in stages() for i, a in stage if i == "FROM"), stages()
+    assert "sed -n 's/^ARG PYTHON=//p' Containerfile" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_the_entrypoint_is_the_console_script_the_deployment_runs() -> None:

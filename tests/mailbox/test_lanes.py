@@ -9,7 +9,8 @@ import socket
 import time
 from collections.abc import Callable
 
-from lessor.mailbox.lanes import LOOK_AGAIN, READING, SLICE, LaneLoop, new_event_loop, tenant_context
+from lessor.mailbox.lanes import LOOK_AGAIN, READING, SLICE, LaneLoop, tenant_context
+from lessor.mailbox.loops import new_event_loop
 
 LINE = 50  # steps in the loop's line: each one queues itself again, as a busy actor's task does
 STEP = 0.001  # seconds each step of a long pass takes (at least: a busy machine only makes it longer)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from lessor.mailbox import Actor, ActorSystem, AskTimeout
-from lessor.mailbox.lanes import LaneLoop, new_event_loop
+from lessor.mailbox.lanes import LaneLoop
+from lessor.mailbox.loops import new_event_loop
 from lessor.mailbox.turns import ROUND
 
 STORM_ACTORS = 40

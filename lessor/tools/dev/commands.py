@@ -148,7 +148,7 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
         sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
         "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",
         "--health-port", str(args.health_port), "--metrics-port", str(args.metrics_port), *webhook, *grpc,
-        *(["--trace-leader-election"] if args.trace_leader_election else []),
+        *(["--trace-leader-election"] if args.trace_leader_election else []), "--event-loop", args.event_loop,
     ], cp.directory / "logs" / "operator.log")
     # cwd outside the source tree, so `-m lessor` imports the installed package
     await operator.start_in(cp.directory)

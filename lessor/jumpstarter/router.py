@@ -1,11 +1,13 @@
 """The router: a client's `Dial` and its exporter's `Listen` meet on one `RouterService.Stream` pair.
 
-`Dial` (a client, its own Ready lease) makes a one-use token, tells the exporter through its open `Listen`
-stream, and answers the client the same endpoint and token. Both then open `RouterService.Stream` with the
-token as bearer; the router pairs the two calls and copies each side's frames to the other, through a
-bounded queue per direction (a slow reader slows its writer: backpressure, nothing dropped), until either
-side's call ends, or the lease ends or moves to another exporter (both streams are then closed). A side
-that finishes sending half-closes: the other side gets a GOAWAY frame and may still send.
+`Dial` (a client, its own Ready lease) makes two one-use tokens, one per side: it tells the exporter its
+token through its open `Listen` stream, and answers the client the same endpoint and the other token, so a
+client cannot take both sides of its own pair. Both then open `RouterService.Stream` with their token as
+bearer; the router pairs the two calls and copies each side's frames to the other, through a queue per
+direction bounded in frames and in bytes (`BYTES_IN_FLIGHT`: a reader that does not read slows its writer,
+nothing is dropped, and the server holds no more), until either side's call ends, or the lease ends or
+moves to another exporter (both streams are then closed). A side that finishes sending half-closes: the
+other side gets a GOAWAY frame and may still send.
 
 In memory, on the replica that answered `Dial`: the exporter's `Listen` and both streams must reach the
 same replica (the leader; see docs/jumpstarter-grpc.md).
@@ -14,6 +16,7 @@ same replica (the leader; see docs/jumpstarter-grpc.md).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +33,10 @@ log = logging.getLogger(__name__)
 FRAMES_IN_FLIGHT = 64
 """Frames one direction holds before its writer waits for the reader."""
 
+BYTES_IN_FLIGHT = 8 * 1024 * 1024
+"""Payload bytes one direction holds before its writer waits for the reader (a frame may be 4 MiB: 64 of
+them were 245 MB held for a reader that never read)."""
+
 _EOF = object()
 """In a side's queue: the other side finished sending (it is told with a GOAWAY frame, and may still send)."""
 
@@ -37,9 +44,40 @@ PAIRING_TIMEOUT = 30.0
 """Seconds a token waits for its other side (the exporter may take a moment to dial in)."""
 
 
+class _Frames:
+    """One direction's frames, bounded in count and in payload bytes: `put` waits while either is reached
+    (a frame bigger than the byte bound still passes alone); the end markers (`None`, `_EOF`) never wait."""
+
+    def __init__(self, frames: int = FRAMES_IN_FLIGHT, size: int = BYTES_IN_FLIGHT) -> None:
+        self._queue: collections.deque[Any] = collections.deque()
+        self._frames, self._size = frames, size
+        self.held = 0  # payload bytes in the queue
+        self._changed = asyncio.Event()
+
+    async def put(self, frame: Any) -> None:
+        while self._queue and (len(self._queue) >= self._frames or self.held >= self._size):
+            self._changed.clear()
+            await self._changed.wait()
+        self.put_nowait(frame)
+
+    def put_nowait(self, frame: Any) -> None:
+        self._queue.append(frame)
+        self.held += len(getattr(frame, "payload", b"") or b"")
+        self._changed.set()
+
+    async def get(self) -> Any:
+        while not self._queue:
+            self._changed.clear()
+            await self._changed.wait()
+        frame = self._queue.popleft()
+        self.held -= len(getattr(frame, "payload", b"") or b"")
+        self._changed.set()
+        return frame
+
+
 @dataclass
 class _Side:
-    frames: asyncio.Queue[Any] = field(default_factory=lambda: asyncio.Queue(FRAMES_IN_FLIGHT))
+    frames: _Frames = field(default_factory=_Frames)
     joined: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -51,7 +89,7 @@ class _Pair:
     lease: str
     exporter: str
     alive: Callable[[], bool]
-    sides: list[_Side] = field(default_factory=lambda: [_Side(), _Side()])
+    sides: list[_Side] = field(default_factory=lambda: [_Side(), _Side()])  # the client's, the exporter's
     taken: int = 0
 
 
@@ -61,7 +99,7 @@ class Router:
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint
         self._listeners: dict[tuple[str, str], asyncio.Queue[Any]] = {}
-        self._pairs: dict[str, _Pair] = {}
+        self._pairs: dict[str, tuple[_Pair, int]] = {}  # a token → its pair and its side (0: client)
 
     def listening(self, namespace: str, exporter: str) -> bool:
         return (namespace, exporter) in self._listeners
@@ -79,30 +117,29 @@ class Router:
 
     def dial(self, namespace: str, lease: str, exporter: str, alive: Callable[[], bool]) -> Any:
         """A new pair for the lease; the exporter is told at once. The DialResponse for the client."""
-        token = secrets.token_urlsafe(32)
-        self._pairs[token] = _Pair(namespace, lease, exporter, alive)
-        asyncio.get_running_loop().call_later(PAIRING_TIMEOUT, self._expire, token)
+        pair = _Pair(namespace, lease, exporter, alive)
+        client, agent = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self._pairs[client], self._pairs[agent] = (pair, 0), (pair, 1)
+        asyncio.get_running_loop().call_later(PAIRING_TIMEOUT, self._expire, (client, agent))
         self._listeners[(namespace, exporter)].put_nowait(
-            jumpstarter_pb2.ListenResponse(router_endpoint=self.endpoint, router_token=token))
-        return jumpstarter_pb2.DialResponse(router_endpoint=self.endpoint, router_token=token)
+            jumpstarter_pb2.ListenResponse(router_endpoint=self.endpoint, router_token=agent))
+        return jumpstarter_pb2.DialResponse(router_endpoint=self.endpoint, router_token=client)
 
-    def _expire(self, token: str) -> None:
-        pair = self._pairs.get(token)
-        if pair is not None and pair.taken < 2:
-            del self._pairs[token]
-            for side in pair.sides:
-                with contextlib.suppress(asyncio.QueueFull):
+    def _expire(self, tokens: tuple[str, str]) -> None:
+        for token in tokens:
+            found = self._pairs.pop(token, None)
+            if found is not None and found[0].taken < 2:
+                for side in found[0].sides:
                     side.frames.put_nowait(None)  # a side that joined alone stops waiting
 
     def take(self, token: str) -> tuple[_Pair, _Side, _Side] | None:
-        """Join the pair of `token`: (pair, this side, the other side); None if the token is unknown or used."""
-        pair = self._pairs.get(token)
-        if pair is None:
+        """Join the side of `token`: (pair, this side, the other side); None if the token is unknown or used."""
+        found = self._pairs.pop(token, None)  # one use
+        if found is None:
             return None
-        mine, theirs = pair.sides[pair.taken], pair.sides[1 - pair.taken]
+        pair, index = found
+        mine, theirs = pair.sides[index], pair.sides[1 - index]
         pair.taken += 1
-        if pair.taken == 2:
-            del self._pairs[token]  # one use
         mine.joined.set()
         return pair, mine, theirs
 
@@ -170,5 +207,4 @@ class RouterService(router_pb2_grpc.RouterServiceServicer):
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
                 await reader
-            with contextlib.suppress(asyncio.QueueFull):
-                theirs.frames.put_nowait(None)
+            theirs.frames.put_nowait(None)

@@ -603,21 +603,23 @@ async def test_the_router_pairs_a_dial_with_the_exporters_listen_and_a_lease_tha
                 assert err.code() == grpc.StatusCode.UNAVAILABLE and asyncio.get_running_loop().time() < deadline
                 await asyncio.sleep(0.1)
         announced = await listen.read()
-        assert (announced.router_endpoint, announced.router_token) == (lab.endpoint, dialled.router_token)
+        assert announced.router_endpoint == dialled.router_endpoint == lab.endpoint
+        assert announced.router_token != dialled.router_token  # one per side: a client cannot take both
 
         bearer = (("authorization", f"Bearer {dialled.router_token}"),)
         client_side = router.Stream(metadata=bearer)
-        exporter_side = router.Stream(metadata=bearer)
+        exporter_side = router.Stream(metadata=(("authorization", f"Bearer {announced.router_token}"),))
         await client_side.write(router_pb2.StreamRequest(payload=b"ping"))
         assert (await exporter_side.read()).payload == b"ping"
         for i in range(200):  # more than the router buffers: it waits for the reader, it drops nothing
             await exporter_side.write(router_pb2.StreamRequest(payload=f"pong {i}".encode()))
         assert [(await client_side.read()).payload for _ in range(200)] == [f"pong {i}".encode() for i in range(200)]
 
-        with pytest.raises(grpc.aio.AioRpcError) as caught:  # a token serves one client and one exporter, once
-            third = router.Stream(metadata=bearer)
-            await third.read()
-        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        for token in (dialled.router_token, announced.router_token):  # each token serves its side, once
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                third = router.Stream(metadata=(("authorization", f"Bearer {token}"),))
+                await third.read()
+            assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
         await clients.DeleteLease(client_pb2.DeleteLeaseRequest(name=made.name), metadata=judy)
         for side in (client_side, exporter_side):

@@ -112,3 +112,32 @@ def test_api_answers_map_to_the_codes_a_caller_can_act_on() -> None:
     for status, code in ((413, grpc.StatusCode.INVALID_ARGUMENT), (422, grpc.StatusCode.INVALID_ARGUMENT),
                          (403, grpc.StatusCode.PERMISSION_DENIED), (503, grpc.StatusCode.UNAVAILABLE)):
         assert _api_code(ApiFailure("refused", status=status)) == code, status
+
+
+async def test_a_reader_that_never_reads_holds_the_router_to_its_byte_bound() -> None:
+    """A side that sends 3.5 MiB frames to a side that never reads: the direction holds at most its byte
+    bound (and one frame more), and its writer waits; the server held 245 MB before (64 frames)."""
+    from jumpstarter_protocol.jumpstarter.v1 import router_pb2
+
+    from lessor.jumpstarter.router import BYTES_IN_FLIGHT, _Frames
+
+    frames = _Frames()
+    frame = router_pb2.StreamRequest(payload=b"x" * (3_500 * 1024))
+    sent = 0
+
+    async def writer() -> None:
+        nonlocal sent
+        while True:
+            await frames.put(frame)
+            sent += 1
+
+    task = asyncio.create_task(writer())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not task.done() and frames.held <= BYTES_IN_FLIGHT + len(frame.payload), frames.held
+    held = sent
+    await frames.get()  # the reader reads one: the writer may send one more, not the rest
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert sent == held + 1 and frames.held <= BYTES_IN_FLIGHT + len(frame.payload)
+    task.cancel()

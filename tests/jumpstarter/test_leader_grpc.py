@@ -179,10 +179,10 @@ async def test_a_follower_relays_every_call_to_the_leader_and_then_to_the_next_l
                 listen = controller.Listen(jumpstarter_pb2.ListenRequest(lease_name=name), metadata=agent)
                 dialled = await _dial(controller, name, client)
                 announced = await asyncio.wait_for(listen.read(), scaled(10))
-                assert (announced.router_endpoint, announced.router_token) == (first_grpc.endpoint,
-                                                                               dialled.router_token)
+                assert announced.router_endpoint == dialled.router_endpoint == first_grpc.endpoint
                 bearer = (("authorization", f"Bearer {dialled.router_token}"),)
-                client_side, exporter_side = router.Stream(metadata=bearer), router.Stream(metadata=bearer)
+                client_side = router.Stream(metadata=bearer)
+                exporter_side = router.Stream(metadata=(("authorization", f"Bearer {announced.router_token}"),))
                 await client_side.write(router_pb2.StreamRequest(payload=b"ping"))
                 assert (await asyncio.wait_for(exporter_side.read(), scaled(10))).payload == b"ping"
                 for i in range(50):

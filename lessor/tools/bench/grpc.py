@@ -206,10 +206,10 @@ async def _measure(args: argparse.Namespace, endpoint: str, ca: bytes, client_to
                 if err.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
                 await asyncio.sleep(0.05)
-        await listen.read()
-        bearer = (("authorization", f"Bearer {dialled.router_token}"),)
+        announced = await listen.read()
         router = router_pb2_grpc.RouterServiceStub(channel)
-        near, far = router.Stream(metadata=bearer), router.Stream(metadata=bearer)
+        near = router.Stream(metadata=(("authorization", f"Bearer {dialled.router_token}"),))
+        far = router.Stream(metadata=(("authorization", f"Bearer {announced.router_token}"),))
         routed = await _router_figures(near, far, args)
         listen.cancel()
         await released(name)

@@ -23,6 +23,12 @@ class Operator(StrEnum):
 
 
 _NEEDS_VALUES = frozenset({Operator.IN, Operator.NOT_IN})
+
+MAX_REQUIREMENTS = 32
+"""Requirements in one selector at most, matchLabels and matchExpressions together: Kubernetes sets none,
+and a selector of 10,000 labels (118 KB) was stored and matched against every exporter."""
+MAX_VALUES = 256
+"""Values of one `In`/`NotIn` expression at most."""
 _IN, _NOT_IN, _EXISTS = Operator.IN, Operator.NOT_IN, Operator.EXISTS
 
 _NAME = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
@@ -131,6 +137,11 @@ def parse_selector(raw: Any, field: str = "selector") -> Selector:
     causes: list[Cause] = []
     for unknown in sorted(set(raw) - {"matchLabels", "matchExpressions"}):
         causes.append(Cause(f"{field}.{unknown}", "unknown field"))
+    count = sum(len(part) for part in (raw.get("matchLabels"), raw.get("matchExpressions"))
+                if isinstance(part, Mapping | list))
+    if count > MAX_REQUIREMENTS:  # judged before each one is, so that a huge selector costs little
+        raise SelectorError([Cause(field, f"{count} requirements (matchLabels and matchExpressions together), "
+                                          f"more than lessor's limit of {MAX_REQUIREMENTS}")])
     requirements = _match_labels(raw.get("matchLabels"), f"{field}.matchLabels", causes)
     requirements += _match_expressions(raw.get("matchExpressions"), f"{field}.matchExpressions", causes)
     if causes:
@@ -210,6 +221,9 @@ def _values(raw: Any, operator: Operator | None, field: str, causes: list[Cause]
         causes.append(Cause(field, "must be a list of strings"))
         return frozenset()
     values = raw or []
+    if len(values) > MAX_VALUES:
+        causes.append(Cause(field, f"{len(values)} values, more than lessor's limit of {MAX_VALUES}"))
+        return frozenset()
     if operator in _NEEDS_VALUES and not values:
         causes.append(Cause(field, f"must be non-empty when operator is {operator.value!r}"))
     elif operator is not None and operator not in _NEEDS_VALUES and values:

@@ -159,6 +159,9 @@ def lease_spec(lease: Any) -> dict[str, Any]:
     if lease.selector:
         try:
             spec["selector"] = selector_from_text(lease.selector)
+            parse_selector(spec["selector"], "lease.selector")  # the webhook's and the operator's rule, limits too
+        except SelectorError as err:
+            raise invalid(str(err)) from None
         except ValueError as err:
             raise invalid(f"lease.selector: {err}") from None
     if lease.exporter_name:

@@ -16,8 +16,10 @@ import pytest
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
 
 from lessor.actors.api import ApiFailure
+from lessor.gateway.resources import LEASE
 from lessor.jumpstarter.guard import _api_code
 from lessor.tools.bench.common import metrics_text
+from tests.polling import get
 from tests.jumpstarter.test_grpc import NS, Lab, a_client, channel, credentials, lab, metadata, token_of
 
 __all__ = ["lab"]  # the module's fixture, shared
@@ -141,3 +143,19 @@ async def test_a_reader_that_never_reads_holds_the_router_to_its_byte_bound() ->
         await asyncio.sleep(0)
     assert sent == held + 1 and frames.held <= BYTES_IN_FLIGHT + len(frame.payload)
     task.cancel()
+
+
+async def test_a_lease_selector_past_the_limit_is_invalid_argument_naming_it_and_nothing_is_created(lab: Lab) -> None:
+    """The webhook's and the operator's rule (lessor.model.selectors), the same over gRPC: a selector of
+    10,000 labels (118 KB) was created and stored."""
+    yan = token_of(await credentials(lab, "client", (await a_client(lab, "yan"))["metadata"]["name"]))
+    lease = client_pb2.Lease(selector=",".join(f"k{i}=v" for i in range(10_000)), tags={})
+    lease.duration.FromTimedelta(timedelta(minutes=5))
+    async with channel(lab) as ch:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client_pb2_grpc.ClientServiceStub(ch).CreateLease(
+                client_pb2.CreateLeaseRequest(parent=f"namespaces/{NS}", lease=lease, lease_id="huge"),
+                metadata=metadata("Client", "yan", yan))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "lease.selector" in (caught.value.details() or "") and "limit of 32" in (caught.value.details() or "")
+    assert await get(lab.kube, LEASE, NS, "huge") is None

@@ -161,3 +161,21 @@ def test_valid_qualified_keys_and_values_are_accepted() -> None:
 )
 def test_a_selector_prints_as_kubectl_prints_it(selector: object, shown: str) -> None:
     assert format_selector(selector) == shown
+
+
+def test_a_selector_past_the_limits_is_refused_naming_them_before_each_requirement_is_read() -> None:
+    from lessor.model.selectors import MAX_REQUIREMENTS, MAX_VALUES
+
+    huge = {"matchLabels": {f"k{i}": "v" for i in range(10_000)}}
+    with pytest.raises(SelectorError) as caught:
+        parse_selector(huge, "spec.selector")
+    assert "10000 requirements" in str(caught.value) and f"limit of {MAX_REQUIREMENTS}" in str(caught.value)
+    mixed = {"matchLabels": {f"k{i}": "v" for i in range(MAX_REQUIREMENTS - 1)},
+             "matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]}
+    with pytest.raises(SelectorError):
+        parse_selector(mixed, "spec.selector")
+    parse_selector({**mixed, "matchExpressions": mixed["matchExpressions"][:1]}, "spec.selector")  # at the limit
+    many = {"matchExpressions": [{"key": "a", "operator": "In", "values": [str(i) for i in range(MAX_VALUES + 1)]}]}
+    with pytest.raises(SelectorError) as caught:
+        parse_selector(many, "spec.selector")
+    assert "spec.selector.matchExpressions[0].values" in str(caught.value)

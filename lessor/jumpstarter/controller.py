@@ -26,7 +26,7 @@ from .backend import Backend
 from .guard import Refusal, authenticate, guarded, guarded_stream, in_namespace
 from .leases import active, create_lease, lease_ref, own_lease, own_leases, release
 from .messages import STATUS_NAMES, controller_lease_message, ready_reason, selector_of
-from .router import Router
+from .router import Router, TooManyPairs
 from .tokens import Subject
 
 
@@ -162,7 +162,10 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
             current = LeaseView.maybe(self.backend.cached_one(LEASE.kind, namespace, name))
             return current is not None and active(current) and current.exporter == exporter
 
-        return self.router.dial(namespace, name, exporter, alive)
+        try:
+            return self.router.dial(namespace, name, exporter, alive, client=subject.name)
+        except TooManyPairs as err:
+            raise Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err)) from None
 
     @guarded
     async def AuditStream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -43,6 +43,14 @@ _EOF = object()
 PAIRING_TIMEOUT = 30.0
 """Seconds a token waits for its other side (the exporter may take a moment to dial in)."""
 
+PAIRS_PER_CLIENT = 32
+"""Dialled pairs one client may hold at once, waiting or connected: each holds up to twice
+`BYTES_IN_FLIGHT`, so this bounds what one client can make the server hold (`jmp shell` uses one)."""
+
+
+class TooManyPairs(Exception):
+    """The client holds `PAIRS_PER_CLIENT` pairs already (answered RESOURCE_EXHAUSTED)."""
+
 
 class _Frames:
     """One direction's frames, bounded in count and in payload bytes: `put` waits while either is reached
@@ -89,8 +97,10 @@ class _Pair:
     lease: str
     exporter: str
     alive: Callable[[], bool]
+    client: str = ""
     sides: list[_Side] = field(default_factory=lambda: [_Side(), _Side()])  # the client's, the exporter's
     taken: int = 0
+    ended: int = 0  # sides whose stream ended
 
 
 class Router:
@@ -100,6 +110,7 @@ class Router:
         self.endpoint = endpoint
         self._listeners: dict[tuple[str, str], asyncio.Queue[Any]] = {}
         self._pairs: dict[str, tuple[_Pair, int]] = {}  # a token → its pair and its side (0: client)
+        self._held: collections.Counter[tuple[str, str]] = collections.Counter()  # (namespace, client) → pairs
 
     def listening(self, namespace: str, exporter: str) -> bool:
         return (namespace, exporter) in self._listeners
@@ -115,9 +126,14 @@ class Router:
             if self._listeners.get((namespace, exporter)) is queue:
                 del self._listeners[(namespace, exporter)]
 
-    def dial(self, namespace: str, lease: str, exporter: str, alive: Callable[[], bool]) -> Any:
-        """A new pair for the lease; the exporter is told at once. The DialResponse for the client."""
-        pair = _Pair(namespace, lease, exporter, alive)
+    def dial(self, namespace: str, lease: str, exporter: str, alive: Callable[[], bool], client: str = "") -> Any:
+        """A new pair for the lease; the exporter is told at once. The DialResponse for the client;
+        TooManyPairs when the client holds `PAIRS_PER_CLIENT` already."""
+        if self._held[(namespace, client)] >= PAIRS_PER_CLIENT:
+            raise TooManyPairs(f"client {namespace}/{client} holds {PAIRS_PER_CLIENT} router connections "
+                               "(Dials waiting for their streams, or connected): close one first")
+        pair = _Pair(namespace, lease, exporter, alive, client)
+        self._held[(namespace, client)] += 1
         client, agent = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         self._pairs[client], self._pairs[agent] = (pair, 0), (pair, 1)
         asyncio.get_running_loop().call_later(PAIRING_TIMEOUT, self._expire, (client, agent))
@@ -126,11 +142,25 @@ class Router:
         return jumpstarter_pb2.DialResponse(router_endpoint=self.endpoint, router_token=client)
 
     def _expire(self, tokens: tuple[str, str]) -> None:
-        for token in tokens:
-            found = self._pairs.pop(token, None)
-            if found is not None and found[0].taken < 2:
-                for side in found[0].sides:
-                    side.frames.put_nowait(None)  # a side that joined alone stops waiting
+        unjoined = [found for token in tokens if (found := self._pairs.pop(token, None)) is not None]
+        if unjoined:
+            pair = unjoined[0][0]
+            for side in pair.sides:
+                side.frames.put_nowait(None)  # a side that joined alone stops waiting
+            pair.ended += len(unjoined)  # the sides that never came count as ended
+            self._release_if_done(pair)
+
+    def ended(self, pair: _Pair) -> None:
+        """One side's stream ended; with both, the client's count of pairs goes down."""
+        pair.ended += 1
+        self._release_if_done(pair)
+
+    def _release_if_done(self, pair: _Pair) -> None:
+        if pair.ended >= 2:
+            key = (pair.namespace, pair.client)
+            self._held[key] -= 1
+            if self._held[key] <= 0:
+                del self._held[key]
 
     def take(self, token: str) -> tuple[_Pair, _Side, _Side] | None:
         """Join the side of `token`: (pair, this side, the other side); None if the token is unknown or used."""
@@ -158,6 +188,14 @@ class RouterService(router_pb2_grpc.RouterServiceServicer):
                                 "not a router token of a Dial (each is used by one client and one exporter, once)")
             return
         pair, mine, theirs = joined
+        try:
+            await self._relay(pair, mine, theirs, request_iterator, context)
+        finally:
+            self.router.ended(pair)
+
+    async def _relay(self, pair: _Pair, mine: _Side, theirs: _Side, request_iterator: Any,
+                     context: grpc.aio.ServicerContext) -> None:
+        """This side's frames to the other, and the other's to this side's caller, until either ends."""
         try:  # asyncio.timeout, not wait_for, which can swallow a cancellation in 3.11
             async with asyncio.timeout(PAIRING_TIMEOUT):
                 await theirs.joined.wait()

@@ -159,3 +159,51 @@ async def test_a_lease_selector_past_the_limit_is_invalid_argument_naming_it_and
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "lease.selector" in (caught.value.details() or "") and "limit of 32" in (caught.value.details() or "")
     assert await get(lab.kube, LEASE, NS, "huge") is None
+
+
+async def test_a_client_holds_at_most_its_pairs_and_gets_them_back_when_their_streams_end(lab: Lab) -> None:
+    from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc, router_pb2_grpc
+
+    from lessor.jumpstarter.router import PAIRS_PER_CLIENT
+    from tests.jumpstarter.test_grpc import an_exporter, ready
+    from tests.polling import until
+
+    await an_exporter(lab, "board-h", {"board": "hostile"})
+    agent = metadata("Exporter", "board-h", token_of(await credentials(lab, "exporter", "board-h")))
+    await a_client(lab, "hoarder")
+    hoarder = metadata("Client", "hoarder", token_of(await credentials(lab, "client", "hoarder")))
+    async with channel(lab) as ch:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        await controller.ReportStatus(jumpstarter_pb2.ReportStatusRequest(
+            status=common_pb2.ExporterStatus.Value("EXPORTER_STATUS_AVAILABLE")), metadata=agent)
+        lease = client_pb2.Lease(selector="board=hostile")
+        lease.duration.FromTimedelta(timedelta(minutes=5))
+        made = await client_pb2_grpc.ClientServiceStub(ch).CreateLease(
+            client_pb2.CreateLeaseRequest(parent=f"namespaces/{NS}", lease=lease), metadata=hoarder)
+        name = made.name.split("/")[-1]
+        await until(lab.kube, LEASE, NS, name, ready)
+        listen = controller.Listen(jumpstarter_pb2.ListenRequest(lease_name=name), metadata=agent)
+        dials = []
+        while len(dials) < PAIRS_PER_CLIENT:
+            try:
+                dials.append(await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=hoarder))
+            except grpc.aio.AioRpcError as err:  # until the exporter's Listen is open
+                assert err.code() == grpc.StatusCode.UNAVAILABLE, err.details()
+                await asyncio.sleep(0.1)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=hoarder)
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"holds {PAIRS_PER_CLIENT} router connections" in (caught.value.details() or "")
+        # One pair's two streams come and go: the client may dial again.
+        announced = [await listen.read() for _ in dials]
+        router = router_pb2_grpc.RouterServiceStub(ch)
+        sides = [router.Stream(metadata=(("authorization", f"Bearer {dials[0].router_token}"),)),
+                 router.Stream(metadata=(("authorization", f"Bearer {announced[0].router_token}"),))]
+        for side in sides:
+            await side.done_writing()
+        for side in sides:
+            while await side.read() != grpc.aio.EOF:
+                pass
+        again = await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=hoarder)
+        assert again.router_token
+        listen.cancel()

@@ -218,6 +218,8 @@ class ExporterActor(ObjectActor):
                     self.tell(_lease_address(self.namespace, lease), Evicted(self.name, holder or ""))
             case Release(lease=lease):
                 self._forget(lease)
+                if lease in self.evicting:  # it says it holds us not: its actor writes no Ready for us now
+                    self._evicted(lease)
                 if self.grant_due == lease:
                     self.grant_due = None
                 if self.holder is not None and self.holder.lease == lease:
@@ -312,7 +314,7 @@ class ExporterActor(ObjectActor):
         ended = seen is None or seen.ended
         if ended:
             self._forget(lease)
-        if lease in self.evicting and not (seen is not None and seen.ready_on(self.name)):
+        if lease in self.evicting and _let_go_of(seen, self.name):
             self._evicted(lease)
         if self.holder is None or self.holder.lease != lease:
             return
@@ -519,10 +521,11 @@ class ExporterActor(ObjectActor):
                 self.tell(_lease_address(self.namespace, due), Granted(self.name))
 
     async def _check_evictions(self) -> None:
-        """Level-based: a lease that is gone, ended or no longer Ready here is evicted; the others are told again."""
+        """Level-based: a lease that is gone, ended or granted elsewhere is evicted (or one that said it does
+        not hold this exporter: Release); the others are told again."""
         for lease in sorted(self.evicting):
             obj = LeaseView.maybe(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
-            if obj is not None and obj.ready_on(self.name):
+            if not _let_go_of(obj, self.name):
                 by = self.holder.lease if self.holder else ""
                 self.tell(_lease_address(self.namespace, lease), Evicted(self.name, by), coalesce=("Evicted", self.name))
             else:
@@ -643,3 +646,11 @@ def _lease_address(namespace: str, lease: str) -> str:
 def _offer_key(exporter: str) -> tuple[str, str]:
     """One offer of an exporter waits in a lease's mailbox at a time: a newer one replaces it in its place."""
     return ("Offer", exporter)
+
+
+def _let_go_of(lease: LeaseView | None, exporter: str) -> bool:
+    """Whether an evicted lease has let go of `exporter`: deleted, ended, or granted another exporter.
+    Not "no longer Ready here": a lease granted a moment before may not have written its Ready yet, and its
+    write, landing late on a starved leader, made an exporter Ready for two leases (the next one granted
+    meanwhile). Its actor ends it on `Evicted` after that write, or answers `Release` if it holds us not."""
+    return lease is None or lease.ended or lease.exporter not in (None, exporter)

@@ -298,8 +298,9 @@ class LeaseActor(ObjectActor):
                         await self._evaluate()
                     else:
                         await self._show_pending(self.pending)
-            case Evicted():
-                pass  # from an exporter that is no longer this lease's (a late answer to Confirm)
+            case Evicted(exporter=exporter):  # from an exporter this lease does not hold (a late answer to
+                # Confirm, or one whose Granted it never took): say so, so that it stops waiting for our end
+                self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             case _:
                 self.unexpected(message)
 

@@ -129,6 +129,22 @@ async def test_a_spot_holder_slow_to_end_is_never_ready_beside_the_lease_that_ev
     assert_never_double_booked(api.writes)
 
 
+async def test_a_spot_lease_evicted_before_its_ready_lands_is_never_ready_beside_the_lease_that_evicts_it() -> None:
+    """The exporter committed the spot lease and told it Granted; its Ready write, slow on a starved leader,
+    had not landed when a better lease evicted it. "Not Ready here" read as gone: the better lease was
+    granted, then the spot lease's Ready landed (bench failover at 200m: Ready for two leases for 0.2 s)."""
+    async with world(decision_window=0.05, offer_timeout=0.1) as (_, api):
+        lab(api, "e1")
+        spot_client(api)
+        slow(api, "Lease", "spot", 0.5)  # each of its writes lands long after the offer timeout
+        lease(api, "spot", client="sam")
+        await until(lambda: lease_ref(api.object("Exporter", NS, "e1")) == "spot")  # committed, Ready in flight
+        lease(api, "boss")
+        await until(lambda: is_ready(api.object("Lease", NS, "boss")))
+        assert api.object("Lease", NS, "spot")["status"]["ended"] is True
+    assert_never_double_booked(api.writes)
+
+
 async def test_a_late_write_of_a_deposed_replica_does_not_tear_the_lease() -> None:
     """Replica A decided `Pending` and its write is late; meanwhile replica B granted the lease. A's write
     carries the version it decided from, so it fails, and A's actor adopts B's grant instead."""

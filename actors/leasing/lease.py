@@ -267,8 +267,10 @@ class LeaseActor(ObjectActor):
                 if self.accepting is not None and self.accepting[0] == exporter:
                     await self._accept_failed()  # a restarted exporter forgot our Accept (a commit it made is Granted)
                 if candidate := self.wanted.get(exporter):
-                    self._want(candidate)  # and its queue
-                    self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
+                    # Queue again, and nothing more: a restart changed no object, so the plan and the Pending
+                    # reason stand (a new leader's exporters start over a minute at a fifth of a core; a
+                    # re-resolve at each one's restart was most of a takeover's CPU).
+                    self._want(candidate)
                 else:  # it makes no offer before it has heard from every lease that waited on it: answer
                     self.owed = self.owed | {exporter}
                     if self.decided:

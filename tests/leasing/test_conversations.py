@@ -240,3 +240,35 @@ async def test_a_waiting_lease_rewrites_its_pending_message_at_most_every_refres
             await asyncio.sleep(0.7)
         assert pending_writes(api, "waiter") <= 2, [w.object["status"]["conditions"]
                                                     for w in lease_status_writes(api, "waiter")]
+
+
+class CountingTopology(TopologyActor):
+    """Counts the leases' resolutions (each asks `LeaseWorld` once)."""
+
+    resolutions = 0
+
+    async def receive(self, message: Any) -> Any:
+        if isinstance(message, LeaseWorld):
+            CountingTopology.resolutions += 1
+        return await super().receive(message)
+
+
+async def test_a_waiting_lease_queues_again_at_a_restarted_exporter_without_resolving_again() -> None:
+    """An exporter's actor restart changes no object: the leases waiting for it queue again (it grants them
+    later) and resolve nothing (a new leader starts its thousand exporters over a minute at a fifth of a core,
+    and a re-resolve of every waiting lease at each exporter's start was most of a takeover's CPU)."""
+    CountingTopology.resolutions = 0
+    async with world(topology=CountingTopology, decision_window=0.02, pending_grace=0.05) as (system, api):
+        lab(api, "e1")
+        lease(api, "holder")
+        await until(lambda: is_ready(api.object("Lease", NS, "holder")))
+        lease(api, "waiter")
+        await until(lambda: pending_writes(api, "waiter") == 1)
+        await asyncio.sleep(0.5)  # the waiter's own re-resolves are over
+        before = CountingTopology.resolutions
+        for _ in range(3):
+            system.kill(f"exporter/{NS}/e1")
+            await asyncio.sleep(1.0)  # the restart, the waiter's answer, and a re-resolve's delay (0.5 s)
+        assert CountingTopology.resolutions == before
+        await api.merge_patch(LEASE, NS, "holder", {"spec": {"release": True}})
+        await until(lambda: is_ready(api.object("Lease", NS, "waiter")))

@@ -291,7 +291,8 @@ class LeaseActor(ObjectActor):
             case _ShowPending():
                 self.pending_armed = False
                 if self.exporter is None and self.pending is not None:
-                    if self.plan is not None and self.plan.takeable and self.rechecks < _RECHECKS:
+                    if (self.plan is not None and self.plan.takeable and self.rechecks < _RECHECKS
+                            and not self._shows(self.pending)):
                         # A free exporter in the plan: it may only be lessor's grants that are slow. Resolve
                         # afresh: Pending is written only if the lease now really waits. A few times, each
                         # grace twice the last, not every second: on a starved node thousands of leases
@@ -492,8 +493,10 @@ class LeaseActor(ObjectActor):
         self._queue_at(result.candidates, naming_us=[e.name for e in exporters
                                                      if e.holder is not None and e.holder.lease == self.name])
         self.pending = result.pending
-        if not result.takeable and self._pending_shown():
-            await self._show_pending(result.pending)  # already waiting: a new reason is shown at once
+        if self._pending_shown() and (not result.takeable or self._shows(result.pending)):
+            # Already waiting: a new reason is shown at once. One already shown needs no grace, and no re-resolve
+            # to save a write (a new leader's thousands of waiting leases re-resolved three times each for none).
+            await self._show_pending(result.pending)
         elif not self.pending_armed:  # a lease granted within the grace writes one status: Ready
             self.pending_armed = True
             delay = self.ctx.pending_grace * (2 ** self.rechecks if result.takeable else 1)
@@ -713,6 +716,12 @@ class LeaseActor(ObjectActor):
 
     # --- writes ---------------------------------------------------------------------------
 
+    def _shows(self, pending: Pending) -> bool:
+        """Whether the lease already shows `pending`'s reason (for this generation): nothing to write at once."""
+        shown = self._seen().condition(ConditionType.PENDING)
+        return (shown is not None and shown.status == "True" and shown.reason == pending.reason
+                and shown.observed_generation == self._generation())
+
     def _pending_shown(self) -> bool:
         shown = self._seen().condition(ConditionType.PENDING)
         return shown is not None and shown.status == "True"
@@ -724,8 +733,7 @@ class LeaseActor(ObjectActor):
         current = list(self._seen().condition_dicts)
         now = self.ctx.now()
         shown = self._seen().condition(ConditionType.PENDING)
-        if (shown is not None and shown.status == "True" and shown.reason == pending.reason
-                and shown.observed_generation == self._generation()):  # a spec change is acknowledged at once
+        if shown is not None and self._shows(pending):  # a spec change (a new generation) is acknowledged at once
             if self.refreshed_at is None:
                 self.refreshed_at = now  # as written by a previous incarnation: the refresh counts from here
             due = self.refreshed_at + PENDING_REFRESH

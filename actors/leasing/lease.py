@@ -592,6 +592,7 @@ class LeaseActor(ObjectActor):
         self.pending = None
         now = self.ctx.now()
         begin, end = self.request.window(now)
+        changed = False  # the lease changed under the write: its watch event will be older than our answer
         for _ in range(COMMIT_ATTEMPTS):
             lease = self._seen()
             conditions = remove_condition(lease.condition_dicts, ConditionType.PENDING)
@@ -613,6 +614,8 @@ class LeaseActor(ObjectActor):
                                            "Lease")
                     if end is not None:
                         self.schedule("expire", _Evaluate(), at=end)
+                    if changed:  # decide on that change (a release, say): its event is no news any more
+                        self.schedule("evaluate", _Evaluate(), delay=0)
                     return
                 case Gone():
                     return  # its deletion event gives the exporter back
@@ -626,6 +629,7 @@ class LeaseActor(ObjectActor):
                     await self._reconsider()
                     return
                 case Lost():
+                    changed = True
                     continue  # a change that does not touch the grant (labels, a spec edit): write it on that
         raise Conflict(f"Lease {self.namespace}/{self.name} changed {COMMIT_ATTEMPTS} times while its grant "
                        f"was written; starting again")

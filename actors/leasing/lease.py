@@ -64,7 +64,7 @@ from .protocol import (
 )
 from .exporter_state import ExporterState, ExporterStates
 from .access_policy import PolicySet
-from .resolution import Candidate, Pending, Plan, resolve
+from .resolution import Candidate, Pending, Plan, State, resolve
 from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
 from ..object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
@@ -298,7 +298,14 @@ class LeaseActor(ObjectActor):
                         # grace twice the last, not every second: on a starved node thousands of leases
                         # re-resolving every second keep the topology and the exporters from the grants.
                         self.rechecks += 1
-                        await self._evaluate()
+                        if self.rechecks < _RECHECKS and await self._still_free():
+                            # Nothing it waits for has changed: the next grace, without resolving again (the
+                            # last recheck resolves, so that a Pending shown after it is of the world as it is).
+                            self.pending_armed = True
+                            self.schedule("pending", _ShowPending(),
+                                          delay=self.ctx.pending_grace * 2 ** self.rechecks)
+                        else:
+                            await self._evaluate()
                     else:
                         await self._show_pending(self.pending)
             case Evicted():
@@ -385,6 +392,22 @@ class LeaseActor(ObjectActor):
             self.cancel("settle")
             if self.offers and not self.choosing:
                 self._choose()
+
+    async def _still_free(self) -> bool:
+        """Whether an exporter the plan found free is free still: a lookup of the topology per candidate until one
+        is, not a resolution (which reads every candidate, the client and the policies). Only what can take a free
+        exporter away without telling this lease is looked at: a holder, the heartbeat, the agent's status."""
+        assert self.plan is not None and self.request is not None
+        now, timeout = self.ctx.now(), self.ctx.heartbeat_timeout
+        for candidate in self.plan.takeable:
+            if candidate.state is not State.FREE:
+                continue
+            seen = ExporterView.maybe(await self.ask(
+                TOPOLOGY, GetObject(EXPORTER.kind, self.namespace, candidate.exporter)))
+            if (seen is not None and seen.held_by in (None, self.name) and seen.online(now, timeout) and seen.ready
+                    and (seen.enabled or self.request.allow_disabled)):
+                return True
+        return False
 
     async def _gone(self, exporter: str) -> None:
         """A candidate exporter was deleted: nothing of ours can be committed there any more."""

@@ -64,7 +64,7 @@ from .protocol import (
 )
 from .exporter_state import ExporterState, ExporterStates
 from .access_policy import PolicySet
-from .resolution import Candidate, Pending, Plan, resolve
+from .resolution import Candidate, Pending, Plan, State, resolve
 from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
 from ..object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
@@ -267,8 +267,10 @@ class LeaseActor(ObjectActor):
                 if self.accepting is not None and self.accepting[0] == exporter:
                     await self._accept_failed()  # a restarted exporter forgot our Accept (a commit it made is Granted)
                 if candidate := self.wanted.get(exporter):
-                    self._want(candidate)  # and its queue
-                    self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
+                    # Queue again, and nothing more: a restart changed no object, so the plan and the Pending
+                    # reason stand (a new leader's exporters start over a minute at a fifth of a core; a
+                    # re-resolve at each one's restart was most of a takeover's CPU).
+                    self._want(candidate)
                 else:  # it makes no offer before it has heard from every lease that waited on it: answer
                     self.owed = self.owed | {exporter}
                     if self.decided:
@@ -289,13 +291,21 @@ class LeaseActor(ObjectActor):
             case _ShowPending():
                 self.pending_armed = False
                 if self.exporter is None and self.pending is not None:
-                    if self.plan is not None and self.plan.takeable and self.rechecks < _RECHECKS:
+                    if (self.plan is not None and self.plan.takeable and self.rechecks < _RECHECKS
+                            and not self._shows(self.pending)):
                         # A free exporter in the plan: it may only be lessor's grants that are slow. Resolve
                         # afresh: Pending is written only if the lease now really waits. A few times, each
                         # grace twice the last, not every second: on a starved node thousands of leases
                         # re-resolving every second keep the topology and the exporters from the grants.
                         self.rechecks += 1
-                        await self._evaluate()
+                        if self.rechecks < _RECHECKS and await self._still_free():
+                            # Nothing it waits for has changed: the next grace, without resolving again (the
+                            # last recheck resolves, so that a Pending shown after it is of the world as it is).
+                            self.pending_armed = True
+                            self.schedule("pending", _ShowPending(),
+                                          delay=self.ctx.pending_grace * 2 ** self.rechecks)
+                        else:
+                            await self._evaluate()
                     else:
                         await self._show_pending(self.pending)
             case Evicted(exporter=exporter):  # from an exporter this lease does not hold (a late answer to
@@ -383,6 +393,22 @@ class LeaseActor(ObjectActor):
             self.cancel("settle")
             if self.offers and not self.choosing:
                 self._choose()
+
+    async def _still_free(self) -> bool:
+        """Whether an exporter the plan found free is free still: a lookup of the topology per candidate until one
+        is, not a resolution (which reads every candidate, the client and the policies). Only what can take a free
+        exporter away without telling this lease is looked at: a holder, the heartbeat, the agent's status."""
+        assert self.plan is not None and self.request is not None
+        now, timeout = self.ctx.now(), self.ctx.heartbeat_timeout
+        for candidate in self.plan.takeable:
+            if candidate.state is not State.FREE:
+                continue
+            seen = ExporterView.maybe(await self.ask(
+                TOPOLOGY, GetObject(EXPORTER.kind, self.namespace, candidate.exporter)))
+            if (seen is not None and seen.held_by in (None, self.name) and seen.online(now, timeout) and seen.ready
+                    and (seen.enabled or self.request.allow_disabled)):
+                return True
+        return False
 
     async def _gone(self, exporter: str) -> None:
         """A candidate exporter was deleted: nothing of ours can be committed there any more."""
@@ -491,8 +517,10 @@ class LeaseActor(ObjectActor):
         self._queue_at(result.candidates, naming_us=[e.name for e in exporters
                                                      if e.holder is not None and e.holder.lease == self.name])
         self.pending = result.pending
-        if not result.takeable and self._pending_shown():
-            await self._show_pending(result.pending)  # already waiting: a new reason is shown at once
+        if self._pending_shown() and (not result.takeable or self._shows(result.pending)):
+            # Already waiting: a new reason is shown at once. One already shown needs no grace, and no re-resolve
+            # to save a write (a new leader's thousands of waiting leases re-resolved three times each for none).
+            await self._show_pending(result.pending)
         elif not self.pending_armed:  # a lease granted within the grace writes one status: Ready
             self.pending_armed = True
             delay = self.ctx.pending_grace * (2 ** self.rechecks if result.takeable else 1)
@@ -588,6 +616,7 @@ class LeaseActor(ObjectActor):
         self.pending = None
         now = self.ctx.now()
         begin, end = self.request.window(now)
+        changed = False  # the lease changed under the write: its watch event will be older than our answer
         for _ in range(COMMIT_ATTEMPTS):
             lease = self._seen()
             conditions = remove_condition(lease.condition_dicts, ConditionType.PENDING)
@@ -609,6 +638,8 @@ class LeaseActor(ObjectActor):
                                            "Lease")
                     if end is not None:
                         self.schedule("expire", _Evaluate(), at=end)
+                    if changed:  # decide on that change (a release, say): its event is no news any more
+                        self.schedule("evaluate", _Evaluate(), delay=0)
                     return
                 case Gone():
                     return  # its deletion event gives the exporter back
@@ -622,6 +653,7 @@ class LeaseActor(ObjectActor):
                     await self._reconsider()
                     return
                 case Lost():
+                    changed = True
                     continue  # a change that does not touch the grant (labels, a spec edit): write it on that
         raise Conflict(f"Lease {self.namespace}/{self.name} changed {COMMIT_ATTEMPTS} times while its grant "
                        f"was written; starting again")
@@ -712,6 +744,12 @@ class LeaseActor(ObjectActor):
 
     # --- writes ---------------------------------------------------------------------------
 
+    def _shows(self, pending: Pending) -> bool:
+        """Whether the lease already shows `pending`'s reason (for this generation): nothing to write at once."""
+        shown = self._seen().condition(ConditionType.PENDING)
+        return (shown is not None and shown.status == "True" and shown.reason == pending.reason
+                and shown.observed_generation == self._generation())
+
     def _pending_shown(self) -> bool:
         shown = self._seen().condition(ConditionType.PENDING)
         return shown is not None and shown.status == "True"
@@ -723,8 +761,7 @@ class LeaseActor(ObjectActor):
         current = list(self._seen().condition_dicts)
         now = self.ctx.now()
         shown = self._seen().condition(ConditionType.PENDING)
-        if (shown is not None and shown.status == "True" and shown.reason == pending.reason
-                and shown.observed_generation == self._generation()):  # a spec change is acknowledged at once
+        if shown is not None and self._shows(pending):  # a spec change (a new generation) is acknowledged at once
             if self.refreshed_at is None:
                 self.refreshed_at = now  # as written by a previous incarnation: the refresh counts from here
             due = self.refreshed_at + PENDING_REFRESH

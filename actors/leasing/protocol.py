@@ -125,7 +125,7 @@ class Evicted:
 @dataclass(frozen=True, slots=True)
 class ExporterRestarted:
     """The exporter's actor restarted and lost its queue and any Accept in flight:
-    waiting leases queue again and re-check their Pending reason."""
+    waiting leases queue again (the exporter itself did not change: their plans stand)."""
 
     exporter: str
 

@@ -51,7 +51,7 @@ lint: install
 	@cd $(TYPECHECK) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/$(VENV)/.mypy_cache -p lessor
 
 # Every benchmark is `lessor bench NAME`, installed first; BENCH_ARGS_NAME adds its own arguments.
-BENCHMARKS := apiserver mailbox topology leases claims admission templates failover scale fuzz grpc
+BENCHMARKS := apiserver mailbox topology leases claims admission templates failover faults scale fuzz grpc
 BENCH_ARGS_fuzz = --count $(or $(COUNT),200)
 
 .PHONY: $(addprefix bench-,$(BENCHMARKS))

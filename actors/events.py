@@ -6,8 +6,12 @@ ready, a handle created, a resource the API server refused. The reason is
 the condition reason the actor reports in the object's status (DESIGN.md
 section 6). Recording never blocks, never raises and never writes here: the
 app's recorder (`lessor.events`) aggregates repeats into an EventSeries,
-rate-limits per object and writes `events.k8s.io/v1` Events in the
-background; the default `NO_EVENTS` records nothing (unit tests).
+rate-limits per object, counts Normal events past their namespace's storm
+budget into one summary Event per reason (Warnings are always written) and
+writes `events.k8s.io/v1` Events in the background; the default `NO_EVENTS`
+records nothing (unit tests). So an Event may not reach `kubectl describe`
+of its own object in a storm: what a user must see there belongs in the
+object's conditions too (a lease's Pending reason is), or in a Warning.
 
 Where a status write changes conditions, `record_transitions` compares the
 conditions before and after and records what changed, so the call site is

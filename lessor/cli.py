@@ -18,10 +18,13 @@ from lessor import __version__
 BENCHMARKS = {
     "admission": "admission latency p50/p99 of a ResourceClaim with ten checks, at 1 and 50 concurrent requests; "
                  "a hostile mix of reviews at 50 concurrent, against the deadline",
-    "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn and "
-    "CPU hogs, the leader SIGKILLed, SIGSTOPped past its lease, or the replicas rolled; from a watch history and "
-    "the audit log: double bookings, late writes of deposed leaders, stranded objects, priority inversions, "
-    "failover p50/max, next to the targets",
+    "failover": "issue 27's attack: 3 replicas, each its own ServiceAccount, during a lease storm with churn on "
+    "a slow node (CPU hogs, or each replica under --cpu-limit), the leader SIGKILLed, SIGSTOPped past its lease, "
+    "or the replicas rolled; from a watch history and the audit log: double bookings, late writes of deposed "
+    "leaders, stranded objects, priority inversions, writes per grant, failover p50/max, next to the targets",
+    "faults": "the API server's bad minute (issue 42): kube-apiserver SIGKILLed during a lease storm and started "
+              "again (--mode apikill); convergence after it is ready, retries by reason, actor restarts, "
+              "tracebacks, double grants and stale references",
     "claims": "a claim storm (a pool with minAvailable 100, then 500 claims at once) against the API server's ceiling",
     "fuzz": "hostile bodies of all nine kinds through the API server, with and without the webhook: "
             "refusals by layer, tracebacks, crash restarts (ResourcePoolScaling has no verdict condition)",
@@ -275,6 +278,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    "(default: %(default)s)")
     p.add_argument("--max-loop-lag", type=_seconds, default="5s",
                    help="/healthz fails while the event loop runs timers later than this (default: %(default)s)")
+    p.add_argument("--events-namespace-burst", type=_non_negative, default=20, metavar="N",
+                   help="Normal Events one namespace may get at once; past its budget they are counted into one "
+                   "summary Event per reason (series.count), Warnings are always written (default: %(default)s)")
+    p.add_argument("--events-namespace-qps", type=_non_negative, default=0.5, metavar="QPS",
+                   help="how fast a namespace's Event budget refills, Events per second (default: %(default)s)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                    help="elect a leader among replicas; --no-leader-elect for a single replica that leads at "
                    "once (default: elect)")
@@ -335,6 +343,10 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
                    "checking its certificate with --grpc-cert-dir's ca.crt, and returns the leader's answer; "
                    "--no-grpc-forward-to-leader: it answers UNAVAILABLE naming that address, as it also does "
                    "without a ca.crt (default: forward)")
+    p.add_argument("--grpc-leader-wait", type=_seconds, metavar="DURATION",
+                   help="with --grpc-port: how long a follower holds a call while no leader answers (the leader "
+                   "crashed, an election is under way) before answering UNAVAILABLE; a replica that becomes the "
+                   "leader meanwhile serves the held calls itself (default: --leader-elect-lease-duration + 10s)")
     p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
                    help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
                    "--ca-file`")
@@ -347,6 +359,16 @@ def _seconds(text: str) -> float:
         return parse_duration(text).total_seconds()
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 60s, 1m30s or 250ms: {err}") from None
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of at least 0")
+    return value
 
 
 def _run_ports(p: argparse.ArgumentParser, *, health: int, metrics: int) -> None:
@@ -414,6 +436,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,
             token_lifetime=args.grpc_token_lifetime, forward_to_leader=args.grpc_forward_to_leader,
+            leader_wait=args.grpc_leader_wait,
         )
         webhook = None if args.no_webhook else WebhookSettings(
             port=args.webhook_port, cert_dir=args.webhook_cert_dir,
@@ -430,6 +453,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
                 retry_period=args.leader_elect_retry_period, traced=args.trace_leader_election,
             ) if args.leader_elect else None,
             api_unreachable_timeout=args.api_unreachable_timeout, max_loop_lag=args.max_loop_lag, grpc=grpc,
+            events_namespace_burst=int(args.events_namespace_burst), events_namespace_qps=args.events_namespace_qps,
         ))
         return 0
     if args.command == "credentials":

@@ -15,11 +15,22 @@ The semantics are client-go's (tools/events and tools/record), reimplemented:
   refilled at `rate` per second; client-go's defaults are 25 and 1/300 s).
   A new Event without a token is dropped; a series update without one waits
   for the next token (its count keeps growing meanwhile, nothing is lost).
+- **A storm budget per namespace** (the `Namespace` limit of Kubernetes'
+  EventRateLimit admission plugin, applied before the write instead of
+  refused after it): new Normal Events of one namespace share a token bucket
+  (`namespace_burst`, refilled at `namespace_rate` per second). A Normal
+  event without a namespace token is not written as an Event of its own: it
+  is counted into one summary Event per namespace, kind, reason and action
+  over the window, which regards the first object it summarises and whose
+  `series.count` is how many it summarises; its count is written at most
+  every `summary_every` seconds. Warnings never take a namespace token and are
+  never summarised. In a quiet namespace the bucket never runs dry and
+  nothing changes; the object's conditions say what each Event said.
 - **Never in the way.** `record` does no I/O and never raises: it queues the
   Event's key on a bounded queue that `run` drains with a few writers (so
   that in a storm Events take a small share of the API server and catch up
-  afterwards); when the queue is full the event is dropped. Drops, failures and aggregated repeats are counted in
-  `/metrics` (`lessor_events_*`); failures are logged at debug level.
+  afterwards); when the queue is full the event is dropped. Drops, failures, aggregated repeats and
+  summarised events are counted in `/metrics` (`lessor_events_*`); failures are logged at debug level.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanContext
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import Kind
+from lessor.actors.events import NORMAL
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EVENT
 from lessor.model.views import Meta
@@ -57,6 +69,7 @@ _NAME_TAIL = re.compile(r"[^a-z0-9]+$")
 
 ObjectKey = tuple[str, str, str, str]  # kind, namespace, name, uid
 EventKey = tuple[ObjectKey, str, str, str]  # regarding, type, reason, action
+"""A summary's key has the ObjectKey (kind, namespace, "", ""): no object has an empty name."""
 
 
 class EventSink(Protocol):
@@ -98,10 +111,14 @@ class _Bucket:
     tokens: float
     updated: float
 
-    def take(self, now: float, burst: int, rate: float) -> bool:
+    def ready(self, now: float, burst: int, rate: float) -> bool:
+        """Whether a token is there (refilled up to `now`), without taking it."""
         self.tokens = min(float(burst), self.tokens + (now - self.updated) * rate)
         self.updated = now
-        if self.tokens < 1:
+        return self.tokens >= 1
+
+    def take(self, now: float, burst: int, rate: float) -> bool:
+        if not self.ready(now, burst, rate):
             return False
         self.tokens -= 1
         return True
@@ -126,15 +143,18 @@ class EventRecorder:
     """Implements `lessor.actors.events.Recorder`; `run()` must be running for anything to be written."""
 
     def __init__(self, sink: EventSink, *, instance: str | None = None, registry: CollectorRegistry | None = None,
-                 window: float = 360.0, burst: int = 25, rate: float = 1 / 300, queue_size: int = 10_000,
+                 window: float = 360.0, burst: int = 25, rate: float = 1 / 300, namespace_burst: int = 20,
+                 namespace_rate: float = 0.5, summary_every: float = 10.0, queue_size: int = 10_000,
                  max_series: int = 10_000, workers: int = 2, retry_every: float = 1.0) -> None:
         self.sink = sink
         self.instance = (instance or socket.gethostname())[:_MAX_FIELD]
         self.window, self.burst, self.rate = window, burst, rate
+        self.namespace_burst, self.namespace_rate, self.summary_every = namespace_burst, namespace_rate, summary_every
         self.max_series, self.workers, self.retry_every = max_series, workers, retry_every
         self.queue: asyncio.Queue[EventKey] = asyncio.Queue(maxsize=queue_size)
         self.series: OrderedDict[EventKey, _Series] = OrderedDict()  # oldest occurrence first
         self.buckets: OrderedDict[ObjectKey, _Bucket] = OrderedDict()  # least recently used first
+        self.namespaces: OrderedDict[str, _Bucket] = OrderedDict()  # the storm budgets, least recently used first
         self.waiting: set[EventKey] = set()  # series updates that wait for a token (or for room in the queue)
         self._serial = itertools.count()
         self._recorded = Counter("lessor_events_recorded", "Events recorded by actors, by type",
@@ -142,6 +162,10 @@ class EventRecorder:
         self._recorded_by: dict[str, Any] = {}
         self._aggregated = Counter("lessor_events_aggregated", "Repeats folded into an existing Event's series",
                                    registry=registry)
+        self._summarised = Counter("lessor_events_summarised",
+                                   "Normal events over their namespace's budget, counted into the namespace's "
+                                   "summary Event of their reason instead of written, by reason",
+                                   ["reason"], registry=registry)
         self._dropped = Counter("lessor_events_dropped", "Events not written, by why: queue_full or rate_limited",
                                 ["reason"], registry=registry)
         Gauge("lessor_events_queued", "Event writes waiting for a writer", registry=registry) \
@@ -170,30 +194,60 @@ class EventRecorder:
             recorded = self._recorded_by[type] = self._recorded.labels(type)
         recorded.inc()
         regarding: ObjectKey = (kind.kind, namespace, name, meta.uid)
-        key: EventKey = (regarding, type, reason[:_MAX_FIELD], action[:_MAX_FIELD])
-        now, wall = time.monotonic(), datetime.now(UTC)
+        reason, action = reason[:_MAX_FIELD], action[:_MAX_FIELD]
+        key: EventKey = (regarding, type, reason, action)
+        now = time.monotonic()
         series = self.series.get(key)
         if series is not None and now - series.observed <= self.window:
-            series.count += 1
-            series.observed, series.last_observed = now, wall
-            series.cause = trace.get_current_span().get_span_context()
-            self.series.move_to_end(key)
             self._aggregated.inc()
-            if not series.queued and key not in self.waiting:
-                self._schedule(key, series, now)
+            self._repeat(key, series, now)
+            return
+        budget = self._namespace(namespace, now) if type == NORMAL else None
+        if budget is not None and not budget.ready(now, self.namespace_burst, self.namespace_rate):
+            self._summarise(kind, meta, reason, note, action, now)
             return
         if not self._bucket(regarding, now):
             self._dropped.labels("rate_limited").inc()
             return
+        if budget is not None:
+            budget.take(now, self.namespace_burst, self.namespace_rate)
+        self._start(key, kind, meta, type, reason, note, action, now)
+
+    def _summarise(self, kind: Kind, meta: Meta, reason: str, note: str, action: str, now: float) -> None:
+        """Count a Normal event over its namespace's budget into the namespace's summary of its reason."""
+        self._summarised.labels(reason).inc()
+        key: EventKey = ((kind.kind, meta.namespace, "", ""), NORMAL, reason, action)
+        series = self.series.get(key)
+        if series is not None and now - series.observed <= self.window:
+            self._repeat(key, series, now)
+            return
+        # The note is immutable in the API: it cannot carry the count, `series.count` does.
+        note = (f"{kind.kind}s {reason} past this namespace's Event budget are counted in this Event's "
+                f"series.count, {meta.name} the first: {note}")
+        self._start(key, kind, meta, NORMAL, reason, note, action, now)
+
+    def _repeat(self, key: EventKey, series: _Series, now: float) -> None:
+        """One more occurrence of a series: counted, and written with the next write of its Event."""
+        series.count += 1
+        series.observed, series.last_observed = now, datetime.now(UTC)
+        series.cause = trace.get_current_span().get_span_context()
+        self.series.move_to_end(key)
+        if not series.queued and key not in self.waiting:
+            self._schedule(key, series, now)
+
+    def _start(self, key: EventKey, kind: Kind, meta: Meta, type: str, reason: str, note: str, action: str,
+               now: float) -> None:
+        """A new Event: queued for its create."""
+        wall = datetime.now(UTC)
         body = self._event(kind, meta, type, reason, note, action, wall)
-        self.series[key] = series = _Series(namespace, body, now, wall,
+        self.series[key] = series = _Series(meta.namespace, body, now, wall,
                                             cause=trace.get_current_span().get_span_context())
         self.series.move_to_end(key)
         self._enqueue(key, series)
         self._trim()
 
     def _schedule(self, key: EventKey, series: _Series, now: float) -> None:
-        """A series update: written when the object's bucket has a token, else retried by `run`."""
+        """A series update: written when its bucket has a token, else retried by `run`."""
         if self._bucket(key[0], now):
             self.waiting.discard(key)
             self._enqueue(key, series)
@@ -212,12 +266,24 @@ class EventRecorder:
                 self.waiting.add(key)  # its count is kept; retried like a rate-limited update
 
     def _bucket(self, regarding: ObjectKey, now: float) -> bool:
+        """A token of the object's bucket; a summary's (no name) allows one write per `summary_every`."""
+        burst, rate = (self.burst, self.rate) if regarding[2] else (1, 1 / self.summary_every)
         bucket = self.buckets.get(regarding)
         if bucket is None:
-            bucket = self.buckets[regarding] = _Bucket(float(self.burst), now)
+            bucket = self.buckets[regarding] = _Bucket(float(burst), now)
         else:
             self.buckets.move_to_end(regarding)
-        return bucket.take(now, self.burst, self.rate)
+        return bucket.take(now, burst, rate)
+
+    def _namespace(self, namespace: str, now: float) -> _Bucket:
+        bucket = self.namespaces.get(namespace)
+        if bucket is None:
+            bucket = self.namespaces[namespace] = _Bucket(float(self.namespace_burst), now)
+            while len(self.namespaces) > self.max_series:  # a forgotten budget starts full: errs on writing
+                self.namespaces.popitem(last=False)
+        else:
+            self.namespaces.move_to_end(namespace)
+        return bucket
 
     def _trim(self) -> None:
         """Forget the oldest series and buckets beyond `max_series`. Looks at a few of the oldest series per

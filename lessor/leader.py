@@ -52,6 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
 from lessor.gateway import ApiError, Gateway, Resource
+from lessor.mailbox import Expected
 from lessor.model.fields import mapping_at
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
 from lessor.model.views.meta import Meta, text
@@ -71,9 +72,10 @@ JITTER = 1.2
 """client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
 
 
-class NotLeader(ApiFailure):
+class NotLeader(ApiFailure, Expected):
     """A write refused because this replica is not (or may no longer trust that it is) the leader: by its
-    own fence (never sent), or by the API server's (`by_server`: the policy's message, naming the holder)."""
+    own fence (never sent), or by the API server's (`by_server`: the policy's message, naming the holder).
+    An actor it stops is logged in one line (`Expected`): a step-down is routine, not a crash."""
 
     def __init__(self, what: str, *, by_server: str | None = None) -> None:
         if by_server is None:
@@ -256,6 +258,7 @@ class LeaderElector:
         self._observed_at = float("-inf")
         self._expires_at = float("inf")  # when the other holder's lease runs out, as we observed it
         self._deadline = float("-inf")  # the fence's deadline, for the renewal loop's timing
+        self._held_until = float("-inf")  # when our own lease runs out unless renewed (a release is worth it until then)
         self._term = 0  # terms of leadership begun, and ended
         self._ended = 0
         self._step = asyncio.Event()  # set (and replaced) at each beginning or end of a term
@@ -331,8 +334,12 @@ class LeaderElector:
         body = {**lease, "metadata": _holder_annotations(mapping_at(lease, "metadata"), None),
                 "spec": {**mapping_at(lease, "spec"), "holderIdentity": None, "leaseDurationSeconds": 1,
                          "acquireTime": now, "renewTime": now}}
+        # Worth waiting for as long as it saves time: until our lease would have run out by itself. One retry
+        # period was too short for a starved process (or API server), and a release given up on made the
+        # followers wait out the whole lease.
+        patience = max(self.settings.retry_period, self._held_until - self._clock())
         try:
-            async with asyncio.timeout(self.settings.retry_period):
+            async with asyncio.timeout(patience):
                 with self._tracing():
                     await self._write("update", "PUT", body)
             log.info("released leadership (%s)", self.identity)
@@ -536,6 +543,7 @@ class LeaderElector:
         self._lease = lease
         self._observed, self._observed_at = mapping_at(lease, "spec"), self._clock()
         self._deadline = started + self.settings.renew_deadline
+        self._held_until = started + self.settings.lease_duration
         self._fence.open_until(self._deadline)
 
     async def _write(self, verb: str, method: str, body: dict[str, Any]) -> dict[str, Any]:

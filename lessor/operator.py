@@ -99,6 +99,9 @@ class OperatorConfig:
     """/healthz fails while the event loop lags more than this."""
     grpc: GrpcSettings | None = None
     """Jumpstarter's gRPC protocol (docs/jumpstarter-grpc.md); None: not served, and no credentials minted."""
+    events_namespace_burst: int = 20
+    events_namespace_qps: float = 0.5
+    """The storm budget of Normal Events per namespace (lessor/events.py): past it, one summary Event per reason."""
 
 
 REFRESH_TIMEOUT = 60.0
@@ -133,7 +136,9 @@ class Operator:
         self.reachability = ApiReachability(gateway, config.api_unreachable_timeout)
         # Events are writes like any other: fenced by the leadership, reported as the leader's identity.
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
-                                    instance=self.leadership.identity, registry=registry)
+                                    instance=self.leadership.identity, registry=registry,
+                                    namespace_burst=config.events_namespace_burst,
+                                    namespace_rate=config.events_namespace_qps)
         api = GatewayApi(gateway, fence=self.leadership.fence, refused=self.leadership.refused)
         self.context = Context(
             api=api,

@@ -8,7 +8,7 @@ docs/mailbox.md is the reader's guide.
 from .actor import Actor
 from .chaos import ChaosMonkey
 from .dead_letters import DeadLetter, DeadLetters
-from .errors import ActorKilled, AskTimeout, MailboxError, MailboxFull, Undeliverable
+from .errors import ActorKilled, AskTimeout, Expected, MailboxError, MailboxFull, Undeliverable
 from .supervision import Supervision
 from .system import ActorSystem
 from .tracing import Cause
@@ -22,6 +22,7 @@ __all__ = [
     "ChaosMonkey",
     "DeadLetter",
     "DeadLetters",
+    "Expected",
     "MailboxError",
     "MailboxFull",
     "Supervision",

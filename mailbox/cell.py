@@ -20,7 +20,7 @@ from . import dead_letters
 from .actor import Actor
 from .envelope import Envelope
 from .fair_inbox import FairInbox
-from .errors import ActorKilled, Undeliverable
+from .errors import ActorKilled, Expected, Undeliverable
 from .metrics import BUCKETS, Handling
 from .lanes import Meter, Serving, tenant_context
 from .turns import Gated
@@ -464,6 +464,10 @@ class Cell:
         elif self.system._closing and isinstance(error, Undeliverable) and error.reason == dead_letters.SHUTDOWN:
             # Asked an actor that shut down first: the shutdown's doing, not a fault of this actor.
             log.debug("%s: %s during shutdown", self.address, error)
+        elif isinstance(error, Expected):
+            self.system._failure_log.failed(self.kind.name, self.address, error,
+                                            f"stopped by {error}; restarting in {self.backoff:.3g}s",
+                                            level=logging.INFO, traceback=False)
         else:
             self.system._failure_log.failed(self.kind.name, self.address, error,
                                             f"failed; restarting in {self.backoff:.3g}s")

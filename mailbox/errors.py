@@ -40,3 +40,9 @@ class AskTimeout(MailboxError, TimeoutError):
     def __init__(self, address: str, timeout: float) -> None:
         super().__init__(address, f"no reply within {timeout:g}s")
         self.timeout = timeout
+
+
+class Expected(Exception):
+    """A failure that is part of how the system runs, not a fault (a write refused because this replica is no
+    longer the leader): the actor restarts as after any failure, but the log says so in one line, without a
+    traceback, at INFO: a step-down's dozens of refused writes read as a routine event, not a crash."""

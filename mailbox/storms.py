@@ -25,6 +25,7 @@ class _Storm:
     last: float  # the latest failure
     suppressed: int = 0
     example: str = ""  # the address of the latest failure counted
+    level: int = logging.ERROR  # the level its count is logged at: its first failure's
     flush: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
@@ -42,8 +43,10 @@ class FailureLog:
         self._storms: dict[StormKey, _Storm] = {}
         self._pruned_at = clock()
 
-    def failed(self, kind: str, address: str, error: BaseException, what: str, level: int = logging.ERROR) -> bool:
-        """Log `address what` with `error`'s traceback if it starts a storm, else count it; True if logged."""
+    def failed(self, kind: str, address: str, error: BaseException, what: str, level: int = logging.ERROR,
+               traceback: bool = True) -> bool:
+        """Log `address what` (with `error`'s traceback unless not `traceback`) if it starts a storm, else count it;
+        True if logged."""
         key = (kind, type(error).__qualname__, _without_address(str(error)[:300], address))
         now = self._clock()
         storm = self._storms.get(key)
@@ -59,8 +62,8 @@ class FailureLog:
             self._summarize(key, storm, now)
         if len(self._storms) >= 1000 and now - self._pruned_at >= self._interval:
             self._forget_quiet(now)
-        self._storms[key] = _Storm(window=now, last=now)
-        self._log.log(level, "%s %s", address, what, exc_info=error)
+        self._storms[key] = _Storm(window=now, last=now, level=level)
+        self._log.log(level, "%s %s", address, what, exc_info=error if traceback else None)
         return True
 
     def flush(self, key: StormKey | None = None) -> None:
@@ -82,8 +85,8 @@ class FailureLog:
             storm.flush = None
         if storm.suppressed:
             kind, error_type, message = key
-            self._log.error("%d more %s actors failed with %s: %s (latest: %s)", storm.suppressed, kind,
-                            error_type, message or "(no message)", storm.example)
+            self._log.log(storm.level, "%d more %s actors failed with %s: %s (latest: %s)", storm.suppressed, kind,
+                          error_type, message or "(no message)", storm.example)
             storm.suppressed = 0
         storm.window = now
 

@@ -167,8 +167,12 @@ async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[o
     from lessor.tools.controlplane.processes import free_port
     from lessor.operator import Operator, OperatorConfig
 
+    # One operator serves the whole session, and every test's handles share the operator namespace: without a
+    # budget that the session never spends, a test's handle Events would depend on the tests before it (the
+    # budget itself is tested on a recorder of its own, tests/app/test_events.py).
     config = OperatorConfig(operator_namespace=OPERATOR_NAMESPACE, bind_address="127.0.0.1",
-                            health_port=free_port(), metrics_port=free_port(), exporter_heartbeat_timeout=30.0)
+                            health_port=free_port(), metrics_port=free_port(), exporter_heartbeat_timeout=30.0,
+                            events_namespace_burst=100_000)
     registry = CollectorRegistry()
     # Its own connection, as a separate `lessor run` would have: its requests are counted apart.
     async with await Gateway.connect(str(controlplane.kubeconfig), registry=registry) as gateway:

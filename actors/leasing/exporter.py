@@ -37,7 +37,7 @@ commit here, the lease's choice in `lease.py`), is in docs/architecture.md,
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -95,6 +95,9 @@ class _HeartbeatDue:
     """Sent to self when `lastSeen` is about to go stale."""
 
 
+_PATIENCE_DOUBLINGS = 4
+"""An offer's timeout doubles each time the lease is found still waiting, up to 16 times the offer timeout."""
+
 HEARTBEAT_DUE = _HeartbeatDue()
 """The one instance every exporter's heartbeat timer carries (it has no fields): 32 bytes less per exporter."""
 
@@ -113,7 +116,7 @@ class _Heal:
 
 class ExporterActor(ObjectActor):
     __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled", "verified", "evicting",
-                 "grant_due")
+                 "grant_due", "unheard", "patience")
     kind = EXPORTER  # given up on a version (`guard`): its leaseRef stays, as its lease's commit point
     view_kind = ExporterView
 
@@ -128,6 +131,8 @@ class ExporterActor(ObjectActor):
         self.verified = False  # `obj` came from the API or a write, not only from the topology's copy
         self.evicting = NO_NAMES  # told Evicted, end not yet seen: nobody is Granted meanwhile
         self.grant_due: str | None = None  # the holder, told Granted once `evicting` is empty
+        self.unheard = NO_NAMES  # waiting leases told `ExporterRestarted` that have not answered: no offer before
+        self.patience = 0  # offer timeouts the outstanding offer has already outlived (each wait twice the last)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -161,12 +166,17 @@ class ExporterActor(ObjectActor):
         await self._heal(holder_obj)
         if self.holder is not None and (holder_obj is None or holder_obj.exporter != self.name):
             self._tell_granted(self.holder.lease)  # a Granted may have died with the previous incarnation
+        told = []
         for lease in await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)):
             # Not to the holder: to a lease, `ExporterRestarted` says nothing of it is in flight here, and it
             # would stop waiting for this exporter to settle and take another's offer while this one names it
             # (its Granted may be held back until an evicted lease has ended: `_tell_granted`).
             if self.holder is None or lease != self.holder.lease:
                 self.tell(_lease_address(self.namespace, lease), ExporterRestarted(self.name))
+                told.append(lease)
+        # No offer before every one of them has said where it stands (`Want` or `Withdraw`), or is seen to wait no
+        # more: a new leader's first Want may come from a lease of low priority whose actor merely started first.
+        self.unheard = frozenset(told) or NO_NAMES
 
     async def receive(self, message: Any) -> Any:
         if await self.still_parked(message):
@@ -185,6 +195,8 @@ class ExporterActor(ObjectActor):
                     self.tell(_lease_address(self.namespace, lease), NotHeld(self.name))
             case Withdraw(lease=lease):
                 self._forget(lease)
+                self._heard(lease)
+                self._schedule_decision()
             case Accept():
                 await self._accept(message)
             case Decline(lease=lease, ticket=ticket):
@@ -193,6 +205,7 @@ class ExporterActor(ObjectActor):
                 if self.offer == (lease, ticket):
                     self.offer = None
                 self._forget(lease)
+                self._heard(lease)
                 self._schedule_decision()
             case Confirm(lease=lease):
                 holder = self.holder.lease if self.holder else None
@@ -212,13 +225,12 @@ class ExporterActor(ObjectActor):
                 self._schedule_decision()
             case _Decide():
                 self.deciding = False
+                if self.unheard:
+                    await self._hear_from_topology()
                 self._decide()
             case _OfferExpired(ticket=ticket):
                 if self.offer is not None and self.offer[1] == ticket:
-                    # The lease may have restarted and lost the offer: offer again (a fresh ticket).
-                    log.info("exporter %s/%s: offer to %s expired", self.namespace, self.name, self.offer[0])
-                    self.offer = None
-                    self._decide()
+                    await self._offer_unanswered(self.offer[0])
             case _EvictionsDue():
                 await self._check_evictions()
             case _Heal(lease=lease):
@@ -228,6 +240,8 @@ class ExporterActor(ObjectActor):
             case AgentReport():
                 return await self._agent_report(message)
             case _HeartbeatDue():
+                if self.obj is not None and not self._online(self.ctx.now()) and not self._seen().says_offline:
+                    await self._heartbeat_from_api()
                 was = self._available()
                 await self._update_online()
                 if self.obj is not None and self._available() != was:
@@ -337,11 +351,63 @@ class ExporterActor(ObjectActor):
         self.queue.add(Waiter(want.lease, want.priority, want.created, want.spot, cause))
         if want.allow_disabled:
             self.allow_disabled = self.allow_disabled | {want.lease}
+        self._heard(want.lease)
         if self.offer is not None and self.offer[0] == want.lease:  # a restarted lease lost our offer
             self.tell(_lease_address(self.namespace, want.lease),
-                      Offer(self.name, self.offer[1], self.holder.lease if self.holder else None))
+                      Offer(self.name, self.offer[1], self.holder.lease if self.holder else None),
+                      coalesce=_offer_key(self.name))
             return
+        if self.offer is not None and self._outranks(want.lease, self.offer[0]):
+            self._withdraw_offer()  # a better waiter came: the offer is its, not a slower lease's to answer
         self._schedule_decision(window=burst)
+
+    def _outranks(self, lease: str, offered: str) -> bool:
+        """Whether waiter `lease` may have the exporter and comes before the lease the offer is out to."""
+        waiter, holding = self.queue.get(lease), self.queue.get(offered)
+        return (waiter is not None and (holding is None or waiter.key < holding.key)
+                and self._may_have()(waiter))
+
+    def _withdraw_offer(self) -> None:
+        """Take the outstanding offer back. Its lease may have accepted already: that Accept is answered
+        `OfferWithdrawn` (`_accept`), so nothing is committed for it."""
+        assert self.offer is not None
+        lease, ticket = self.offer
+        self.offer = None
+        self.cancel("offer")
+        self.tell(_lease_address(self.namespace, lease), OfferWithdrawn(self.name, ticket))
+
+    async def _offer_unanswered(self, lease: str) -> None:
+        """An offer outlived the offer timeout. A slow lease (a starved replica) keeps it: moving on would hand
+        the exporter to a lower waiter, and every new offer is more work for a process already behind. Only a
+        lease that the topology no longer shows waiting (deleted, ended, granted elsewhere while its actor was
+        down) loses it. The offer is sent again with a fresh ticket (a stale answer to the old one is then told
+        apart, `Decline`), replacing the copy still waiting in the lease's mailbox; and the next look comes
+        twice as late."""
+        seen = LeaseView.maybe(await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, lease)))
+        if seen is None or seen.ended or seen.exporter is not None:  # one lookup, not the group's waiting list
+            log.debug("exporter %s/%s: %s no longer waits; its offer goes to the next waiter",
+                      self.namespace, self.name, lease)
+            self.offer = None
+            self._forget(lease)
+            self._decide()
+            return
+        self.patience += 1
+        self._offer(lease)
+
+    def _heard(self, lease: str) -> None:
+        """`lease` said where it stands after this exporter's start (the caller decides again when that is due)."""
+        if lease in self.unheard:
+            self.unheard = self.unheard - {lease} or NO_NAMES
+
+    async def _hear_from_topology(self) -> None:
+        """Leases that the topology no longer shows waiting here (ended, deleted, granted elsewhere) will not
+        answer `ExporterRestarted`: stop waiting for them. Looked at again while some are still unheard (a
+        lease's end may reach the topology after this look): the look decides nothing by the clock."""
+        waiting = set(await self.ask(TOPOLOGY, WaitingLeases(self.namespace, self.name)))
+        self.unheard = self.unheard & waiting or NO_NAMES
+        if self.unheard and not self.deciding:
+            self.deciding = True
+            self.schedule("decide", _Decide(), delay=self.ctx.offer_timeout)
 
     def _forget(self, lease: str) -> None:
         self.queue.remove(lease)
@@ -370,23 +436,34 @@ class ExporterActor(ObjectActor):
             self.schedule("decide", _Decide(), delay=self.ctx.decision_window if window else 0)
 
     def _decide(self) -> None:
-        """Offer the exporter to the best waiter that may have it now."""
-        if self.offer is not None or self.obj is None or not self._available():
+        """Offer the exporter to the best waiter that may have it now; none before every lease waiting at this
+        exporter's start has answered (`unheard`)."""
+        if self.offer is not None or self.unheard or self.obj is None or not self._available():
             return
-        enabled = self._seen().enabled
-        holder = self.holder
-        if holder is not None and not holder.spot:
+        if self.holder is not None and not self.holder.spot:
             return
-        waiter = self.queue.best(lambda w: may_take(enabled=enabled, allow_disabled=w.name in self.allow_disabled,
-                                                    holder=holder, spot=w.spot))
+        waiter = self.queue.best(self._may_have())
         if waiter is None:
             return
+        self.patience = 0
+        self._offer(waiter.name)
+
+    def _offer(self, lease: str) -> None:
+        """Send the offer (a fresh ticket) and arm its timeout, longer after each one it outlived."""
+        waiter = self.queue.get(lease)
         self.tickets += 1
-        self.offer = (waiter.name, self.tickets)
+        self.offer = (lease, self.tickets)
         # In the waiter's trace (its Want's), linked to what made the exporter free now (a release, a burst's window).
-        self.tell(_lease_address(self.namespace, waiter.name),
-                  Offer(self.name, self.tickets, holder.lease if holder else None), on_behalf_of=waiter.cause)
-        self.schedule("offer", _OfferExpired(self.tickets), delay=self.ctx.offer_timeout)
+        self.tell(_lease_address(self.namespace, lease),
+                  Offer(self.name, self.tickets, self.holder.lease if self.holder else None),
+                  coalesce=_offer_key(self.name), on_behalf_of=waiter.cause if waiter is not None else None)
+        self.schedule("offer", _OfferExpired(self.tickets),
+                      delay=self.ctx.offer_timeout * 2 ** min(self.patience, _PATIENCE_DOUBLINGS))
+
+    def _may_have(self) -> Callable[[Waiter], bool]:
+        """Which waiters may take the exporter now (enabled or allowed disabled; spot rules against the holder)."""
+        enabled, holder, allow_disabled = self._seen().enabled, self.holder, self.allow_disabled
+        return lambda w: may_take(enabled=enabled, allow_disabled=w.name in allow_disabled, holder=holder, spot=w.spot)
 
     def _available(self) -> bool:
         """Online and ready; whether disabled matters depends on the waiter."""
@@ -504,6 +581,16 @@ class ExporterActor(ObjectActor):
         self.holder = holder_of(lease, obj)
         return obj
 
+    async def _heartbeat_from_api(self) -> None:
+        """The clock says the heartbeat is stale; the API says whether it is. A starved process may not have read
+        the newer `lastSeen` from its watch yet: going Offline on the clock alone would write the condition, tell
+        every waiter, and write it back a moment later (one read saves those writes)."""
+        fresh = await self.ctx.api.get(EXPORTER, self.namespace, self.name)
+        if fresh is None:
+            return  # its deletion event stops this actor
+        if newer(fresh, self.obj):
+            await self._observed_exporter(fresh)
+
     def _seen(self) -> ExporterView:
         """The exporter as last seen (its view, built once per version)."""
         exporter = self.seen_as(ExporterView)
@@ -551,3 +638,8 @@ class ExporterActor(ObjectActor):
 
 def _lease_address(namespace: str, lease: str) -> str:
     return actor_address(LEASE, namespace, lease)
+
+
+def _offer_key(exporter: str) -> tuple[str, str]:
+    """One offer of an exporter waits in a lease's mailbox at a time: a newer one replaces it in its place."""
+    return ("Offer", exporter)

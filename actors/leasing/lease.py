@@ -82,6 +82,9 @@ _REEVALUATE_DELAY = 0.1
 _RECHECKS = 3
 """Graces (1, 2, 4 s after the first) a lease with a free exporter in its plan re-resolves before it shows
 Pending all the same: the grant is late, and the user should see why it waits."""
+PENDING_REFRESH = timedelta(seconds=30)
+"""How often at most a waiting lease rewrites its Pending message when only the message changed (the candidates'
+states, say): every grant around it would otherwise be a status write of each lease waiting in its group."""
 _CHOICE_WINDOW = 0.05  # after a first offer, how long to wait for better ones already on their way
 
 
@@ -107,6 +110,11 @@ class _AcceptUnanswered:
 @dataclass(frozen=True, slots=True)
 class _SettleDue:
     """Sent to self while candidates have not answered `Settle`: ask them again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _RefreshPending:
+    """Sent to self when the Pending message may be rewritten (`PENDING_REFRESH` after the last)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +153,8 @@ class _Resolved:
 
 class LeaseActor(ObjectActor):
     __slots__ = ("request", "parsed", "exporter", "plan", "resolved", "wanted", "offers", "choosing", "accepting",
-                 "pending", "states", "settling", "settle_due", "rechecks", "story")
+                 "pending", "states", "settling", "settle_due", "rechecks", "story", "owed", "decided", "pending_armed",
+                 "refreshed_at")
     kind = LEASE
     view_kind = LeaseView
 
@@ -166,6 +175,10 @@ class LeaseActor(ObjectActor):
         self.settle_due = True  # this incarnation has yet to ask its first candidates to Settle (see `started`)
         self.rechecks = 0  # re-resolves at the end of a grace instead of writing Pending (see `_ShowPending`)
         self.story: Cause | None = None  # the trace this incarnation started in (see `_resolve_again`)
+        self.owed = NO_NAMES  # restarted exporters owed an answer (`Want` or `Withdraw`) once this lease has decided
+        self.decided = False  # the last evaluation reached a decision (not deferred: see `_SETTLE`)
+        self.pending_armed = False  # the grace before Pending is shown is running (re-evaluations do not restart it)
+        self.refreshed_at: datetime | None = None  # when the Pending message was last written, or found as it was
 
     # --- life ---------------------------------------------------------------------------
 
@@ -236,6 +249,8 @@ class LeaseActor(ObjectActor):
                     await self._accept_failed()  # answered after our Accept: that commit is over, not for us
                 self._settled(exporter)
             case OfferWithdrawn(exporter=exporter, ticket=ticket):
+                if (offer := self.offers.get(exporter)) is not None and offer.ticket == ticket:
+                    del self.offers[exporter]  # a better waiter came there: not ours to take any more
                 if self.accepting == (exporter, ticket):
                     await self._accept_failed()
             case _AcceptUnanswered(exporter=exporter, ticket=ticket):
@@ -254,6 +269,10 @@ class LeaseActor(ObjectActor):
                 if candidate := self.wanted.get(exporter):
                     self._want(candidate)  # and its queue
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
+                else:  # it makes no offer before it has heard from every lease that waited on it: answer
+                    self.owed = self.owed | {exporter}
+                    if self.decided:
+                        self._answer_owed()
             case AvailabilityChanged(exporter=exporter):  # still queued there: only the Pending reason may change
                 if exporter in self.wanted:
                     self.schedule("evaluate", _Evaluate(), delay=_REEVALUATE_DELAY * 5)
@@ -264,7 +283,11 @@ class LeaseActor(ObjectActor):
                     self.tell(_exporter_address(self.namespace, exporter), Settle(self.name), coalesce=_settle_key(self.name))
                 if self.settling:
                     self.schedule("settle", _SettleDue(), delay=self.ctx.offer_timeout)
+            case _RefreshPending():
+                if self.exporter is None and self.pending is not None:
+                    await self._show_pending(self.pending)
             case _ShowPending():
+                self.pending_armed = False
                 if self.exporter is None and self.pending is not None:
                     if self.plan is not None and self.plan.takeable and self.rechecks < _RECHECKS:
                         # A free exporter in the plan: it may only be lessor's grants that are slow. Resolve
@@ -294,6 +317,8 @@ class LeaseActor(ObjectActor):
                 self.tell(_exporter_address(self.namespace, exporter), Release(self.name))
             case Offer(exporter=exporter, ticket=ticket):
                 self.tell(_exporter_address(self.namespace, exporter), Decline(self.name, ticket))
+            case ExporterRestarted(exporter=exporter):  # it waits for every lease's answer before it offers
+                self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
 
     def _exporter_changed(self, name: str, obj: Mapping[str, Any] | None) -> None:
         """Resolve again only when the change can alter what this lease may have.
@@ -384,6 +409,24 @@ class LeaseActor(ObjectActor):
     # --- deciding -------------------------------------------------------------------------
 
     async def _evaluate(self) -> None:
+        """Resolve the lease and act on the plan; then answer the restarted exporters waiting to hear from it."""
+        self.decided = True  # unless `_decide` defers (`_SETTLE`)
+        await self._decide()
+        if self.owed and self.decided:
+            self._answer_owed()
+
+    def _answer_owed(self) -> None:
+        """Tell each restarted exporter that asked where this lease stands: `Want` where it is a candidate,
+        else `Withdraw` (scheduled, holding another, ended, or not approved there)."""
+        for exporter in self.owed:
+            candidate = self.wanted.get(exporter) if self.exporter is None else None
+            if candidate is not None:
+                self._want(candidate)
+            else:
+                self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
+        self.owed = NO_NAMES
+
+    async def _decide(self) -> None:
         lease = self._seen()
         now = self.ctx.now()
         if self.request is not None and self.parsed is lease.body:
@@ -418,6 +461,7 @@ class LeaseActor(ObjectActor):
             # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
             # still be on its way (another watch), and open access would grant what it forbids.
             self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
+            self.decided = False
             return
         inputs = _Inputs(request, client_labels, exporters, policies, request.requested_duration(now),
                          request.scheduled(now))
@@ -430,6 +474,7 @@ class LeaseActor(ObjectActor):
         if isinstance(result, Verdict):
             if result.reason in _SETTLING and request.created and now < request.created + _SETTLE:
                 self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
+                self.decided = False
                 return
             await self._end_with(result)
             return
@@ -445,10 +490,12 @@ class LeaseActor(ObjectActor):
         self._queue_at(result.candidates, naming_us=[e.name for e in exporters
                                                      if e.holder is not None and e.holder.lease == self.name])
         self.pending = result.pending
-        if result.takeable:
-            self.schedule("pending", _ShowPending(), delay=self.ctx.pending_grace * 2 ** self.rechecks)
-        else:
-            await self._show_pending(result.pending)
+        if not result.takeable and self._pending_shown():
+            await self._show_pending(result.pending)  # already waiting: a new reason is shown at once
+        elif not self.pending_armed:  # a lease granted within the grace writes one status: Ready
+            self.pending_armed = True
+            delay = self.ctx.pending_grace * (2 ** self.rechecks if result.takeable else 1)
+            self.schedule("pending", _ShowPending(), delay=delay)
 
     def _queue_at(self, candidates: tuple[Candidate, ...], naming_us: list[str]) -> None:
         """Wait in the queue of every approved exporter: whichever frees up first serves us. The first
@@ -535,6 +582,8 @@ class LeaseActor(ObjectActor):
         self._withdraw_all()
         self._decline_all()
         self.cancel("pending")
+        self.cancel("refresh")
+        self.pending_armed = False
         self.pending = None
         now = self.ctx.now()
         begin, end = self.request.window(now)
@@ -647,9 +696,13 @@ class LeaseActor(ObjectActor):
             self.accepting = None
         self._decline_all()
         self._withdraw_all()
+        for exporter in self.owed:
+            self.tell(_exporter_address(self.namespace, exporter), Withdraw(self.name))
+        self.owed = NO_NAMES
         self.settling = NO_NAMES
-        for timer in ("evaluate", "expire", "pending", "choose", "accepting", "settle"):
+        for timer in ("evaluate", "expire", "pending", "refresh", "choose", "accepting", "settle"):
             self.cancel(timer)
+        self.pending_armed = False
 
     def _withdraw_all(self) -> None:
         for exporter in self.wanted:
@@ -658,9 +711,26 @@ class LeaseActor(ObjectActor):
 
     # --- writes ---------------------------------------------------------------------------
 
+    def _pending_shown(self) -> bool:
+        shown = self._seen().condition(ConditionType.PENDING)
+        return shown is not None and shown.status == "True"
+
     async def _show_pending(self, pending: Pending) -> None:
+        """Write why the lease waits. A new reason (or a new generation of the lease) is written at once; a new
+        message under the same reason (the candidates' states, which change with every grant around) at most every
+        `PENDING_REFRESH`, and not at once by a new incarnation (a new leader's waiting leases rewrite nothing)."""
         current = list(self._seen().condition_dicts)
         now = self.ctx.now()
+        shown = self._seen().condition(ConditionType.PENDING)
+        if (shown is not None and shown.status == "True" and shown.reason == pending.reason
+                and shown.observed_generation == self._generation()):  # a spec change is acknowledged at once
+            if self.refreshed_at is None:
+                self.refreshed_at = now  # as written by a previous incarnation: the refresh counts from here
+            due = self.refreshed_at + PENDING_REFRESH
+            if now < due:
+                if shown.message != pending.message:
+                    self.schedule("refresh", _RefreshPending(), at=due)
+                return
         conditions = merge_condition(current, new_condition(
             ConditionType.PENDING, True, pending.reason, pending.message, now=now,
             observed_generation=self._generation()))
@@ -669,6 +739,7 @@ class LeaseActor(ObjectActor):
         if not same_conditions(_without_times(conditions), _without_times(current)):
             match await self.write_status_as_seen({"conditions": conditions}):
                 case Written():
+                    self.refreshed_at = now
                     if pending.news:
                         self.ctx.events.record(LEASE, self.obj, NORMAL, pending.reason, pending.message, "Queue")
                 case Lost():

@@ -70,6 +70,10 @@ class WaitQueue:
                 self._keys = self._waiters = None
         return waiter
 
+    def get(self, name: str) -> Waiter | None:
+        """The waiter of lease `name`, left in place; None when it is not waiting."""
+        return self._waiters.get(name) if self._waiters is not None else None
+
     def peek(self) -> Waiter | None:
         """The best waiter, left in place."""
         return self._waiters[self._keys[0][2]] if self._keys and self._waiters else None

@@ -1,5 +1,5 @@
-"""Requests to the API server: configuration, JSON in and out, counting, conflict retry, and the fence
-that a leader's writes pass at the moment they are sent."""
+"""Requests to the API server: configuration, JSON in and out, counting, the retry of the API server's transient
+answers (retries.py), and the fence that a leader's writes pass at the moment they are sent."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
+import logging
 import orjson
 from aiohttp.abc import AbstractStreamWriter
 from kubernetes_asyncio import config as kube_config
@@ -27,7 +28,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from lessor.gateway.fair_slots import FairSlots
 from lessor.gateway.causes import Key, WriteCauses, key_of
 from lessor.gateway.resources import GROUP, Resource, known
+from lessor.gateway.retries import Outages, Retries, answer_reason, failure_reason, retry_after, unsent
 from lessor.model.fields import mapping_at
+
+log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "lessor"
 # API request latency buckets, seconds: a get from etcd takes a millisecond, a busy server seconds.
@@ -63,15 +67,24 @@ question and the socket write. A request it refuses is never sent."""
 
 
 class ApiError(Exception):
-    """A non-2xx answer, with the API server's Status fields kept for the caller to decide."""
+    """A non-2xx answer, with the API server's Status fields kept for the caller to decide. `retried`: the
+    reasons of the retries before this answer (retries.py), in order; empty when it is the first answer.
+    `retry_after`: the seconds the answer asked the client to wait. `answer_lost`: an earlier send of the
+    same request may have been carried out, its answer lost (the connection broke after the request went
+    out, or a 504): a create's AlreadyExists may be its own object."""
 
-    def __init__(self, status: int, body: dict[str, Any] | None, request: str) -> None:
+    def __init__(self, status: int, body: dict[str, Any] | None, request: str, *,
+                 retried: tuple[str, ...] = (), answer_lost: bool = False, retry_after: float | None = None) -> None:
         self.status = status
         self.body = body or {}
         self.reason: str = self.body.get("reason", "")
         self.message: str = self.body.get("message", "") or f"HTTP {status}"
         self.causes: list[dict[str, Any]] = (self.body.get("details") or {}).get("causes", [])
-        super().__init__(f"{request}: {status} {self.reason}: {self.message}")
+        self.retried = retried
+        self.answer_lost = answer_lost
+        self.retry_after = retry_after  # the wait the answer asked for (its Retry-After), if any
+        tried = f" (after {len(retried)} retries: {', '.join(dict.fromkeys(retried))})" if retried else ""
+        super().__init__(f"{request}: {status} {self.reason}: {self.message}{tried}")
 
     @property
     def conflict(self) -> bool:
@@ -89,6 +102,10 @@ class ApiError(Exception):
     def invalid(self) -> bool:
         """A test operation failed (precondition) or the body did not validate."""
         return self.status == 422
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
 
 
 class Reachability:
@@ -204,8 +221,10 @@ class Gateway:
     """One connection pool to one API server; every request is counted by verb and kind."""
 
     def __init__(self, cfg: Configuration, *, registry: CollectorRegistry | None = None,
-                 tracer_provider: trace.TracerProvider | None = None) -> None:
+                 tracer_provider: trace.TracerProvider | None = None, retries: Retries | None = None) -> None:
+        """`retries`: the bound of each request's retries of transient answers (retries.py)."""
         self._cfg = cfg
+        self.retries = retries or Retries()
         self.configuration = cfg
         self._tracer = trace.get_tracer("lessor.gateway", tracer_provider=tracer_provider)
         self._tracer_provider = tracer_provider
@@ -215,6 +234,7 @@ class Gateway:
         self._reads = FairSlots(READ_CONCURRENCY, SPARE)  # shared out by turns between namespaces (fair_slots.py)
         self._writes = FairSlots(WRITE_CONCURRENCY, SPARE)
         self._queued: set[asyncio.Timeout] = set()  # fenced requests waiting for a slot (`drop_queued_writes`)
+        self._backing_off: set[asyncio.Future[None]] = set()  # fenced requests waiting to retry (the same)
         self.host = (cfg.host or "").rstrip("/")
         split = urlsplit(self.host)
         # OpenTelemetry's HTTP client attributes: the host alone, and the port apart (default by scheme).
@@ -235,6 +255,13 @@ class Gateway:
             "lessor_watch_failures", "Watches (and their lists) that failed, by kind and HTTP code "
             "(connection: no answer, timeout: no answer in time)", ["kind", "code"], registry=registry,
         ) if registry is not None else None
+        self._retried = Counter(
+            "lessor_api_retries", "Requests to the API server retried in the gateway, and watches started "
+            "again, by reason: connection, timeout (no answer), 429, 503, 504, 500 (etcd's \"please try again\")",
+            ["reason"], registry=registry,
+        ) if registry is not None else None
+        self.retry_counts: collections.Counter[str] = collections.Counter()
+        self.outages = Outages()
         self.reachability = Reachability()
         self.causes = WriteCauses()  # the operator continues a write's trace at the write's watch event
         self._discovered: dict[tuple[str, str], Resource] = {}
@@ -243,8 +270,9 @@ class Gateway:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, *, registry: CollectorRegistry | None = None,
-                      tracer_provider: trace.TracerProvider | None = None) -> Gateway:
-        return cls(await load_configuration(kubeconfig), registry=registry, tracer_provider=tracer_provider)
+                      tracer_provider: trace.TracerProvider | None = None, retries: Retries | None = None) -> Gateway:
+        return cls(await load_configuration(kubeconfig), registry=registry, tracer_provider=tracer_provider,
+                   retries=retries)
 
     async def close(self) -> None:
         await self._http.close()
@@ -263,6 +291,13 @@ class Gateway:
 
     def count(self, verb: str, kind: str) -> None:
         self.requests[(verb, kind)] += 1
+
+    def retried(self, reason: str, why: str) -> None:
+        """A request (or a watch) is tried again after a transient failure: counted, and logged once per outage."""
+        self.retry_counts[reason] += 1
+        if self._retried is not None:
+            self._retried.labels(reason).inc()
+        self.outages.retried(reason, why)
 
     def _observe(self, verb: str, kind: str, code: str, began: float | None) -> None:
         """The answer's code and, for requests that are not watches, the latency since `began`."""
@@ -309,24 +344,97 @@ class Gateway:
         gated: bool = False,
         writes: Key | None = None,
         fence: Fence | None = None,
+        retries: Retries | None = None,
     ) -> dict[str, Any]:
         """`accept` may ask for another view, e.g. the Table that `kubectl get` prints. `gated`: one
         of lessor's own objects, so the request waits for a read or write slot (see READ_CONCURRENCY).
         `writes`: the object a write changes, whose watch event continues this request's trace.
-        `fence`: asked when the request is sent (see `Fence`); what it raises, the request raises, unsent."""
+        `fence`: asked when the request is sent, each time it is sent (see `Fence`); what it raises, the
+        request raises, unsent. `retries`: the bound of its retries, if not the gateway's.
+
+        A transient failure (no connection, 429, 503, 504, etcd's "try again": retries.py) is sent again,
+        after the wait the answer asked for or a jittered backoff, while the bound allows; then the last
+        answer is raised as `ApiError` (or the last connection error as it is). A retried request keeps its
+        slot: under an outage or throttling, no more requests wait on the API server than there are slots.
+        A write sent again may have been carried out by the send whose answer was lost: a write with a
+        resourceVersion precondition (or a JSON patch `test`) then loses to itself, as a Conflict, a delete
+        finds its object gone; `create` says what it does (`ApiError.answer_lost`)."""
         if gated:
             slots, key = self._reads if method == "GET" else self._writes, _namespace_in(path)
             await self._hold(slots, fence, key)
             try:
                 return await self.request(verb, kind, method, path, params=params, body=body,
                                           content_type=content_type, accept=accept, timeout=timeout,
-                                          writes=writes, fence=fence)
+                                          writes=writes, fence=fence, retries=retries)
             finally:
                 slots.release(key)
-        if fence is not None:
-            fence()  # a slot is held (or none is needed): refused now, it takes no connection either
-        self.count(verb, kind)
+        bound = retries or self.retries
         data = orjson.dumps(body) if body is not None else None
+        began = time.monotonic()
+        reasons: list[str] = []
+        answer_lost = False  # a send may have been carried out although its answer never came
+        while True:
+            try:
+                status, answer, asked_wait = await self._attempt(verb, kind, method, path, params, data,
+                                                                 content_type, accept, timeout, writes, fence)
+            except _Refused as refused:  # the fence's word, whatever its type: never a transient failure
+                raise refused.error from None
+            except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                reason = failure_reason(err)
+                if reason is None or not await self._wait_to_retry(bound, began, reasons, reason, _describe(err),
+                                                                   None, fence):
+                    raise
+                answer_lost = answer_lost or not unsent(err)
+                continue
+            reason = answer_reason(status, answer) if status >= 300 else None
+            if reason is None:
+                self.outages.answered()
+                break
+            why = f"{status} {(answer or {}).get('reason', '')}: {(answer or {}).get('message', '')}"
+            if not await self._wait_to_retry(bound, began, reasons, reason, why, asked_wait, fence):
+                break
+            answer_lost = answer_lost or status == 504  # a 504: the API server gave up waiting for etcd
+        if status >= 300:
+            raise ApiError(status, answer, f"{method} {path}", retried=tuple(reasons), answer_lost=answer_lost,
+                           retry_after=asked_wait)
+        return answer or {}
+
+    async def _wait_to_retry(self, bound: Retries, began: float, reasons: builtins.list[str], reason: str,
+                             why: str, asked_wait: float | None, fence: Fence | None) -> bool:
+        """Wait before sending a request again, if its bound allows another send (else False at once)."""
+        retry = len(reasons) + 1
+        if retry >= bound.attempts:
+            return False
+        delay = bound.delay(retry, asked_wait)
+        if time.monotonic() + delay - began > bound.total:
+            return False
+        reasons.append(reason)
+        self.retried(reason, why)
+        if fence is None:
+            await asyncio.sleep(delay)
+            return True
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._backing_off.add(woken)  # `drop_queued_writes` ends the wait: the fence is asked at once
+        try:
+            async with asyncio.timeout(delay):
+                await woken
+        except TimeoutError:
+            pass
+        finally:
+            self._backing_off.discard(woken)
+        return True
+
+    async def _attempt(
+        self, verb: str, kind: str, method: str, path: str, params: dict[str, Any] | None, data: bytes | None,
+        content_type: str, accept: str, timeout: float, writes: Key | None, fence: Fence | None,
+    ) -> tuple[int, dict[str, Any] | None, float | None]:
+        """One send: the answer's code, body and Retry-After. A fence's refusal is raised as `_Refused`."""
+        if fence is not None:
+            try:
+                fence()  # a slot is held (or none is needed): refused now, it takes no connection either
+            except Exception as err:
+                raise _Refused(err) from None
+        self.count(verb, kind)
         with self._tracer.start_as_current_span(
             f"{verb} {kind}", kind=trace.SpanKind.CLIENT,
             attributes={"http.request.method": method, "url.full": self.url(path, params), **self._server,
@@ -338,12 +446,12 @@ class Gateway:
                 self.causes.writing(written, span.get_span_context())
             try:
                 result = await self._send(method, path, params, data, content_type, accept, timeout, fence)
-            except _Refused as refused:
+            except _Refused:
                 self.requests[(verb, kind)] -= 1  # never sent
                 if written is not None:
                     self.causes.wrote(written, None, span.get_span_context())
                 span.set_attribute("lessor.api.refused", True)
-                raise refused.error from None
+                raise
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 if written is not None:
                     self.causes.wrote(written, None, span.get_span_context())
@@ -360,22 +468,24 @@ class Gateway:
             if result[0] >= 400 and result[0] not in EXPECTED_REFUSALS:
                 span.set_attribute("error.type", str(result[0]))
                 span.set_status(trace.Status(trace.StatusCode.ERROR, f"HTTP {result[0]}"))
-        if result[0] >= 300:
-            raise ApiError(result[0], result[1], f"{method} {path}")
-        return result[1] or {}
+        return result
 
     async def _send(
         self, method: str, path: str, params: dict[str, Any] | None, data: bytes | None,
         content_type: str, accept: str, timeout: float, fence: Fence | None = None,
-    ) -> tuple[int, dict[str, Any] | None]:
-        """`timeout` bounds connecting and each wait for the answer, not the wait for a pooled
-        connection: a request queued behind a busy pool is not a failed request. A fenced request's
-        body asks the fence as it is written (`_FencedBody`); every write has a body."""
+    ) -> tuple[int, dict[str, Any] | None, float | None]:
+        """The answer's code, body and Retry-After (`retries.retry_after`). `timeout` bounds connecting and
+        each wait for the answer, not the wait for a pooled connection: a request queued behind a busy pool is
+        not a failed request. A fenced request's body asks the fence as it is written (`_FencedBody`); every
+        write has a body."""
         headers = await self.headers(content_type, accept)
         payload: bytes | _FencedBody | None = data
         if fence is not None:
             if data is None:
-                fence()  # no body to carry the question: asked here, with no await before aiohttp
+                try:
+                    fence()  # no body to carry the question: asked here, with no await before aiohttp
+                except Exception as err:
+                    raise _Refused(err) from None
             else:
                 payload = _FencedBody(data, fence, _CONTENT_TYPES[content_type])
         try:
@@ -384,7 +494,8 @@ class Gateway:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 10.0), sock_read=timeout),
                 proxy=self._proxy, server_hostname=self._server_hostname,
             ) as resp:
-                return resp.status, _parse(await resp.read())
+                body = _parse(await resp.read())
+                return resp.status, body, retry_after(resp.headers, body) if resp.status >= 400 else None
         except aiohttp.ClientError as err:
             if isinstance(payload, _FencedBody) and payload.refusal is not None:
                 raise _Refused(payload.refusal) from err
@@ -414,14 +525,18 @@ class Gateway:
         return len(self._queued)
 
     def drop_queued_writes(self) -> None:
-        """The fence closed (the leader's term ended): every fenced request still waiting for a slot asks
-        its fence now and is refused there, unsent, instead of when a slot frees. Requests in flight are
-        not touched: they were sent while the fence allowed them."""
+        """The fence closed (the leader's term ended): every fenced request still waiting for a slot, or
+        waiting to be sent again after a transient failure, asks its fence now and is refused there, unsent,
+        instead of when a slot frees or its wait ends. Requests in flight are not touched: they were sent
+        while the fence allowed them."""
         now = asyncio.get_running_loop().time()
         queued, self._queued = self._queued, set()
         for waiting in queued:
             if not waiting.expired():
                 waiting.reschedule(now)
+        for woken in self._backing_off:
+            if not woken.done():
+                woken.set_result(None)
 
     async def stream(self, kind: str, path: str, params: dict[str, Any]) -> aiohttp.ClientResponse:
         """Open a watch; the caller reads lines and closes the response."""
@@ -441,7 +556,7 @@ class Gateway:
         if resp.status >= 300:
             body = _parse(await resp.read())
             resp.release()
-            raise ApiError(resp.status, body, f"WATCH {path}")
+            raise ApiError(resp.status, body, f"WATCH {path}", retry_after=retry_after(resp.headers, body))
         return resp
 
     def _answered(self, status: int, request: str) -> None:
@@ -491,10 +606,29 @@ class Gateway:
 
     async def create(self, res: Resource, namespace: str | None, body: dict[str, Any], *,
                      fence: Fence | None = None) -> dict[str, Any]:
-        """Recorded under lessor's field manager (operation `Update`), so its applies can take the fields over."""
-        return await self.request("create", res.kind, "POST", res.path(namespace), body=body,
-                                  params={"fieldManager": FIELD_MANAGER}, fence=fence,
-                                  gated=res.group == GROUP, writes=key_of(res.kind, namespace, body))
+        """Recorded under lessor's field manager (operation `Update`), so its applies can take the fields over.
+
+        A create sent again after its answer was lost (`ApiError.answer_lost`) may find its own object: an
+        AlreadyExists then is read back, and an object that holds every field of `body` (`holds`) is
+        answered as created, which is what the lost answer said; any other stays the AlreadyExists that
+        callers handle today (the name is taken: draw another, or read and adopt what is there)."""
+        try:
+            return await self.request("create", res.kind, "POST", res.path(namespace), body=body,
+                                      params={"fieldManager": FIELD_MANAGER}, fence=fence,
+                                      gated=res.group == GROUP, writes=key_of(res.kind, namespace, body))
+        except ApiError as err:
+            name = mapping_at(body, "metadata").get("name")
+            if not (err.already_exists and err.answer_lost and name):
+                raise
+            try:
+                found = await self.get(res, namespace, str(name))
+            except ApiError:
+                raise err from None
+            if not holds(found, body):
+                raise
+            log.info("create %s %s/%s: its answer was lost and the object is there as sent; taken as created",
+                     res.kind, namespace or "", name)
+            return found
 
     async def replace(self, res: Resource, namespace: str | None, name: str, body: dict[str, Any],
                       subresource: str | None = None, *, fence: Fence | None = None) -> dict[str, Any]:
@@ -557,6 +691,17 @@ class Gateway:
         if (api_version, kind) not in self._discovered:
             raise LookupError(f"the API server serves no kind {kind} in {api_version}")
         return self._discovered[(api_version, kind)]
+
+
+def holds(found: Any, sent: Any) -> bool:
+    """Whether `found` (an object as the API server has it) has every field of `sent` (a create's body) with
+    the same value: maps field by field (the server adds defaults, status, metadata), lists item by item."""
+    if isinstance(sent, dict):
+        return isinstance(found, dict) and all(
+            (v is None and found.get(k) is None) or (k in found and holds(found[k], v)) for k, v in sent.items())
+    if isinstance(sent, list):
+        return isinstance(found, list) and len(found) == len(sent) and all(map(holds, found, sent))
+    return bool(found == sent) and isinstance(found, bool) == isinstance(sent, bool)
 
 
 def failure_code(err: BaseException) -> str:

@@ -1,5 +1,10 @@
 """List, then watch from that resourceVersion; relist on 410 Gone; reconnect silent streams.
 
+A failed list or watch is tried again after a short, jittered backoff that a list or a watch that succeeds
+resets: its ceiling is `RETRY_CEILING` while the API server answers at all (a restarting one answers 429 and
+503 for a few seconds, and says how long to wait: Retry-After, honoured), `REFUSED_CEILING` only while it does
+not, so that an informer is back within seconds of the API server being ready again.
+
 The informer keeps the last version of every object it delivered, so a relist
 can tell the consumer exactly what changed while it was not watching,
 including objects that vanished (delivered as DELETED with their last state).
@@ -20,10 +25,18 @@ from opentelemetry.context import Context
 
 from lessor.gateway.client import ApiError, Gateway, failure_code
 from lessor.gateway.resources import Resource
+from lessor.gateway.retries import answer_reason, failure_reason
 from lessor.gateway.strings import STRINGS
 from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
+
+RETRY_CEILING = 2.0
+"""The longest wait before a list or watch is tried again while the API server answers (a 5xx, a 429)."""
+REFUSED_CEILING = 4.0
+"""The same while it answers nothing (connections refused, timeouts): a little longer, yet short enough that
+an informer waiting when the API server becomes ready lists within seconds."""
+RETRY_AFTER_CAP = 10.0
 
 Key = tuple[str, str]  # (namespace, name)
 # An annotation kubectl writes (a copy of the whole object) that lessor never reads.
@@ -92,7 +105,7 @@ class Informer:
         label_selector: str | None = None,
         inactivity_timeout: float = 120.0,
         watch_timeout: int = 300,
-        retry_delay: float = 1.0,
+        retry_delay: float = 0.5,
     ) -> None:
         self.gateway = gateway
         self.resource = resource
@@ -112,11 +125,12 @@ class Informer:
         self.reconnects = 0
         self.expirations = 0
         self.handler_failures = 0
+        self._failures = 0  # lists and watches failed since the last that succeeded
 
     async def run(self, *, first_list_in: Context | None = None) -> None:
         """Run until cancelled; transient errors are retried with backoff, never raised. `first_list_in`: the
         trace the first listing's requests belong to (the operator's start-up), rather than a root each."""
-        failures = 0
+        self._failures = 0
         while True:
             try:
                 if self.resource_version is None or self._refreshes:
@@ -133,7 +147,6 @@ class Informer:
                         if not waiter.done():
                             waiter.set_result(None)
                 await self._watch()
-                failures = 0
             except _Expired:
                 self.expirations += 1
                 self.gateway.watch_failed(self.resource.kind, "410")
@@ -141,11 +154,27 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # network, 5xx, auth: keep the last state, back off, go on
-                failures += 1
-                self.gateway.watch_failed(self.resource.kind, _code(err))
-                delay = min(30.0, self.retry_delay * 2 ** min(failures, 5)) * random.uniform(0.5, 1.0)
-                log.warning("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
+                self._failures += 1
+                code = _code(err)
+                self.gateway.watch_failed(self.resource.kind, code)
+                delay = self._backoff(err)
+                reason = _transient_reason(err)
+                if reason is not None:  # the API server's bad minute: one line per outage (`Outages`)
+                    self.gateway.retried(reason, f"{self.resource.kind} list/watch: {err}")
+                    log.debug("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
+                else:
+                    log.warning("informer %s: %s; retrying in %.1fs", self.resource.kind, err, delay)
                 await asyncio.sleep(delay)
+
+    def _backoff(self, err: Exception) -> float:
+        """The wait before trying again: what the answer asked for, else doubling from `retry_delay` per
+        failure since the last list or watch that succeeded, up to a ceiling that is short while the API
+        server answers at all."""
+        asked = err.retry_after if isinstance(err, ApiError) else None
+        if asked is not None:
+            return min(RETRY_AFTER_CAP, asked) * random.uniform(1.0, 1.2)
+        ceiling = RETRY_CEILING if isinstance(err, ApiError) else REFUSED_CEILING
+        return float(min(ceiling, self.retry_delay * 2 ** min(self._failures - 1, 8)) * random.uniform(0.5, 1.0))
 
     async def refresh(self, *, in_trace: Context | None = None) -> None:
         """List afresh (a consistent read), deliver what changed since the cache's last event, and watch on
@@ -177,6 +206,7 @@ class Informer:
                     event_type = "MODIFIED"
                 await self._deliver(WatchEvent(event_type, obj))
         self.relists += 1
+        self._failures = 0  # a list that succeeds: the API server is back, the next failure waits briefly
         for key in [k for k in self.store if k not in seen]:
             await self._deliver(WatchEvent("DELETED", self.store[key]))
         self.resource_version = rv
@@ -206,6 +236,7 @@ class Informer:
             if err.gone:
                 raise _Expired() from err
             raise
+        self._failures = 0  # a watch that opens: the same
         self._watching = resp
         try:
             while not self._refreshes:
@@ -273,6 +304,13 @@ def _code(err: Exception) -> str:
     if isinstance(err, ApiError):
         return str(err.status)
     return failure_code(err)
+
+
+def _transient_reason(err: Exception) -> str | None:
+    """The reason a failed list or watch is the API server's bad minute (retries.py), else None."""
+    if isinstance(err, ApiError):
+        return answer_reason(err.status, err.body)
+    return failure_reason(err)
 
 
 def _key(obj: Mapping[str, Any]) -> Key:

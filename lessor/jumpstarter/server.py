@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +23,10 @@ from lessor.certs import CertificateAuthority
 from lessor.leader import Leadership
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 
-from .forwarding import ForwardToLeader, LeaderLink, leader_trust
+from .forwarding import LEADER_METADATA, ForwardToLeader, LeaderLink, leader_trust
 from .router import Router, RouterService
 from .service import ClientService, ControllerService, Refusal
-from .settings import GrpcSettings
+from .settings import LEADER_WAIT_MARGIN, GrpcSettings
 from .tokens import Minter, SigningKey
 
 if TYPE_CHECKING:
@@ -41,10 +41,6 @@ KEEPALIVE = (
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_ping_strikes", 0),
 )
-
-
-LEADER_METADATA = "lessor-leader"
-"""Trailing metadata of a follower's UNAVAILABLE: the leader's HOST:PORT, for tools that can follow it."""
 
 
 def not_leading(leadership: Leadership) -> str:
@@ -74,16 +70,19 @@ class FollowerRefusal(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def refused(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         """`handler`'s shape, answering UNAVAILABLE with the leader's address."""
-        return _refusing(handler, not_leading(self.leadership), self.leadership.leader_says(HOLDER_GRPC))
+        return _refusing(handler, self.refuse)
 
-
-def _refusing(handler: grpc.RpcMethodHandler, message: str, leader: str | None) -> grpc.RpcMethodHandler:
-    """A handler of `handler`'s shape that answers UNAVAILABLE with `message`."""
-
-    async def refuse(context: grpc.aio.ServicerContext) -> None:
+    async def refuse(self, context: grpc.aio.ServicerContext) -> None:
+        """End the call UNAVAILABLE, naming the leader as the Lease says now (raises)."""
+        leader = self.leadership.leader_says(HOLDER_GRPC)
         if leader is not None:
             context.set_trailing_metadata(((LEADER_METADATA, leader),))
-        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, not_leading(self.leadership))
+
+
+def _refusing(handler: grpc.RpcMethodHandler,
+              refuse: Callable[[grpc.aio.ServicerContext], Awaitable[None]]) -> grpc.RpcMethodHandler:
+    """A handler of `handler`'s shape that answers as `refuse` does."""
 
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await refuse(context)
@@ -151,8 +150,11 @@ async def serving(operator: Operator, settings: GrpcSettings, bind_address: str)
     backend = OperatorBackend(operator, key)
     refusal = FollowerRefusal(operator.leadership)
     link = _leader_link(settings, elected=operator.config.leader_election is not None)
+    election = operator.config.leader_election
+    wait = settings.leader_wait if settings.leader_wait is not None else (
+        election.lease_duration + LEADER_WAIT_MARGIN if election is not None else 0.0)
     interceptor = refusal if link is None else ForwardToLeader(
-        operator.leadership, settings.own_address, link, refusal.refused, operator.registry)
+        operator.leadership, settings.own_address, link, refusal.refuse, operator.registry, wait=wait)
     server = grpc.aio.server(options=KEEPALIVE, interceptors=[interceptor])
     router = Router(settings.endpoint)
     jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend, router), server)

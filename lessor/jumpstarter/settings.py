@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+LEADER_WAIT_MARGIN = 10.0
+"""Seconds past the leader Lease's duration that a follower holds calls by default: the candidates' retry
+period and the API server's answers, with room for a busy node."""
+
+
 @dataclass(frozen=True)
 class GrpcSettings:
     port: int
@@ -24,6 +29,10 @@ class GrpcSettings:
     forward_to_leader: bool = True
     """A follower relays every call to the leader's advertised address (forwarding.py); False: it refuses
     them UNAVAILABLE naming that address."""
+    leader_wait: float | None = None
+    """Seconds a follower holds a call while no leader answers (the leader crashed, an election is under way)
+    before refusing it; None: the leader Lease's duration plus LEADER_WAIT_MARGIN, the longest a takeover
+    takes when the election's requests are answered."""
 
     @property
     def own_address(self) -> str:

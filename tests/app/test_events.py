@@ -23,7 +23,7 @@ from lessor.actors.events import NORMAL, WARNING, record_transitions, severity
 from lessor.tools.controlplane import ControlPlane
 from lessor.events import EventRecorder, GatewaySink
 from lessor.gateway import Gateway
-from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EXPORTER, LEASE, PROVIDER
+from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EVENT, EXPORTER, LEASE, PROVIDER
 from tests.polling import events_of, until, wait_events
 from tests.slowness import scaled
 
@@ -96,6 +96,18 @@ async def recording(sink: Any, **settings: Any) -> AsyncIterator[tuple[EventReco
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _events_until(kube: Gateway, ns: str, check: Callable[[list[dict[str, Any]]], bool],
+                        timeout: float = 30) -> list[dict[str, Any]]:
+    """Every Event of the namespace, once `check` holds for them."""
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        items, _ = await kube.list(EVENT, ns)
+        if check(items) or time.monotonic() > deadline:
+            assert check(items), [(e["reason"], e["regarding"]["name"], e.get("series")) for e in items]
+            return items
+        await asyncio.sleep(0.2)
 
 
 async def configmap(kube: Gateway, ns: str, name: str) -> dict[str, Any]:
@@ -261,6 +273,38 @@ async def test_an_event_the_api_server_refuses_is_counted_and_does_not_stop_the_
         await wait_events(kube, namespace, "after", lambda es: len(es) == 1)
 
 
+async def test_a_storm_in_one_namespace_is_summarised_and_its_warning_still_written(
+        kube: Gateway, namespace: str, recorder_gateway: Gateway) -> None:
+    """A burst of Ready in one namespace: the budget's Events, then one summary counting the rest; a Warning in
+    the same storm is written on its own object; another namespace is not touched."""
+    storm, budget = 40, 5
+    async with recording(GatewaySink(recorder_gateway), namespace_burst=budget, namespace_rate=0.0,
+                         summary_every=0.1, retry_every=0.1) as (recorder, registry):
+        objects = await asyncio.gather(*(configmap(kube, namespace, f"l{i:02d}") for i in range(storm)))
+        for i, obj in enumerate(objects):
+            recorder.record(CONFIGMAP_KIND, obj, NORMAL, "Ready", f"exporter e{i:02d} is leased", "Lease")
+            if i == storm // 2:
+                recorder.record(CONFIGMAP_KIND, obj, WARNING, "Evicted", "a higher priority took e20", "End")
+        await recorder.drain()
+
+        def summarised(events: list[dict[str, Any]]) -> bool:
+            return any((e.get("series") or {}).get("count") == storm - budget for e in events)
+
+        items = await _events_until(kube, namespace, summarised)
+        ready = [e for e in items if e["reason"] == "Ready"]
+        assert len(ready) == budget + 1, [(e["regarding"]["name"], e.get("series")) for e in ready]
+        assert sorted(e["regarding"]["name"] for e in ready) == [f"l{i:02d}" for i in range(budget + 1)]
+        summary = next(e for e in ready if e.get("series"))
+        assert summary["regarding"]["name"] == f"l{budget:02d}"  # the first one it summarises
+        assert summary["note"].startswith("ConfigMaps Ready past this namespace's Event budget")
+        assert summary["note"].endswith(f"l{budget:02d} the first: exporter e{budget:02d} is leased")
+        evicted = [e for e in items if e["reason"] == "Evicted"]
+        assert [(e["type"], e["regarding"]["name"]) for e in evicted] == [(WARNING, f"l{storm // 2:02d}")]
+        writes = recorder_gateway.requests[("create", "Event")] + recorder_gateway.requests[("patch", "Event")]
+        assert writes == budget + 2, recorder_gateway.requests  # the budget's, the summary, the Warning: not 41
+        assert registry.get_sample_value("lessor_events_summarised_total", {"reason": "Ready"}) == storm - budget
+
+
 # --- fast unit tests (no API) ---------------------------------------------------------------------
 
 
@@ -372,3 +416,83 @@ def test_the_caches_stay_bounded() -> None:
                         NORMAL, "R", "n", "T")
     assert len(recorder.series) <= 100 + 10  # at most the queued ones beyond the bound
     assert len(recorder.buckets) <= 100
+    for i in range(1000):  # a namespace budget each
+        recorder.record(CONFIGMAP_KIND, thing(f"ns{i}", "o"), NORMAL, "R", "n", "T")
+    assert len(recorder.namespaces) <= 100
+
+
+class Writes(Sink):
+    """An open sink that keeps the patches too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate.set()
+        self.patched: list[tuple[str, dict[str, Any]]] = []
+
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patched.append((name, patch))
+        return patch
+
+
+def thing(namespace: str, name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "uid": f"{namespace}/{name}"}}
+
+
+async def until_written(recorder: EventRecorder) -> None:
+    """Until no series update waits for a token (they are retried every `retry_every`)."""
+    deadline = time.monotonic() + scaled(5)
+    while recorder.waiting and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await recorder.drain()
+    assert not recorder.waiting
+
+
+async def test_normal_events_past_the_namespace_budget_are_counted_into_one_summary_and_warnings_are_not() -> None:
+    sink = Writes()
+    async with recording(sink, namespace_burst=3, namespace_rate=0.0, summary_every=0.05,
+                         retry_every=0.02) as (recorder, registry):
+        for i in range(10):
+            recorder.record(CONFIGMAP_KIND, thing("storm", f"l{i}"), NORMAL, "Ready", f"exporter e{i} is leased",
+                            "Lease")
+        recorder.record(CONFIGMAP_KIND, thing("storm", "l7"), WARNING, "Evicted", "a higher priority took e7", "End")
+        for i in range(3):  # another namespace's budget is its own
+            recorder.record(CONFIGMAP_KIND, thing("quiet", f"q{i}"), NORMAL, "Ready", "leased", "Lease")
+        await recorder.drain()
+        written = [(e["metadata"]["namespace"], e["regarding"]["name"], e["reason"], e.get("series", {}).get("count"))
+                   for e in sink.created]
+        assert written == [("storm", "l0", "Ready", None), ("storm", "l1", "Ready", None),
+                           ("storm", "l2", "Ready", None), ("storm", "l3", "Ready", 7),
+                           ("storm", "l7", "Evicted", None), ("quiet", "q0", "Ready", None),
+                           ("quiet", "q1", "Ready", None), ("quiet", "q2", "Ready", None)]
+        summary = sink.created[3]
+        assert summary["type"] == NORMAL and summary["action"] == "Lease"
+        assert summary["note"] == ("ConfigMaps Ready past this namespace's Event budget are counted in this "
+                                   "Event's series.count, l3 the first: exporter e3 is leased")
+
+        # More of the storm: the summary's count grows by patches (one per `summary_every` at most), no new Event.
+        for i in range(10, 15):
+            recorder.record(CONFIGMAP_KIND, thing("storm", f"l{i}"), NORMAL, "Ready", "leased", "Lease")
+            await asyncio.sleep(0)
+        await until_written(recorder)
+        assert len(sink.created) == 8
+        assert sink.patched[-1] == (summary["metadata"]["name"], {"series": {
+            "count": 12, "lastObservedTime": sink.patched[-1][1]["series"]["lastObservedTime"]}})
+        assert len(sink.patched) <= 2
+        # A repeat of an Event already written is its own series, as in a quiet namespace.
+        recorder.record(CONFIGMAP_KIND, thing("storm", "l0"), NORMAL, "Ready", "again", "Lease")
+        await until_written(recorder)
+        assert sink.patched[-1][0] == sink.created[0]["metadata"]["name"]
+        assert registry.get_sample_value("lessor_events_summarised_total", {"reason": "Ready"}) == 12
+        assert registry.get_sample_value("lessor_events_dropped_total", {"reason": "rate_limited"}) is None
+
+
+async def test_the_namespace_budget_refills_and_a_quiet_namespace_never_sees_it() -> None:
+    sink = Writes()
+    async with recording(sink, namespace_burst=2, namespace_rate=50.0) as (recorder, registry):
+        for i in range(6):  # a token comes every 20 ms: never short
+            recorder.record(CONFIGMAP_KIND, thing("ns", f"o{i}"), NORMAL, "Ready", "leased", "Lease")
+            await asyncio.sleep(0.05)
+        await recorder.drain()
+    assert [e["regarding"]["name"] for e in sink.created] == [f"o{i}" for i in range(6)]
+    assert all("series" not in e for e in sink.created)
+    assert registry.get_sample_value("lessor_events_summarised_total", {"reason": "Ready"}) is None

@@ -8,7 +8,7 @@ from typing import Any
 
 from lessor.tools.bench.failover_check import (
     GROUP_LABEL, PRIORITY_LABEL, SPOT_LABEL, Observed, failovers, late_writes, scan_history, slim_exporter,
-    slim_lease, stranded, writes,
+    slim_lease, stranded, writes, writes_per_grant,
 )
 
 SA = "system:serviceaccount:lessor-system:"
@@ -201,3 +201,21 @@ def test_a_replica_that_never_led_but_writes_after_a_leader_is_late_without_a_de
                audit("r3", 2, "exporters", subresource="status")]
     late = late_writes(writes(records, [SA + "r1", SA + "r3"]), renew_deadline=10.0)
     assert late["count"] == 1 and late["worst_seconds_past_renew_deadline"] is None
+
+
+def test_writes_per_grant_count_events_and_leave_out_the_election_and_the_start() -> None:
+    h = (History().lease(lease("a", pending=True)).exporter(exporter("e1", "a")).lease(lease("a", on="e1", ready=True))
+         .lease(lease("b", pending=True)).exporter(exporter("e2", "b")).lease(lease("b", on="e2", ready=True))
+         .lease(lease("b", on="e2", ready=True)))  # still Ready: not a grant again
+    grants = scan_history(h.events).grants
+    assert grants == 2
+    records = [renew("r1", 0), renew("r1", 2), renew("r1", 4), audit("r1", 0.5, "exporters", subresource="status"),
+               *(audit("r1", 1 + i, "leases", subresource="status") for i in range(3)),
+               *(audit("r1", 1 + i, "exporters", subresource="status") for i in range(2)),
+               audit("r1", 5, "events", verb="create"), audit("r1", 6, "events"),
+               audit("r1", 7, "leases", subresource="status", code=409)]  # refused: not a write
+    found = writes_per_grant(writes(records, [SA + "r1"]), grants, since=T0.timestamp() + 0.75)
+    assert found["per_grant"] == 3.5 and found["events_per_grant"] == 1.0 and found["writes"] == 7
+    assert found["writes_before_storm"] == {"patch exporters/status": 1}  # the start's Online, before the storm
+    assert found["by_request_per_grant"] == {"create events": 0.5, "patch events": 0.5, "patch exporters/status": 1.0,
+                                             "patch leases/status": 1.5}

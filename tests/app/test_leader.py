@@ -75,6 +75,34 @@ async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway
             assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("second", 1)
 
 
+async def test_a_release_answered_late_still_hands_over(
+    kube: Gateway, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the release's write took longer than one retry period; given up on, it left the
+    followers waiting out the whole lease (CI saw a follower wait 20 s for a 30 s lease)."""
+    settings = _settings(lease_duration=120.0, renew_deadline=3.0)
+    async with await Gateway.connect(str(kubeconfig)) as slow:
+        request = slow.request
+
+        async def late(verb: str, kind: str, method: str, path: str, **kwargs: Any) -> Any:
+            if kind == COUNTED_AS and verb == "update" and not first.leading():  # the release, nothing else
+                await asyncio.sleep(5 * settings.retry_period)
+            return await request(verb, kind, method, path, **kwargs)
+
+        monkeypatch.setattr(slow, "request", late)
+        first = LeaderElector(slow, OPS, settings, identity="first")
+        second = LeaderElector(kube, OPS, settings, identity="second")
+        async with _running(first) as leading:
+            await asyncio.wait_for(first.wait_leading(), scaled(10))
+            async with _running(second):
+                leading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await leading
+                await first.release()
+                await asyncio.wait_for(second.wait_leading(), scaled(30, at_most=100))  # within the 120 s lease
+                assert (await _holder(kube, settings.name))["holderIdentity"] == "second"
+
+
 async def test_a_leader_renews_in_one_round_trip(kube: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read and a write per renewal took long enough on a loaded API server to miss the renew deadline
     (leaders stepped down by themselves under `bench failover`'s CPU hogs): a renewal is the write alone."""

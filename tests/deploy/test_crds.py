@@ -1030,7 +1030,8 @@ def test_deploy_files(deploy):
     for objs in deploy.values():
         for o in objs:
             if o["kind"] not in {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
-                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Kustomization"}:
+                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Kustomization",
+                                 "FlowSchema", "PriorityLevelConfiguration"}:  # cluster-scoped
                 assert o["metadata"]["namespace"] == "lessor-system", o["metadata"]["name"]
 
 

@@ -44,11 +44,12 @@ pytestmark = pytest.mark.apiserver
 Md = tuple[tuple[str, str], ...]
 
 
-def _grpc(folder: Path, *, forward: bool = True) -> GrpcSettings:
-    """A replica's own port; the certificate (for localhost) and the endpoint the configs name are shared."""
+def _grpc(folder: Path, *, forward: bool = True, wait: float | None = None) -> GrpcSettings:
+    """A replica's own port; the certificate (for localhost) and the endpoint the configs name are shared.
+    `wait`: how long it holds a call while no leader answers (None: the Lease's duration + 10 s)."""
     port = free_port()
     return GrpcSettings(port=port, endpoint=f"localhost:{port}", cert_dir=folder / "certs",
-                        advertise=f"localhost:{port}", forward_to_leader=forward)
+                        advertise=f"localhost:{port}", forward_to_leader=forward, leader_wait=wait)
 
 
 def _certificates(folder: Path) -> bytes:
@@ -361,11 +362,12 @@ async def test_without_forwarding_a_follower_names_the_leaders_grpc_address_and_
 async def test_what_a_relay_meets_comes_back_and_a_replica_never_relays_to_itself(
         kube: Gateway, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
     """Two followers of a Lease held elsewhere, whose annotation the test points: at an address where nothing
-    listens (UNAVAILABLE naming it and the failure), at the other follower (its refusal and trailing metadata
-    come back unchanged), at the replica's own address (refused as before, never relayed to itself)."""
+    listens (UNAVAILABLE naming it and the failure, once the follower held the call for its wait), at the
+    other follower (its refusal and trailing metadata come back unchanged), at the replica's own address
+    (refused as before, never relayed to itself)."""
     ca = _certificates(tmp_path)
     settings = await _held_elsewhere(kube)  # held by another holder for an hour: the replicas only follow
-    nowhere, one, other = f"localhost:{free_port()}", _grpc(tmp_path), _grpc(tmp_path)
+    nowhere, one, other = f"localhost:{free_port()}", _grpc(tmp_path, wait=0.5), _grpc(tmp_path, wait=0.5)
 
     replicas: list[Any] = []
 
@@ -414,6 +416,33 @@ async def test_what_a_relay_meets_comes_back_and_a_replica_never_relays_to_itsel
         code, details, leader, _ = await _list(one.own_address, ca, namespace, "any")
         assert (code, leader) == (grpc.StatusCode.UNAVAILABLE, one.own_address) and "is not the leader" in details
         assert _forwarded(relaying, LIST_LEASES, "UNAVAILABLE") == relays  # refused, not relayed to itself
+
+
+async def test_a_follower_holds_a_call_until_the_lease_names_a_leader_that_answers(
+        kube: Gateway, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    """The leader the Lease names does not listen (it crashed): the follower holds the agent's Status instead
+    of failing it, and relays it to the next leader the Lease names, whose first message is the caller's first."""
+    ca = _certificates(tmp_path)
+    settings = await _held_elsewhere(kube)
+    nowhere, one = f"localhost:{free_port()}", _grpc(tmp_path, wait=scaled(60))
+    async with (_operator(kubeconfig, grpc=one, leader_election=settings) as (follower, relaying),
+                _stand_in_leader(tmp_path / "certs") as stand_in):
+        async def point(address: str) -> None:
+            await kube.merge_patch(COORDINATION_LEASE, OPS, settings.name, {"metadata": {"annotations": {
+                HOLDER_GRPC: address}}})
+            await _eventually(lambda: follower.leadership.leader_says(HOLDER_GRPC) == address, seconds=20)
+
+        await point(nowhere)
+        async with _channel(one.own_address, ca) as channel:
+            status = jumpstarter_pb2_grpc.ControllerServiceStub(channel).Status(jumpstarter_pb2.StatusRequest())
+            first = asyncio.ensure_future(status.read())
+            await asyncio.sleep(0.5)  # the call reaches the follower, which holds it (the leader does not listen)
+            assert not first.done() or first.exception() is None, first.exception()
+            await point(stand_in)
+            assert (await asyncio.wait_for(first, scaled(20))).lease_name == "stand-in"
+            status.cancel()
+        held = relaying.get_sample_value("lessor_grpc_held_calls_total", {"outcome": "relayed"})
+        assert held == 1, held
 
 
 @contextlib.asynccontextmanager

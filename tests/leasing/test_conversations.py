@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from lessor.actors.api import LEASE
+from lessor.actors.api import EXPORTER as EXPORTER_KIND, LEASE
 from lessor.actors.leasing.world import LeaseWorld
 from lessor.mailbox.actor import DEFAULT_ASK_TIMEOUT
 from lessor.topology.actor import TopologyActor
@@ -200,3 +200,43 @@ async def test_a_lease_whose_free_exporter_never_comes_shows_pending_after_a_few
         lease(api, "l1")
         await until(lambda: pending_writes(api, "l1") == 1)
         assert not is_ready(api.object("Lease", NS, "l1"))
+
+
+def lease_status_writes(api: MemoryApi, lease_name: str) -> list[Any]:
+    return [w for w in api.writes if w.kind == "Lease" and w.name == lease_name and w.verb == "patch status"]
+
+
+async def test_a_lease_whose_busy_exporter_frees_up_within_the_grace_writes_one_status_ready() -> None:
+    """Every candidate held when the lease came, one released a moment later: the lease's only status write
+    is Ready (a storm of leases, half of them served within a second, writes no Pending for those)."""
+    async with world(decision_window=0.02, pending_grace=2.0) as (_, api):
+        lab(api, "e1")
+        lease(api, "first")
+        await until(lambda: is_ready(api.object("Lease", NS, "first")))
+        lease(api, "second")  # e1 is held: nothing it could take now
+        await asyncio.sleep(0.2)
+        await api.merge_patch(LEASE, NS, "first", {"spec": {"release": True}})
+        await until(lambda: is_ready(api.object("Lease", NS, "second")))
+    assert pending_writes(api, "second") == 0
+    assert len(lease_status_writes(api, "second")) == 1
+
+
+async def test_a_waiting_lease_rewrites_its_pending_message_at_most_every_refresh() -> None:
+    """A lease waiting for a group whose exporters keep changing hands writes its reason once; the new list of
+    states in the message waits for the refresh (every grant around would otherwise be a write of each waiter)."""
+    async with world(decision_window=0.02, pending_grace=0.05) as (_, api):
+        lab(api, "e1", "e2")
+        lease(api, "a")
+        lease(api, "b")
+        await until(lambda: is_ready(api.object("Lease", NS, "a")) and is_ready(api.object("Lease", NS, "b")))
+        lease(api, "waiter")
+        await until(lambda: pending_writes(api, "waiter") == 1)
+        for _ in range(3):  # e2 changes hands: the waiter is told, and its message would change each time
+            await api.merge_patch(EXPORTER_KIND, NS, "e2", {"status": {"exporterStatus": "Offline"}},
+                                  subresource="status")
+            await asyncio.sleep(0.7)
+            await api.merge_patch(EXPORTER_KIND, NS, "e2", {"status": {"exporterStatus": "Available"}},
+                                  subresource="status")
+            await asyncio.sleep(0.7)
+        assert pending_writes(api, "waiter") <= 2, [w.object["status"]["conditions"]
+                                                    for w in lease_status_writes(api, "waiter")]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lessor.mailbox import Actor, ActorSystem, DeadLetter, DeadLetters, Supervision
+from lessor.mailbox import Actor, ActorSystem, DeadLetter, DeadLetters, Expected, Supervision
 from lessor.mailbox.storms import FailureLog
 from tests.slowness import scaled
 
@@ -143,3 +143,29 @@ def test_the_same_failure_naming_each_actors_object_is_one_storm(caplog: pytest.
     assert "exporter/lab/e00000" in first.getMessage() and first.exc_info is not None
     assert "2999 more exporter actors failed with RuntimeError" in summary.getMessage()
     assert "exporter/lab/e02999" in summary.getMessage()
+
+
+class Deposed(Expected):
+    """What the app's `NotLeader` is to the mailbox: a failure that is how the system runs."""
+
+
+class Stepping(Actor):
+    async def receive(self, message: Any) -> None:
+        raise Deposed("not the leader: patch Lease ns/x refused")
+
+
+async def test_actors_stopped_by_an_expected_failure_log_one_line_each_storm_without_a_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A step-down refuses the writes of dozens of actors at once: routine, so no ERROR and no traceback, but
+    still said (at INFO) and counted; the actors restart as after any failure."""
+    caplog.set_level(logging.INFO, logger="lessor.mailbox")
+    async with ActorSystem(registry=None) as system:
+        system.register("stepping", lambda a: Stepping(), supervision=Supervision(max_restarts=100, backoff=0.001,
+                                                                                   max_backoff=0.002))
+        for i in range(50):
+            system.tell(f"stepping/{i}", "go")
+        await asyncio.sleep(0.2)
+    lines = [r for r in caplog.records if "stepping" in r.getMessage()]
+    assert lines and all(r.exc_info is None and r.levelno == logging.INFO for r in lines), lines
+    assert "stopped by not the leader" in lines[0].getMessage()
+    assert any("49 more stepping actors failed with Deposed" in r.getMessage() for r in lines)

@@ -120,6 +120,10 @@ async def _remove(gateway: Gateway, namespace: str) -> None:
     thousands of them and write each one's `Online` (they were the most of a `bench leases` start-up's writes)."""
     try:
         await gateway.request("deletecollection", EXPORTER.kind, "DELETE", EXPORTER.path(namespace), timeout=300)
+        # DeleteCollection is not atomic (the API server may stop part-way, e.g. at its request timeout): what
+        # is left goes one by one
+        left, _ = await gateway.list(EXPORTER, namespace)
+        await _gather_limited([gateway.delete(EXPORTER, namespace, e["metadata"]["name"]) for e in left], 16)
     finally:
         await gateway.delete(NAMESPACE, None, namespace)
 

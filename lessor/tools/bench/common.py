@@ -18,7 +18,7 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.versions import KUBERNETES_VERSION
@@ -26,6 +26,9 @@ from lessor.gateway import Gateway, WatchEvent
 from lessor.model.views.conditions import StatusView
 from lessor.gateway.resources import EXPORTER, NAMESPACE
 from lessor.install import install
+
+if TYPE_CHECKING:
+    from lessor.tools.bench.cpu_limit import CpuQuota
 
 
 STARTUP_SECONDS: list[float] = []
@@ -109,18 +112,21 @@ async def gather_limited(coros: list[Any], limit: int = 32, what: str = "") -> N
 
 
 def start_operator(kubeconfig: Path, tmp: Path, health: int, metrics: int, *extra: str,
-                   env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+                   env: dict[str, str] | None = None, quota: CpuQuota | None = None) -> subprocess.Popen[bytes]:
     """`lessor run` against `kubeconfig`, without the webhook, logging to `tmp/operator.log`; `env` adds to the
-    environment (the OTEL_* variables of a traced run)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook", *extra,
-         "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)],
-        cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"), env={**os.environ, **(env or {})})
+    environment (the OTEL_* variables of a traced run); with `quota`, under its CPU limit (`--cpu-limit`)."""
+    argv = [sys.executable, "-m", "lessor", "run", "--kubeconfig", str(kubeconfig), "--no-webhook", *extra,
+            "--bind-address", "127.0.0.1", "--health-port", str(health), "--metrics-port", str(metrics)]
+    popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen if quota is None else quota.popen
+    return popen(argv, cwd=tmp, stdout=subprocess.DEVNULL, stderr=open(tmp / "operator.log", "wb"),
+                 env={**os.environ, **(env or {})})
 
 
-async def stop_operator(proc: subprocess.Popen[bytes]) -> None:
+async def stop_operator(proc: subprocess.Popen[bytes], quota: CpuQuota | None = None) -> None:
     proc.send_signal(signal.SIGTERM)
     await asyncio.to_thread(proc.wait, 30)
+    if quota is not None:
+        quota.ended(proc)
 
 
 def metrics_text(port: int) -> str:
@@ -135,6 +141,17 @@ def api_requests(port: int) -> dict[tuple[str, str], float]:
     for kind, verb, value in re.findall(
             r'lessor_api_requests_total\{code="[^"]*",kind="([^"]*)",verb="([^"]*)"\} (\S+)', metrics_text(port)):
         found[(verb, kind)] = found.get((verb, kind), 0.0) + float(value)
+    return found
+
+
+def unanswered_writes(port: int) -> dict[str, float]:
+    """The operator's write attempts the API server did not take (no 2xx: a conflict, a throttle, a timeout), as
+    {"verb kind code": count}: a write tried again shows here, and not as a second change of the object."""
+    found: dict[str, float] = {}
+    for code, kind, verb, value in re.findall(
+            r'lessor_api_requests_total\{code="([^"]*)",kind="([^"]*)",verb="([^"]*)"\} (\S+)', metrics_text(port)):
+        if verb in WRITE_VERBS and not code.startswith("2") and float(value):
+            found[f"{verb} {kind} {code}"] = found.get(f"{verb} {kind} {code}", 0.0) + float(value)
     return found
 
 
@@ -207,13 +224,15 @@ def process_stats(pid: int) -> tuple[int, float]:
 
 
 async def available_exporters(kube: Gateway, namespace: str, labels: dict[str, dict[str, str]]) -> None:
-    """Create the namespace and an Exporter per name (with its labels) whose agent reports it Available."""
+    """Create the namespace and an Exporter per name (with its labels) whose agent reports it Available, each
+    seen when it is created (one time for all aged the first ones by the whole lab's creation, past a heartbeat
+    timeout at thousands on a slow machine)."""
     await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def exporter(name: str, marks: dict[str, str]) -> None:
         await kube.create(EXPORTER, namespace, {"apiVersion": EXPORTER.api_version, "kind": "Exporter",
                                                 "metadata": {"name": name, "labels": marks}})
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         await kube.patch_status(EXPORTER, namespace, name, {"lastSeen": now, "exporterStatus": "Available"})
 
     await gather_limited([exporter(name, marks) for name, marks in labels.items()], what="exporters created")

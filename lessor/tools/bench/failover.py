@@ -1,5 +1,6 @@
 """Fail-over under attack (issue 27): replicas of `lessor run`, each its own ServiceAccount, during a
-lease storm with churn and CPU hogs, while the leader is SIGKILLed (`kill`), paused past its lease
+lease storm with churn on a slow node (CPU hogs beside them, or each under a pod's CPU limit, `--cpu-limit`:
+lessor/tools/bench/cpu_limit.py), while the leader is SIGKILLed (`kill`), paused past its lease
 (`stop`) or the replicas are rolled (`rolling`). The invariants are read afterwards from a watch history
 of the Exporters and Leases and from the API server's audit log (lessor/tools/bench/failover_check.py says
 what a sample is and what counts), so the bench judges what the API server accepted, not what the
@@ -28,8 +29,9 @@ from typing import Any
 import orjson
 
 from lessor.tools.bench.common import machine, percentile, say, start_operator, wait_http
+from lessor.tools.bench.cpu_limit import CpuQuota
 from lessor.tools.bench.failover_check import (
-    WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes,
+    WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes, writes_per_grant,
 )
 from lessor.tools.bench.failover_lab import NS, OPS, Account, Hogs, History, Sizes, account_names, churn, heartbeats, lab
 from lessor.tools.bench.failover_lab import replica_accounts, storm
@@ -75,8 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds of storm before the churn and the first signal (default: %(default)s)")
     parser.add_argument("--heartbeat", type=float, default=sizes.heartbeat,
                         help="seconds between two heartbeats of an exporter (default: %(default)s)")
-    parser.add_argument("--cpu-hogs", type=int, default=8,
-                        help="busy-loop processes beside the replicas for the whole run (default: %(default)s)")
+    parser.add_argument("--cpu-hogs", "--hogs", type=int, metavar="N",
+                        help="busy-loop processes beside the replicas for the whole run: a busy node (default: 8, "
+                        "or 0 with --cpu-limit)")
+    parser.add_argument("--cpu-limit", metavar="CPU",
+                        help="run each replica (the operator process only, not the control plane nor this driver) "
+                        "under a CPU quota, as a pod's resources.limits.cpu: a Kubernetes quantity (200m, 0.5, 1), "
+                        "set through a cgroup per replica (cgroup v2 cpu.max or v1 cpu.cfs_quota_us; needs a "
+                        "writable cgroup, e.g. root); the JSON's cpu_limit says which (default: no limit)")
     parser.add_argument("--settle", type=float, default=60.0,
                         help="after the attack, seconds the operator gets to leave nothing stranded (default: "
                         "%(default)s)")
@@ -115,6 +123,8 @@ class Replicas:
     members: list[Replica] = field(default_factory=list)
     started: int = 0
     accounts: list[Account] = field(default_factory=list)
+    quota: CpuQuota | None = None
+    """Each replica's CPU limit (`--cpu-limit`), in a cgroup of its own."""
 
     def start(self) -> Replica:
         self.started += 1
@@ -123,8 +133,8 @@ class Replicas:
         health, metrics = free_port(), free_port()
         account = self.accounts[self.started - 1] if self.accounts else None
         kubeconfig = account.kubeconfig if account else self.kubeconfig
-        member = Replica(start_operator(kubeconfig, folder, health, metrics, *self.election), health, metrics,
-                         account.username if account else "")
+        member = Replica(start_operator(kubeconfig, folder, health, metrics, *self.election, quota=self.quota),
+                         health, metrics, account.username if account else "")
         self.members.append(member)
         return member
 
@@ -147,6 +157,11 @@ class Replicas:
 
     async def reap(self, member: Replica) -> None:
         await asyncio.to_thread(member.proc.wait, 30)
+        self._ended(member)
+
+    def _ended(self, member: Replica) -> None:
+        if self.quota is not None:
+            self.quota.ended(member.proc)
 
     async def stop(self) -> None:
         for member in self.members:
@@ -159,6 +174,7 @@ class Replicas:
             except subprocess.TimeoutExpired:
                 member.proc.kill()
                 member.proc.wait()
+            self._ended(member)
         self.members.clear()
 
 
@@ -277,15 +293,15 @@ async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -
             say(f"{mode}: lab of {sizes.exporters} exporters in {sizes.groups} groups, {sizes.clients} clients")
             history = History(kube)
             recording, working = asyncio.Event(), asyncio.Event()
-            replicas = Replicas(cp.kubeconfig, folder, election, accounts=accounts)
+            replicas = Replicas(cp.kubeconfig, folder, election, accounts=accounts, quota=args.quota)
             background = [asyncio.create_task(history.run(recording)),
                           asyncio.create_task(heartbeats(kube, sizes, recording))]
-            with Hogs(args.cpu_hogs, args.timeout):
+            with Hogs(args.hogs, args.timeout):
                 try:
                     async with asyncio.timeout(args.timeout):
                         for _ in range(args.replicas):
                             await replicas.ready(replicas.start())
-                        began = time.monotonic()
+                        began, storm_began = time.monotonic(), time.time()
                         work = [asyncio.create_task(storm(kube, sizes, rng, working)),
                                 asyncio.create_task(churn(kube, history, sizes, rng, working))]
                         await asyncio.sleep(sizes.warmup)
@@ -317,12 +333,14 @@ async def attack(mode: str, args: argparse.Namespace, seed: int, folder: Path) -
         "stranded": {"count": stranded_count, "settled_seconds": settled,
                      **{k: {"count": len(v), "first": v[:5]} for k, v in left.items() if v}},
         "priority_inversions": {"grants": len(scanned.inversions), "first": scanned.inversions[:5]},
+        "writes_per_grant": writes_per_grant(accepted, scanned.grants, storm_began),
         "failover": {"signals": len(signals), "p50_seconds": round(percentile(measured, 50), 2) if measured else None,
                      "max_seconds": max(measured) if measured else None, "seconds": seconds},
     }
     targets = {
         "exporter_ready_for_two_leases": ("samples", 0), "lease_named_by_two_exporters": ("samples", 0),
         "late_writes": ("count", 0), "stranded": ("count", 0), "priority_inversions": ("grants", 0),
+        "writes_per_grant": ("per_grant", 3),
     }
     verdict = {k: {"value": figures[k][key], "target": target, "met": figures[k][key] <= target}
                for k, (key, target) in targets.items()}
@@ -357,7 +375,8 @@ def summary(result: dict[str, Any]) -> str:
             f"{mode}: exporter Ready for two {t['exporter_ready_for_two_leases']['value']} samples (target 0); "
             f"lease named by two {t['lease_named_by_two_exporters']['value']} samples (0); late writes "
             f"{t['late_writes']['value']} (0); stranded {t['stranded']['value']} (0); priority inversions "
-            f"{t['priority_inversions']['value']} (0); failover p50 {t['failover_p50_seconds']['value']} s "
+            f"{t['priority_inversions']['value']} (0); writes per grant {t['writes_per_grant']['value']} (3, Events "
+            f"included); failover p50 {t['failover_p50_seconds']['value']} s "
             f"({t['failover_p50_seconds']['target']}), max {r['failover']['max_seconds']} s")
     return "\n".join(lines)
 
@@ -366,8 +385,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     say(f"seed {seed}")
     modes = MODES if args.mode == "all" else (args.mode,)
+    args.hogs = args.cpu_hogs if args.cpu_hogs is not None else (0 if args.cpu_limit else 8)
+    args.quota = CpuQuota.of(args.cpu_limit) if args.cpu_limit else None
     result: dict[str, Any] = {
-        "benchmark": "failover", "seed": seed, "replicas": args.replicas, "cpu_hogs": args.cpu_hogs,
+        "benchmark": "failover", "seed": seed, "replicas": args.replicas, "cpu_hogs": args.hogs,
+        "cpu_limit": args.quota.report() if args.quota else None,
         "leader_election": {"lease_duration": args.lease_duration, "renew_deadline": args.renew_deadline,
                             "retry_period": args.retry_period},
         "workload": {"exporters": args.exporters, "groups": args.groups, "clients": args.clients,
@@ -377,6 +399,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "modes": {},
     }
     with contextlib.ExitStack() as stack:
+        if args.quota is not None:
+            stack.callback(args.quota.close)
         root = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lessor-bench-")))
         for mode in modes:
             folder = root / mode

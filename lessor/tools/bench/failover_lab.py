@@ -178,17 +178,33 @@ async def churn(kube: Gateway, history: History, sizes: Sizes, rng: random.Rando
 
 async def heartbeats(kube: Gateway, sizes: Sizes, stop: asyncio.Event) -> None:
     """Each exporter's agent writes status.lastSeen every `sizes.heartbeat` seconds, spread evenly, until
-    `stop`."""
+    `stop`: on a schedule, up to 16 in flight, as the agents are many processes. One write after another, a
+    slow API server made every later beat late by the sum of the waits, lastSeen aged past the operator's
+    heartbeat timeout, and the operator rightly wrote those exporters Offline, then Online again: two or three
+    status writes per exporter at start-up that were the driver's doing."""
     every = sizes.heartbeat / max(1, sizes.exporters)
+    gate = asyncio.Semaphore(16)
+    beating: set[asyncio.Task[None]] = set()
+
+    async def beat(name: str) -> None:
+        async with gate:
+            with contextlib.suppress(ApiError):
+                await kube.patch_status(EXPORTER, NS, name, {"lastSeen": _stamp(), "exporterStatus": "Available"})
+
     n = 0
     began = time.monotonic()
-    while not stop.is_set():
-        with contextlib.suppress(ApiError):
-            await kube.patch_status(EXPORTER, NS, _exporter_name(n % sizes.exporters),
-                                    {"lastSeen": _stamp(), "exporterStatus": "Available"})
-        n += 1
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), max(0.0, began + n * every - time.monotonic()))
+    try:
+        while not stop.is_set():
+            task = asyncio.create_task(beat(_exporter_name(n % sizes.exporters)))
+            beating.add(task)
+            task.add_done_callback(beating.discard)
+            n += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, began + n * every - time.monotonic()))
+    finally:
+        for task in beating:
+            task.cancel()
+        await asyncio.gather(*beating, return_exceptions=True)
 
 
 # --- the watch history ---------------------------------------------------------------------------

@@ -15,6 +15,9 @@ about S of the core), and reports grants/s loaded against unloaded, the CPU
 share the operator really got, writes per lease by verb and object in both
 runs and the actor restarts (a busy operator must not look like a crashed one).
 
+`--cpu-limit 200m` runs the operator under a CPU quota instead, as a pod's `resources.limits.cpu`
+(lessor/tools/bench/cpu_limit.py): what one replica does with the CPU a cluster gives it.
+
 Every storm also polls `/readyz` and `/healthz` as a kubelet would (`probes`): a replica whose API server
 answers must stay ready however slow its loop is (issue 23), on a starved core too. The writes before the
 storm are reported apart (`api_writes_before_storm`): a start writes one condition per exporter, client and
@@ -39,6 +42,7 @@ from typing import Any
 
 from lessor.tools.bench.apiserver import measure_ceiling
 from lessor.tools.bench.canary_tenant import CanaryTimes, canary_lease
+from lessor.tools.bench.cpu_limit import CpuQuota
 from lessor.tools.bench.probing import ProbePoller
 from lessor.tools.bench.common import (
     WRITE_VERBS,
@@ -58,6 +62,7 @@ from lessor.tools.bench.common import (
     say,
     start_operator,
     stop_operator,
+    unanswered_writes,
     wait_http,
 )
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
@@ -92,6 +97,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the storm with the operator pinned to one core beside CPU hogs that leave it "
                         "about S of the core (0 < S <= 1, e.g. 0.25), and report grants/s against the same storm "
                         "on that core alone")
+    parser.add_argument("--cpu-limit", metavar="CPU",
+                        help="run the operator process (not the control plane nor this driver) under a CPU quota, "
+                        "as a pod's resources.limits.cpu: a Kubernetes quantity (200m, 0.5, 1), set through a "
+                        "cgroup of its own (cgroup v2 cpu.max or v1 cpu.cfs_quota_us; needs a writable cgroup, e.g. "
+                        "root); the JSON's cpu_limit says which (default: no limit)")
     parser.add_argument("--trace", action="store_true",
                         help="also run the storm traced (spans to a file), at 100%% and 1%% parent-based sampling, "
                         "each on a fresh control plane, and report their throughput against the untraced run")
@@ -109,6 +119,17 @@ TRACED = {
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with contextlib.ExitStack() as stack:
+        if args.cpu_limit is not None:
+            args.quota = CpuQuota.of(args.cpu_limit)
+            stack.callback(args.quota.close)
+        else:
+            args.quota = None
+        result = await _run(args)
+    return {**result, "cpu_limit": args.quota.report() if args.quota else None}
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.cpu_share is not None:
         if not 0 < args.cpu_share <= 1:
             raise ValueError("--cpu-share: a share of one core, more than 0 and at most 1")
@@ -276,7 +297,9 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
     health, metrics = free_port(), free_port()
     # The exporters' agents are not simulated (their heartbeats would compete for the API
     # server), so the heartbeat timeout is long enough to keep them online through the storm.
-    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env)
+    exporters_at_start = len((await kube.list(EXPORTER))[0])  # every namespace's: a leftover would be written too
+    proc = start_operator(kubeconfig, tmp, health, metrics, "--exporter-heartbeat-timeout", "1h", env=env,
+                          quota=args.quota)
     if core is not None:  # the process and every thread it starts later
         os.sched_setaffinity(proc.pid, {core})
     stack = contextlib.ExitStack()
@@ -287,6 +310,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         await _all_online(kube, args.exporters)  # written once at start: not the storm's writes
         quiet = await canary_lease(kubeconfig, CANARY, "quiet")
         before, events_before = api_requests(metrics), event_counters(metrics)
+        unanswered_before = unanswered_writes(metrics)
         text = metrics_text(metrics)
         restarts_before = _sum_metric(text, "lessor_actor_restarts_total")
         slow_before = _sum_metric(text, "lessor_mailbox_slow_asks_total")
@@ -358,7 +382,7 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         stack.close()
         if profile is not None:
             profile.stop()
-        await stop_operator(proc)
+        await stop_operator(proc, args.quota)
     latencies = [(granted[n] - created[n]) * 1000 for n in granted if n in created]
     start_work, _ = event_requests(request_deltas({}, before))
     requests, _ = event_requests(request_deltas(before, after))
@@ -376,7 +400,17 @@ async def _storm(kube: Gateway, kubeconfig: Path, tmp: Path, args: argparse.Name
         "api_writes_before_storm": {k: v for k, v in sorted(start_work.items()) if k.split()[0] in WRITE_VERBS},
         "api_writes_before_storm_explained": "the start-up's writes (a condition per exporter, client and policy; "
                                              "the leader election's) and the quiet canary's lease, by verb and "
-                                             "object, Events apart",
+                                             "object, Events apart; every attempt, answered or not",
+        "start_up": {
+            "exporters": exporters_at_start,
+            "exporter_status_patches_per_exporter": round(start_work.get("patch Exporter", 0) / max(exporters_at_start, 1),
+                                                          3),
+            "unanswered_writes": unanswered_before,
+            "explained": "exporters: every Exporter the operator found at its start, in every namespace (the lab's "
+                         "and the canary's two; more would be another's leftovers); the patches are the start's "
+                         "(one Online each, the target at most 1) and the quiet canary's commit; unanswered_writes: "
+                         "the attempts before the storm the API server did not take, by verb, kind and code "
+                         "(counted in the writes above too)"},
         "events": {**events_report(event_writes, events_before, events_after, count, lag),
                    "unit": "granted lease", "explained": "Event writes are not in the API writes above"},
         "messages_per_granted_lease": {

@@ -192,14 +192,37 @@ class ControlPlane:
                 r.raise_for_status()
         return revision
 
+    async def kill_apiserver(self) -> None:
+        """SIGKILL kube-apiserver, as a crash or an OOM kill ends it: its port refuses connections and its
+        clients' requests in flight break, until `start_apiserver`. etcd and what was stored live on."""
+        child = self._child("kube-apiserver")
+        if child.process is not None and child.running:
+            child.process.kill()
+            await child.process.wait()
+
+    async def start_apiserver(self) -> float:
+        """Start the killed kube-apiserver again, with the same flags and port; return once `/readyz` says
+        ready, with the seconds that took."""
+        child = self._child("kube-apiserver")
+        started = time.monotonic()
+        await child.start()
+        await self._wait_until("kube-apiserver", self._apiserver_ready, child)
+        return time.monotonic() - started
+
+    def _child(self, name: str) -> Child:
+        found = next((c for c in self._children if c.name == name), None)
+        if found is None:
+            raise ControlPlaneError(f"no {name} in this control plane (not started, or stopped)")
+        return found
+
     async def _spawn(self, name: str, argv: list[str]) -> None:
         child = Child(name, argv, self.directory / "logs" / f"{name}.log")
         await child.start()
         self._children.append(child)
         self._say(f"started {name} (log: {child.log_path})")
 
-    async def _wait_until(self, name: str, probe: Callable[[], object]) -> None:
-        child = self._children[-1]
+    async def _wait_until(self, name: str, probe: Callable[[], object], child: Child | None = None) -> None:
+        child = child or self._children[-1]
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             if not child.running:

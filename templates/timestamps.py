@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -39,6 +40,14 @@ def parse_timestamp(text: object) -> datetime:
     """Parse an RFC 3339 date-time into an aware UTC datetime (sub-microsecond digits dropped)."""
     if not isinstance(text, str):
         raise TypeError(f"a timestamp must be a string, not {type(text).__name__}")
+    return _parse_text(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> datetime:
+    """`parse_timestamp` of a string, remembered: the same `lastSeen` or `creationTimestamp` is read again at
+    each of its object's decisions (an exporter's `online` in every candidate list of a storm); datetimes are
+    immutable, and a refused text raises again (exceptions are not cached)."""
     match = _RFC3339.fullmatch(text)
     if match is None:
         raise ValueError(f"invalid timestamp {text!r}: expected RFC 3339, e.g. 2021-05-01T12:30:00Z")

@@ -5,7 +5,7 @@ An actor tells its `Context.events` what a user would want to read in
 ready, a handle created, a resource the API server refused. The reason is
 the condition reason the actor reports in the object's status (DESIGN.md
 section 6). Recording never blocks, never raises and never writes here: the
-app's recorder (`lessor.events`) aggregates repeats into an EventSeries,
+app's recorder (`lessor.events.recorder`) aggregates repeats into an EventSeries,
 rate-limits per object, counts Normal events past their namespace's storm
 budget into one summary Event per reason (Warnings are always written) and
 writes `events.k8s.io/v1` Events in the background; the default `NO_EVENTS`

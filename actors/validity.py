@@ -6,7 +6,7 @@ author, on the object: `Valid` True, or False with the reason and message
 of the kind's `Rule` (the same pure functions the admission webhook denies
 with). The rules are the domains': `leasing.validity` (Client,
 ExporterAccessPolicy) and `provisioning.validity` (ResourceProvider); the
-app registers one actor kind per rule (lessor/operator.py). Here is only
+app registers one actor kind per rule (lessor/app/operator.py). Here is only
 what every rule shares: `FieldError`, `valid_condition`, `Rule` and the
 actor.
 

@@ -431,16 +431,16 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         return await run_controlplane(args.dir, controller_manager=not args.no_controller_manager)
     if args.command == "install":
         from lessor.gateway import Gateway
-        from lessor.install import install
+        from lessor.app.install import install
 
         async with await Gateway.connect(args.kubeconfig) as gateway:
             await install(gateway, args.operator_namespace, progress=_say, leader_fence=args.leader_elect)
         return 0
     if args.command == "run":
         from lessor.admission.server import WebhookSettings
-        from lessor.leader import ElectionSettings
+        from lessor.leadership.election import ElectionSettings
         from lessor.jumpstarter.settings import GrpcSettings, require_extra
-        from lessor.operator import OperatorConfig, run_operator
+        from lessor.app.operator import OperatorConfig, run_operator
 
         if args.grpc_port is not None:
             require_extra()
@@ -469,7 +469,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         ))
         return 0
     if args.command == "credentials":
-        from lessor.api_adapter import GatewayApi
+        from lessor.app.api_adapter import GatewayApi
         from lessor.gateway import Gateway
         from lessor.jumpstarter.configs import config_for, dump
 
@@ -477,7 +477,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
             from lessor.jumpstarter.tokens import rotate
 
             async with await Gateway.connect(args.kubeconfig) as gateway:
-                await rotate(gateway, args.operator_namespace, _say)
+                await rotate(gateway, GatewayApi(gateway), args.operator_namespace, _say)
             return 0
         if not args.name:
             raise ValueError(f"lessor credentials {args.kind} needs the {args.kind}'s NAME")
@@ -501,7 +501,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
 
         return await run_dev(args)
     if args.command == "trace":
-        from lessor.tracefile import print_trace
+        from lessor.telemetry.tracefile import print_trace
 
         return print_trace(args.kind, args.target, args.file, sys.stdout,
                            zipkin_port=args.zipkin_port if args.url else None)

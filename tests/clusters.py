@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from lessor.gateway import Gateway
-from lessor.install import install
+from lessor.app.install import install
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 
 OPS = "lessor-system"

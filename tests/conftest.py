@@ -22,7 +22,7 @@ import pytest
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import NAMESPACE
-from lessor.install import install
+from lessor.app.install import install
 from lessor.mailbox.loops import new_event_loop
 from tests.slowness import described, scaled, slowness
 
@@ -165,7 +165,7 @@ async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[o
     from prometheus_client import CollectorRegistry
 
     from lessor.tools.controlplane.processes import free_port
-    from lessor.operator import Operator, OperatorConfig
+    from lessor.app.operator import Operator, OperatorConfig
 
     # One operator serves the whole session, and every test's handles share the operator namespace: without a
     # budget that the session never spends, a test's handle Events would depend on the tests before it (the

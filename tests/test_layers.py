@@ -21,6 +21,23 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "lessor.actors": ("lessor.mailbox", "lessor.model", "lessor.templates"),
 }
 
+# The runtime's rooms in lessor/ (docs/architecture.md, "Layers"): these may speak HTTP, but still point one
+# way. Only lessor.app wires them together; nothing below it imports it.
+_PURE = ("lessor.mailbox", "lessor.model", "lessor.templates")
+RUNTIME: dict[str, tuple[str, ...]] = {
+    "lessor.tls": (),
+    "lessor.telemetry": (),
+    "lessor.gateway": ("lessor.model", "lessor.templates"),
+    "lessor.shipped": ("lessor.gateway",),
+    "lessor.health": ("lessor.gateway", "lessor.mailbox"),
+    "lessor.metrics": ("lessor.gateway", *_PURE),
+    "lessor.events": ("lessor.actors", "lessor.gateway", *_PURE),
+    "lessor.leadership": ("lessor.actors", "lessor.gateway", "lessor.telemetry", *_PURE),
+    "lessor.topology": ("lessor.actors", *_PURE),
+    "lessor.admission": ("lessor.actors", "lessor.gateway", "lessor.shipped", "lessor.tls", *_PURE),
+    "lessor.jumpstarter": ("lessor.actors", "lessor.gateway", "lessor.leadership", "lessor.tls", *_PURE),
+}
+
 
 def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
@@ -81,6 +98,27 @@ def test_package_imports_only_the_layers_below(package: str) -> None:
     assert breaches(package) == []
 
 
+@pytest.mark.parametrize("package", sorted(RUNTIME))
+def test_a_runtime_room_imports_only_the_rooms_below(package: str) -> None:
+    allowed = (package, *RUNTIME[package])
+    assert [f"{module}:{line} imports {name}" for path, module in modules(package)
+            for line, name in imports_of(path, module)
+            if name.partition(".")[0] == "lessor" and not any(_within(name, ok) for ok in allowed)] == []
+
+
+def test_every_room_of_the_runtime_has_a_rule() -> None:
+    """A new package in lessor/ gets its place in the layers before it lands."""
+    rooms = {module for path, module in modules("lessor") if module.count(".") == 1 and path.name == "__init__.py"}
+    data = {"lessor.crds", "lessor.deploy"}  # YAML shipped as package data, no code
+    assert rooms - set(RUNTIME) - set(ALLOWED) - data - {"lessor.app", "lessor.tools"} == set()
+
+
+def test_the_runtime_has_no_loose_modules() -> None:
+    """lessor/ holds rooms (packages), and only the entry point beside them."""
+    loose = {module for path, module in modules("lessor", nested=False) if path.name != "__init__.py"}
+    assert loose == {"lessor.cli", "lessor.__main__"}
+
+
 # Contracts inside lessor.actors (as kopf's import-linter contracts): the two domains are independent, and
 # the shared top (object actor base, conditions, events, guard, api, context, queries, validity) knows neither.
 DOMAINS = ("lessor.actors.leasing", "lessor.actors.provisioning")
@@ -96,7 +134,7 @@ def test_the_shared_actors_import_no_domain() -> None:
 
 
 # The two servers beside the operator stand apart: what both need (the serving folder's file names, the CA)
-# lives in lessor.certs, so the Jumpstarter gRPC server never reaches into the webhook's, nor the other way.
+# lives in lessor.tls, so the Jumpstarter gRPC server never reaches into the webhook's, nor the other way.
 SERVERS = ("lessor.admission", "lessor.jumpstarter")
 
 
@@ -125,7 +163,7 @@ def tool_imports(path: Path, module: str) -> list[str]:
 
 def test_the_runtime_never_imports_the_tools() -> None:
     runtime = runtime_modules()
-    assert {"lessor.operator", "lessor.admission.server", "lessor.certs", "lessor.actors.leasing.lease"} <= {
+    assert {"lessor.app.operator", "lessor.admission.server", "lessor.tls.certs", "lessor.actors.leasing.lease"} <= {
         module for _, module in runtime}
     assert [breach for path, module in runtime for breach in tool_imports(path, module)] == []
 

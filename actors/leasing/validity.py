@@ -1,7 +1,7 @@
 """Whether a Client or an ExporterAccessPolicy is valid: one pure function per kind, and their `Rule`s.
 
 The operator writes the verdict as the object's `Valid` condition (the
-`validity` actor, registered per rule in lessor/operator.py) and the
+`validity` actor, registered per rule in lessor/app/operator.py) and the
 admission webhook denies the same errors (lessor.admission checks for
 policies): one rule, one place.
 

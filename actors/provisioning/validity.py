@@ -1,7 +1,7 @@
 """Whether a ResourceProvider is valid: one pure function, and its `Rule`.
 
 The operator writes the verdict as the provider's `Valid` condition (the
-`validity` actor, registered with this rule in lessor/operator.py) and the
+`validity` actor, registered with this rule in lessor/app/operator.py) and the
 admission webhook denies the same errors (lessor.admission checks for
 providers): one rule, one place.
 

@@ -26,7 +26,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import VALIDATING_WEBHOOK
 from lessor.model.views import Meta

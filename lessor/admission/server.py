@@ -27,7 +27,7 @@ from lessor.admission.deadline import Deadline
 from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registration import NAME, development_configuration, registered
 from lessor.admission.registry import Registry
-from lessor.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
+from lessor.tls.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
 from lessor.gateway import Gateway
 
 log = logging.getLogger(__name__)

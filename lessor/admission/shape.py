@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.model.views import View
 
 _TYPES: dict[str, tuple[type, ...]] = {

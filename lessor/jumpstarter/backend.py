@@ -1,4 +1,4 @@
-"""What the Jumpstarter services need of the operator (server.py builds it on a running one)."""
+"""What the Jumpstarter services need of the operator (lessor/app/grpc_endpoint.py builds it on a running one)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ Object = Mapping[str, Any]
 
 
 class Backend(Protocol):
-    """What the operator gives the services (lessor/jumpstarter/server.py builds it)."""
+    """What the operator gives the services (lessor/app/grpc_endpoint.py builds it)."""
 
     api: Api
     signing_key: SigningKey

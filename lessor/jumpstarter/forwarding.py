@@ -34,8 +34,8 @@ import grpc
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter
 
-from lessor.certs import CA_FILE, CERT_FILE
-from lessor.leader import Leadership
+from lessor.tls.certs import CA_FILE, CERT_FILE
+from lessor.leadership.election import Leadership
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 
 from .settings import GrpcSettings

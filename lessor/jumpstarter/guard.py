@@ -19,7 +19,7 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter
 
 from lessor.actors.api import AlreadyExists, ApiFailure, NotFound
-from lessor.leader import NotLeader
+from lessor.leadership.election import NotLeader
 from lessor.mailbox import AskTimeout, MailboxError
 from lessor.model.kinds import CLIENT, EXPORTER
 from lessor.model.views import Meta

@@ -9,30 +9,26 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import grpc
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2_grpc
 from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2_grpc, router_pb2_grpc
 
-from lessor.actors.api import Api
-from lessor.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE
-from lessor.certs import CertificateAuthority
-from lessor.leader import Leadership
-from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
+from prometheus_client import CollectorRegistry
 
-from .forwarding import LEADER_METADATA, ForwardToLeader, LeaderLink, leader_trust
-from .router import Router, RouterService
+from lessor.leadership.election import Leadership
+from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
+from lessor.tls.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
+
+from .backend import Backend
 from .client import ClientService
 from .controller import ControllerService
-from .guard import CallGuard, Refusal
+from .forwarding import LEADER_METADATA, ForwardToLeader, LeaderLink, leader_trust
+from .guard import CallGuard
+from .router import Router, RouterService
 from .settings import LEADER_WAIT_MARGIN, GrpcSettings
-from .tokens import Minter, SigningKey
-
-if TYPE_CHECKING:
-    from lessor.operator import Operator
 
 log = logging.getLogger(__name__)
 
@@ -100,35 +96,6 @@ def _refusing(handler: grpc.RpcMethodHandler,
         behaviour, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
 
 
-class OperatorBackend:
-    """`backend.Backend` on a running operator: the leader's actor system, its API and its informer caches."""
-
-    def __init__(self, operator: Operator, signing_key: SigningKey) -> None:
-        self.operator = operator
-        self.api: Api = operator.context.api
-        self.signing_key = signing_key
-        self.heartbeat_timeout: timedelta = operator.context.heartbeat_timeout
-
-    async def ask(self, address: str, message: Any) -> Any:
-        system = self.operator.system
-        if system is None or not self.operator.leadership.leading():
-            raise Refusal(grpc.StatusCode.UNAVAILABLE, not_leading(self.operator.leadership))
-        return await system.ask(address, message)
-
-    def cached(self, kind: str, namespace: str) -> list[Mapping[str, Any]]:
-        return [obj for informer in self.operator.informers if informer.resource.kind == kind
-                for (ns, _), obj in list(informer.store.items()) if ns == namespace]
-
-    def cached_one(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        for informer in self.operator.informers:
-            if informer.resource.kind == kind:
-                return informer.store.get((namespace, name))
-        return None
-
-    def now(self) -> datetime:
-        return self.operator.context.now()
-
-
 def server_credentials(settings: GrpcSettings) -> grpc.ServerCredentials:
     """The cert dir's pair, or a fresh development CA's certificate (its PEM written to `ca_out`)."""
     if settings.cert_dir is not None:
@@ -144,20 +111,19 @@ def server_credentials(settings: GrpcSettings) -> grpc.ServerCredentials:
 
 
 @contextlib.asynccontextmanager
-async def serving(operator: Operator, settings: GrpcSettings, bind_address: str) -> AsyncIterator[grpc.aio.Server]:
-    """Serve ControllerService, ClientService and RouterService on `bind_address:port` while the context is open."""
-    minter = operator.context.credentials
-    key = minter.key if isinstance(minter, Minter) else SigningKey(operator.context.api,
-                                                                   operator.config.operator_namespace)
-    backend = OperatorBackend(operator, key)
-    refusal = FollowerRefusal(operator.leadership)
-    link = _leader_link(settings, elected=operator.config.leader_election is not None)
-    election = operator.config.leader_election
+async def serving(backend: Backend, leadership: Leadership, registry: CollectorRegistry, settings: GrpcSettings,
+                  bind_address: str, *, lease_duration: float | None) -> AsyncIterator[grpc.aio.Server]:
+    """Serve ControllerService, ClientService and RouterService on `bind_address:port` while the context is open.
+
+    `lease_duration` is the leader Lease's (None without leader election): a follower relays calls for that
+    long, plus a margin, while no leader is known."""
+    refusal = FollowerRefusal(leadership)
+    link = _leader_link(settings, elected=lease_duration is not None)
     wait = settings.leader_wait if settings.leader_wait is not None else (
-        election.lease_duration + LEADER_WAIT_MARGIN if election is not None else 0.0)
+        lease_duration + LEADER_WAIT_MARGIN if lease_duration is not None else 0.0)
     interceptor = refusal if link is None else ForwardToLeader(
-        operator.leadership, settings.own_address, link, refusal.refuse, operator.registry, wait=wait)
-    server = grpc.aio.server(options=KEEPALIVE, interceptors=[CallGuard(operator.registry), interceptor])
+        leadership, settings.own_address, link, refusal.refuse, registry, wait=wait)
+    server = grpc.aio.server(options=KEEPALIVE, interceptors=[CallGuard(registry), interceptor])
     router = Router(settings.endpoint)
     jumpstarter_pb2_grpc.add_ControllerServiceServicer_to_server(ControllerService(backend, router), server)
     router_pb2_grpc.add_RouterServiceServicer_to_server(RouterService(router), server)

@@ -201,18 +201,16 @@ class Minter:
         return mint(key, Subject(kind, namespace, name, uid), lifetime=self.lifetime)
 
 
-async def rotate(gateway: Gateway, namespace: str, say: Callable[[str], None]) -> int:
+async def rotate(gateway: Gateway, api: Api, namespace: str, say: Callable[[str], None]) -> int:
     """`lessor credentials rotate-key`: a new signing key, and every credential lessor made is minted again.
 
     The key Secret gets a new key; every Client's and Exporter's credential Secret that lessor made is deleted
     and its `status.credential` cleared, so that their actors mint a new token with the new key (while lessor
     serves gRPC). Old tokens are refused from then on. The number of credentials to be minted again."""
     from lessor.actors.leasing.credentials import MANAGED_BY, secret_name
-    from lessor.api_adapter import GatewayApi
     from lessor.gateway import resources
     from lessor.model.kinds import CLIENT, EXPORTER
 
-    api = GatewayApi(gateway)
     secret = await api.get(SECRET, namespace, SIGNING_SECRET)
     data = {SIGNING_KEY: base64.b64encode(new_key_pem()).decode()}
     if secret is None:

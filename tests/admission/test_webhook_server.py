@@ -24,11 +24,11 @@ from lessor.admission import Registry
 from lessor.admission.lookup import GatewayLookup
 from lessor.admission.registration import NAME, development_configuration, registered, until_enforced
 from lessor.admission.server import CertificateFiles, WebhookSettings, development_certificate, webhook
-from lessor.certs import CertificateAuthority
+from lessor.tls.certs import CertificateAuthority
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway
 from lessor.gateway.resources import API_VERSION, CLAIM, LEASE, NAMESPACE, PROVIDER, VALIDATING_WEBHOOK
-from lessor.operator import Operator, OperatorConfig
+from lessor.app.operator import Operator, OperatorConfig
 from tests.slowness import scaled
 
 

@@ -21,7 +21,7 @@ from lessor.actors.api import CLAIM as CLAIM_KIND
 from lessor.actors.api import Kind
 from lessor.actors.events import NORMAL, WARNING, record_transitions, severity
 from lessor.tools.controlplane import ControlPlane
-from lessor.events import EventRecorder, GatewaySink
+from lessor.events.recorder import EventRecorder, GatewaySink
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EVENT, EXPORTER, LEASE, PROVIDER
 from tests.polling import events_of, until, wait_events

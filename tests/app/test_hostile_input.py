@@ -53,7 +53,7 @@ class LagMonitor:
     for a CPU while it could run (a busy machine is not the loop blocked: a full suite's run once measured
     168 ms here, which the test alone never showed; Linux's schedstat counts that wait) and less the cycle
     collector's passes, which walk the whole test process and no hostile object causes (the operator freezes
-    its own heap after start-up, lessor/memory.py). A step that blocks the loop, on the CPU or in a call that
+    its own heap after start-up, lessor/health/memory.py). A step that blocks the loop, on the CPU or in a call that
     waits, still counts in full. `worst_wall` and `worst_collecting` are reported beside it."""
 
     def __init__(self) -> None:

@@ -19,14 +19,14 @@ from prometheus_client import CollectorRegistry
 
 from lessor.actors.api import CLIENT
 from lessor.gateway.client import WRITE_CONCURRENCY, load_configuration
-from lessor.api_adapter import GatewayApi
+from lessor.app.api_adapter import GatewayApi
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import ApiError, Gateway, Informer, Resource
 from lessor.gateway.resources import LEASE, NAMESPACE
-from lessor.install import install
-from lessor.leader import COORDINATION_LEASE, COUNTED_AS, ElectionSettings, LeaderElector, NotLeader
-from lessor.operator import Operator, OperatorConfig
+from lessor.app.install import install
+from lessor.leadership.election import COORDINATION_LEASE, COUNTED_AS, ElectionSettings, LeaderElector, NotLeader
+from lessor.app.operator import Operator, OperatorConfig
 from tests.cli.test_cli import _get, _poll
 from tests.slowness import scaled
 

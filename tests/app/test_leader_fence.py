@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from lessor.actors.api import EXPORTER as EXPORTER_KIND
-from lessor.api_adapter import GatewayApi
+from lessor.app.api_adapter import GatewayApi
 from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER
-from lessor.install import install, leader_fence_documents
-from lessor.leader import (COORDINATION_LEASE, FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME, LEASE_NAME,
+from lessor.app.install import install, leader_fence_documents
+from lessor.leadership.election import (COORDINATION_LEASE, FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME, LEASE_NAME,
                            ElectionSettings, LeaderElector, NotLeader)
 from tests.slowness import scaled
 

@@ -24,7 +24,7 @@ from lessor.admission.server import WebhookSettings
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import API_VERSION, CLIENT, EXPORTER, LEASE, NAMESPACE
-from lessor.operator import Operator, OperatorConfig
+from lessor.app.operator import Operator, OperatorConfig
 from tests.slowness import scaled
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "grafana-dashboard.json"

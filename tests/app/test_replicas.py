@@ -25,7 +25,7 @@ from lessor.tools.bench.failover import Replicas, double_bookings
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, EXPORTER, HANDLE, LEASE, NAMESPACE
-from lessor.install import install
+from lessor.app.install import install
 from tests.provisioning.test_chaos import OPS, Storm
 from tests.provisioning.test_chaos import violations as claim_violations
 from tests.leasing.test_chaos import _lab as lease_lab

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from lessor.mailbox import ActorSystem
-from lessor.operator import _quiet
+from lessor.app.operator import _quiet
 from tests.mailbox.test_start_slots import SlowStart
 from tests.slowness import scaled
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from lessor.memory import StartupFreezer
+from lessor.health.memory import StartupFreezer
 
 
 def test_it_freezes_every_so_many_events_and_stops_at_its_deadline() -> None:

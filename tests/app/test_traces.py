@@ -24,10 +24,10 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY, PROVIDER
-from lessor.install import install
-from lessor.leader import COORDINATION_LEASE, ElectionSettings, LeaderElector
-from lessor.operator import Operator, OperatorConfig
-from lessor.tracefile import JsonLinesExporter, print_trace
+from lessor.app.install import install
+from lessor.leadership.election import COORDINATION_LEASE, ElectionSettings, LeaderElector
+from lessor.app.operator import Operator, OperatorConfig
+from lessor.telemetry.tracefile import JsonLinesExporter, print_trace
 from tests.polling import until
 from tests.slowness import scaled
 

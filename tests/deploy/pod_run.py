@@ -52,16 +52,16 @@ import grpc
 from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_grpc
 from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.admission.registration import until_enforced
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
-from lessor.certs import CertificateAuthority
+from lessor.tls.certs import CertificateAuthority
 from tests.deploy.pod import (SERVICE_ACCOUNT_PATH, Mount, PodSandbox, container_of, container_port, expand, flag,
                               resolve_env)
 from lessor.tools.dev.commands import _heartbeat as heartbeat
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, EXPORTER, HANDLE, LEASE
-from lessor.install import install
+from lessor.app.install import install
 from tests.slowness import scaled
 
 LAB = "lab"

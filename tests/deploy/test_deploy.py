@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.tools.controlplane import ControlPlane
 from lessor.gateway import Gateway
 from tests.slowness import scaled

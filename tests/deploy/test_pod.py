@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from lessor import manifests
-from lessor.leader import FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME
+from lessor.shipped import manifests
+from lessor.leadership.election import FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME
 
 pytestmark = pytest.mark.apiserver
 

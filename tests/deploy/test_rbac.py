@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lessor import manifests
-
+from lessor.shipped import manifests
 pytestmark = pytest.mark.apiserver
 ALLOWLIST = Path(__file__).with_name("rbac_allowlist.yaml")
 SERVICE_ACCOUNT = ("lessor-system", "lessor")

@@ -19,12 +19,12 @@ from aiohttp import web
 from kubernetes_asyncio.client import Configuration
 
 from lessor.actors.api import CLIENT
-from lessor.api_adapter import GatewayApi
+from lessor.app.api_adapter import GatewayApi
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.client import FIELD_MANAGER, WRITE_CONCURRENCY
 from lessor.gateway.resources import CONFIGMAP, LESSOR_RESOURCES
-from lessor.leader import NotLeader, TermFence
+from lessor.leadership.election import NotLeader, TermFence
 from tests.slowness import scaled
 
 CLIENTS = next(r for r in LESSOR_RESOURCES if r.kind == "Client")

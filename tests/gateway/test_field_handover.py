@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from lessor.actors.api import ApiFailure, Kind
-from lessor.api_adapter import GatewayApi, _keeps
+from lessor.app.api_adapter import GatewayApi, _keeps
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CONFIGMAP
 

@@ -29,13 +29,13 @@ from jumpstarter_protocol.jumpstarter.client.v1 import client_pb2, client_pb2_gr
 from jumpstarter_protocol.jumpstarter.v1 import common_pb2, jumpstarter_pb2, jumpstarter_pb2_grpc, router_pb2, router_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from lessor.certs import CertificateAuthority
+from lessor.tls.certs import CertificateAuthority
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
-from lessor.install import install
+from lessor.app.install import install
 from lessor.jumpstarter.settings import GrpcSettings
 from lessor.jumpstarter.tokens import Subject, mint, new_key_pem, load_key
-from lessor.operator import Operator, OperatorConfig
+from lessor.app.operator import Operator, OperatorConfig
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from tests.polling import until

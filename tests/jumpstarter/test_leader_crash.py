@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from lessor.certs import CertificateAuthority
+from lessor.tls.certs import CertificateAuthority
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE
-from lessor.install import install
+from lessor.app.install import install
 from lessor.tools.bench.common import start_operator, wait_http
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port

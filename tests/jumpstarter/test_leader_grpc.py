@@ -25,12 +25,12 @@ from jumpstarter_protocol.jumpstarter.v1 import (common_pb2, jumpstarter_pb2, ju
                                                  router_pb2_grpc)
 from prometheus_client import CollectorRegistry
 
-from lessor.certs import CertificateAuthority
+from lessor.tls.certs import CertificateAuthority
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE
 from lessor.jumpstarter.forwarding import FORWARDED_BY, LeaderTrust, trust_of_folder
 from lessor.jumpstarter.server import LEADER_METADATA
-from lessor.leader import COORDINATION_LEASE
+from lessor.leadership.election import COORDINATION_LEASE
 from lessor.jumpstarter.settings import GrpcSettings
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
 from lessor.tools.controlplane.processes import free_port

@@ -74,7 +74,7 @@ def test_selectors_in_kubectl_syntax_become_label_selectors_that_match_as_kubect
 
 # The installed `lessor` with grpc and the protocol stubs unimportable, as in an install without the extra.
 WITHOUT_GRPC = ("import sys; sys.modules['grpc'] = None; sys.modules['jumpstarter_protocol'] = None; "
-                "from lessor.cli import main; import lessor.operator; sys.exit(main(sys.argv[1:]))")
+                "from lessor.cli import main; import lessor.app.operator; sys.exit(main(sys.argv[1:]))")
 
 
 def without_grpc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -92,7 +92,7 @@ def test_lessor_runs_without_the_extra_and_grpc_port_names_it(tmp_path: Path) ->
 
 
 def test_the_operator_does_not_import_grpc_unless_the_port_is_enabled(tmp_path: Path) -> None:
-    code = "import sys, lessor.cli, lessor.operator; print('grpc' in sys.modules)"
+    code = "import sys, lessor.cli, lessor.app.operator; print('grpc' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 

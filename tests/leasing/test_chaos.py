@@ -25,7 +25,7 @@ from lessor.tools.bench.failover import double_bookings
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY
-from lessor.install import install
+from lessor.app.install import install
 from lessor.mailbox import ChaosMonkey
 
 API = "lessor.dev/v1alpha1"

@@ -1,4 +1,4 @@
-"""lessor.telemetry: the SDK is configured from the standard OTEL_* environment variables."""
+"""lessor.telemetry.tracing: the SDK is configured from the standard OTEL_* environment variables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from lessor.telemetry import tracer_provider_from_env
+from lessor.telemetry.tracing import tracer_provider_from_env
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ from typing import Any
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
-from lessor.install import install
+from lessor.app.install import install
 from lessor.mailbox import ChaosMonkey
 from tests.polling import discard, get
 

@@ -81,7 +81,7 @@ async def test_a_key_whose_work_runs_out_of_time_gets_one_thread() -> None:
 async def test_queue_time_is_exported_by_namespace_and_the_label_stays_bounded() -> None:
     from prometheus_client import CollectorRegistry
 
-    from lessor.render_metrics import MAX_NAMESPACES, OTHER, RenderQueueMetrics
+    from lessor.metrics.render import MAX_NAMESPACES, OTHER, RenderQueueMetrics
 
     queue, registry = FairQueue(), CollectorRegistry()
     metrics = RenderQueueMetrics(registry, queue)

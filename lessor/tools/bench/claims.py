@@ -39,7 +39,7 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer, WatchEvent
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, POOL, PROVIDER
-from lessor.install import install
+from lessor.app.install import install
 from lessor.model.fields import mapping_at
 from lessor.model.labels import HANDLE_NAME
 from lessor.model.views.meta import Meta

@@ -25,7 +25,7 @@ from lessor.tools.controlplane.versions import KUBERNETES_VERSION
 from lessor.gateway import Gateway, WatchEvent
 from lessor.model.views.conditions import StatusView
 from lessor.gateway.resources import EXPORTER, NAMESPACE
-from lessor.install import install
+from lessor.app.install import install
 
 if TYPE_CHECKING:
     from lessor.tools.bench.cpu_limit import CpuQuota

@@ -39,7 +39,7 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway
 from lessor.gateway.resources import EXPORTER, LEASE
-from lessor.install import install
+from lessor.app.install import install
 
 MODES = ("kill", "stop", "rolling")
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import yaml
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.tools.bench.common import available_exporters, say
 from lessor.tools.bench.failover_check import GROUP_LABEL, PRIORITY_LABEL, SPOT_LABEL, Observed, slim_exporter, slim_lease
 from lessor.gateway import ApiError, Gateway

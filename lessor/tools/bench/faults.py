@@ -22,7 +22,7 @@ from typing import Any
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import EXPORTER, LEASE
-from lessor.install import install
+from lessor.app.install import install
 from lessor.tools.bench.common import machine, metrics_text, say, start_operator, stop_operator, wait_http
 from lessor.tools.bench.failover import double_bookings
 from lessor.tools.bench.failover_check import GROUP_LABEL, slim_lease

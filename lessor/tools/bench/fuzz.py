@@ -483,7 +483,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     require_hypothesis()
     from lessor.tools.controlplane import ControlPlane, ensure_binaries
-    from lessor.install import install
+    from lessor.app.install import install
 
     seed = args.seed if args.seed is not None else fresh_seed()
     say(f"seed {seed} (replay with --seed {seed})")

@@ -27,10 +27,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from lessor.certs import CertificateAuthority
+from lessor.tls.certs import CertificateAuthority
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, NAMESPACE, POLICY
-from lessor.install import install
+from lessor.app.install import install
 from lessor.jumpstarter.settings import require_extra
 from lessor.tools.bench.common import (machine, metrics_text, percentile, say, start_operator, stop_operator,
                                        wait_http)

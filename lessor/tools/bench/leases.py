@@ -70,13 +70,13 @@ from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import WatchEvent
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
-from lessor.install import install
+from lessor.app.install import install
 from lessor.model.views.conditions import StatusView
 from lessor.model.views.leasing import LeaseView
 from lessor.model.views.meta import Meta
 from lessor.tools.bench.priority import Terms, judge
 from lessor.tools.bench.profiling import Profile
-from lessor.tracefile import TRACES_FILE_ENV
+from lessor.telemetry.tracefile import TRACES_FILE_ENV
 
 API = "lessor.dev/v1alpha1"
 NS = "storm"

@@ -22,11 +22,11 @@ from typing import Any
 #: (stage, path fragments), tried in this order on each frame's file, from the innermost frame out.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("JSON", ("/json/", "/orjson/")),
-    ("spans", ("/opentelemetry/", "/lessor/mailbox/tracing.py", "/lessor/tracefile.py")),
-    ("metrics", ("/prometheus_client/", "/lessor/mailbox/metrics.py", "/lessor/state_metrics.py",
-                 "/lessor/render_metrics.py")),
+    ("spans", ("/opentelemetry/", "/lessor/mailbox/tracing.py", "/lessor/telemetry/tracefile.py")),
+    ("metrics", ("/prometheus_client/", "/lessor/mailbox/metrics.py", "/lessor/metrics/state.py",
+                 "/lessor/metrics/render.py")),
     ("logging", ("/logging/",)),
-    ("Events", ("/lessor/events.py", "/lessor/actors/events.py")),
+    ("Events", ("/lessor/events/recorder.py", "/lessor/actors/events.py")),
     ("watch decode", ("/lessor/gateway/informer.py",)),
     ("HTTP client", ("/aiohttp/", "/yarl/", "/multidict/", "/kubernetes_asyncio/", "/lessor/gateway/",
                      "/ssl.py", "/asyncio/sslproto.py")),

@@ -51,8 +51,8 @@ from lessor.tools.controlplane.processes import free_port
 from lessor.gateway import Gateway, Informer
 from lessor.gateway.informer import slim
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, POLICY
-from lessor.install import install
-from lessor.operator import QUIET_SECONDS
+from lessor.app.install import install
+from lessor.app.operator import QUIET_SECONDS
 from lessor.topology import Topology
 
 API = "lessor.dev/v1alpha1"

@@ -14,7 +14,7 @@ import aiohttp
 import yaml
 
 from lessor.tools.controlplane.build import Binaries
-from lessor.certs import CertificateAuthority, service_account_key
+from lessor.tls.certs import CertificateAuthority, service_account_key
 from lessor.tools.controlplane.processes import Child, free_port
 
 Progress = Callable[[str], None]

@@ -18,16 +18,16 @@ from typing import Any
 
 import aiohttp
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import Child
 from lessor.tools.dev.prometheus import SCRAPE_SECONDS, find_prometheus, graph_url, prometheus_child
 from lessor.tools.dev.zipkin import ensure_zipkin, find_java, search_url, spans_endpoint, zipkin_child
 from lessor.tools.dev.lock import folder_lock
-from lessor.tracefile import TRACES_FILE_ENV
+from lessor.telemetry.tracefile import TRACES_FILE_ENV
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import EXPORTER
-from lessor.install import install
+from lessor.app.install import install
 from lessor.model.times import format_time
 
 HEARTBEAT_SECONDS = 15.0

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from lessor.tools.controlplane.build import user_cache
 from lessor.tools.controlplane.processes import Child
-from lessor.tracefile import zipkin_trace_url
+from lessor.telemetry.tracefile import zipkin_trace_url
 
 ZIPKIN_VERSION = "3.4.2"
 ARTIFACT = f"io.zipkin:zipkin-server:{ZIPKIN_VERSION}:jar:exec"

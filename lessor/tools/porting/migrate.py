@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from lessor.actors.provisioning.handle_render import tracking
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, SCALING
-from lessor.leader import COORDINATION_LEASE, LEASE_NAME
+from lessor.leadership.election import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
 from .convert import Note, convert_object

@@ -13,7 +13,7 @@ from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFoun
 from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.client import FIELD_MANAGER, Fence
 from lessor.gateway.informer import slim
-from lessor.leader import NotLeader, fence_denial
+from lessor.leadership.election import NotLeader, fence_denial
 from lessor.model.fields import mapping_at
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class GatewayApi:
     """Implements `lessor.actors.api.Api` on a `Gateway`.
 
     Every write of every actor (create, patch, apply and its field hand-over, delete) is fenced:
-    `fence(what)` raises `lessor.leader.NotLeader` when this replica is not (or may no longer be) the
+    `fence(what)` raises `lessor.leadership.election.NotLeader` when this replica is not (or may no longer be) the
     leader. It is asked when the write starts, so a write begun after the fence closed never queues, and
     again by the gateway when the request is sent (after its write slot and connection are held, see
     `lessor.gateway.client.Fence`): a write that queued while the fence was open and reaches the

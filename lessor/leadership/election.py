@@ -28,7 +28,7 @@ leader runs the object actors and writes. The rules (client-go's
   annotations: the API server's own fence (deploy/leader-fence.yaml, a
   ValidatingAdmissionPolicy whose param is this Lease) admits a write of
   lessor's ServiceAccounts only when they match the writer. A write it
-  refuses comes back as `NotLeader` (`lessor.api_adapter`), and `refused()`
+  refuses comes back as `NotLeader` (`lessor.app.api_adapter`), and `refused()`
   checks the Lease: held by another replica, this one steps down at once.
 """
 
@@ -56,7 +56,7 @@ from lessor.mailbox import Expected
 from lessor.model.fields import mapping_at
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
 from lessor.model.views.meta import Meta, text
-from lessor.telemetry import unrecorded
+from lessor.telemetry.tracing import unrecorded
 
 log = logging.getLogger(__name__)
 

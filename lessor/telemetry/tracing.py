@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 
-from lessor.tracefile import DEFAULT_TRACES_FILE, TRACES_FILE_ENV, JsonLinesExporter
+from lessor.telemetry.tracefile import DEFAULT_TRACES_FILE, TRACES_FILE_ENV, JsonLinesExporter
 
 DEFAULT_SERVICE_NAME = "lessor"
 QUEUE_SIZE = 16_384

@@ -3,7 +3,7 @@ the exporter, lease, pool, handle and claim actors it concerns; health, metrics 
 beside them. The kinds that providers create are watched as they are first seen (`created_kinds`).
 
 Every replica watches, keeps the topology and serves the webhook; only the elected leader
-(`lessor.leader`) announces `Synced`, which starts the object actors, and only it may write.
+(`lessor.leadership.election`) announces `Synced`, which starts the object actors, and only it may write.
 """
 
 from __future__ import annotations
@@ -39,16 +39,16 @@ from lessor.actors.provisioning.pool import PoolActor
 from lessor.actors.leasing.validity import CLIENT_RULE, POLICY_RULE
 from lessor.actors.provisioning.validity import PROVIDER_RULE
 from lessor.actors.validity import ValidActor
-from lessor.api_adapter import GatewayApi
-from lessor.created_kinds import CreatedKinds, KindsActor
-from lessor.events import EventRecorder, GatewaySink
+from lessor.app.api_adapter import GatewayApi
+from lessor.app.created_kinds import CreatedKinds, KindsActor
+from lessor.events.recorder import EventRecorder, GatewaySink
 from lessor.gateway import LESSOR_RESOURCES, Gateway, Informer, WatchEvent
 from lessor.jumpstarter.settings import GrpcSettings
 from lessor.jumpstarter.tokens import Minter, SigningKey
-from lessor.leader import ElectionSettings, leadership
+from lessor.leadership.election import ElectionSettings, leadership
 from lessor.model.labels import HOLDER_GRPC
-from lessor.memory import StartupFreezer, settle_after_start
-from lessor.metrics_auth import MetricsAuthorizer, authorize_or_error
+from lessor.health.memory import StartupFreezer, settle_after_start
+from lessor.metrics.auth import MetricsAuthorizer, authorize_or_error
 from lessor.mailbox import ActorSystem, MailboxFull, Supervision
 from lessor.mailbox.lanes import READING, tenant_context
 from lessor.model.fields import mapping_at
@@ -57,11 +57,11 @@ from lessor.model.keys import split_address
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState, tenant_of
-from lessor.probes import ProbeServer, metrics_app, serve
-from lessor.state_metrics import StateMetrics, runtime_collectors
-from lessor.telemetry import configure_telemetry, unrecorded
-from lessor.render_metrics import RenderQueueMetrics
-from lessor.watchdogs import ApiReachability, LoopLag
+from lessor.health.probes import ProbeServer, metrics_app, serve
+from lessor.metrics.state import StateMetrics, runtime_collectors
+from lessor.telemetry.tracing import configure_telemetry, unrecorded
+from lessor.metrics.render import RenderQueueMetrics
+from lessor.health.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class OperatorConfig:
     """Jumpstarter's gRPC protocol (docs/jumpstarter-grpc.md); None: not served, and no credentials minted."""
     events_namespace_burst: int = 20
     events_namespace_qps: float = 0.5
-    """The storm budget of Normal Events per namespace (lessor/events.py): past it, one summary Event per reason."""
+    """The storm budget of Normal Events per namespace (lessor/events/recorder.py): past it, one summary Event per reason."""
 
 
 REFRESH_TIMEOUT = 60.0
@@ -111,12 +111,12 @@ REFRESH_TIMEOUT = 60.0
 class Operator:
     def __init__(self, config: OperatorConfig, gateway: Gateway, registry: CollectorRegistry,
                  tracer_provider: trace.TracerProvider | None = None) -> None:
-        """`tracer_provider`: where the spans go (default: the global one `lessor.telemetry` installs)."""
+        """`tracer_provider`: where the spans go (default: the global one `lessor.telemetry.tracing` installs)."""
         self.config = config
         self.gateway = gateway
         self.registry = registry
         self.tracer_provider = tracer_provider
-        self._tracer = trace.get_tracer("lessor.operator", tracer_provider=tracer_provider)
+        self._tracer = trace.get_tracer("lessor.app.operator", tracer_provider=tracer_provider)
         # Whether spans are recorded at all (as `lessor.mailbox` decides): without, a watch event starts no span.
         self._traced = not isinstance(tracer_provider or trace.get_tracer_provider(),
                                       (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
@@ -152,7 +152,7 @@ class Operator:
         self.system: ActorSystem | None = None
         self._first_lists: TraceContext | None = None  # the start-up listings' trace (`run`)
         self._accepting = asyncio.Event()  # set while `system` takes the informers' events
-        self._settled = False  # start-up memory frozen and trimmed (lessor/memory.py)
+        self._settled = False  # start-up memory frozen and trimmed (lessor/health/memory.py)
         self._freezer: StartupFreezer | None = StartupFreezer()  # until start-up is quiet, freeze as caches fill
 
     def ready(self) -> tuple[bool, str]:
@@ -363,9 +363,9 @@ class Operator:
     def _grpc(self) -> contextlib.AbstractAsyncContextManager[object]:
         if self.config.grpc is None:
             return contextlib.nullcontext()
-        from lessor.jumpstarter.server import serving  # grpc and the stubs only when the endpoint is enabled
+        from .grpc_endpoint import grpc_endpoint  # grpc and the stubs only when the endpoint is enabled
 
-        return serving(self, self.config.grpc, self.config.bind_address)
+        return grpc_endpoint(self, self.config.grpc, self.config.bind_address)
 
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))

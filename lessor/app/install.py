@@ -9,10 +9,10 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from lessor import manifests
+from lessor.shipped import manifests
 from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CRD, NAMESPACE
-from lessor.leader import FENCE_POLICY
+from lessor.leadership.election import FENCE_POLICY
 from lessor.model.views.conditions import StatusView
 from lessor.model.views.meta import Meta
 

@@ -1,0 +1,1 @@
+"""Kubernetes Events, recorded and summarised as client-go's recorder does."""

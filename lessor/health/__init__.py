@@ -1,0 +1,1 @@
+"""What the kubelet's probes ask, and the watchdogs and memory settling behind them."""

@@ -1,0 +1,1 @@
+"""What the package ships besides code: the CRDs and deploy/ manifests, read as data."""

@@ -1,0 +1,1 @@
+"""OpenTelemetry tracing of actor messages, and the trace file of `lessor trace`."""

@@ -1,0 +1,1 @@
+"""Certificates made at run time, and the names of a serving folder's files."""

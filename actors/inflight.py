@@ -24,39 +24,64 @@ T = TypeVar("T")
 
 
 class InFlight:
-    """Commit writes by object key, from sending until they settle."""
+    """Commit writes by object key, from sending until they settle; and what each names (`naming`)."""
 
-    __slots__ = ("_running", "_written")
+    __slots__ = ("_running", "_written", "_naming")
 
     def __init__(self) -> None:
         self._running: dict[Hashable, set[asyncio.Task[Any]]] = {}
-        self._written: dict[Hashable, Mapping[str, Any]] = {}
+        self._written: dict[Hashable, tuple[Mapping[str, Any], Hashable | None]] = {}
+        self._naming: dict[Hashable, int] = {}  # writes running or unread, by what they name
 
-    async def run(self, key: Hashable, write: Callable[[], Awaitable[T]]) -> T:
-        """Send `write()` as a task of its own: cancelling the caller does not cancel the write."""
+    async def run(self, key: Hashable, write: Callable[[], Awaitable[T]], *, naming: Hashable | None = None) -> T:
+        """Send `write()` as a task of its own: cancelling the caller does not cancel the write. `naming` is the
+        object the write decides for (the lease an exporter's commit names): see `may_name`."""
         task: asyncio.Task[T] = asyncio.ensure_future(write())
         self._running.setdefault(key, set()).add(task)
-        task.add_done_callback(lambda done: self._settle(key, done))
+        self._count(naming, +1)
+        task.add_done_callback(lambda done: self._settle(key, done, naming))
         result = await asyncio.shield(task)
-        self._written.pop(key, None)  # the sender saw its answer: nothing to hand on
+        self._forget(key)  # the sender saw its answer: nothing to hand on
         return result
 
-    def _settle(self, key: Hashable, task: asyncio.Task[Any]) -> None:
+    def _settle(self, key: Hashable, task: asyncio.Task[Any], naming: Hashable | None) -> None:
         running = self._running.get(key)
         if running is not None:
             running.discard(task)
             if not running:
                 del self._running[key]
         if not task.cancelled() and task.exception() is None and isinstance(task.result(), Mapping):
-            self._written[key] = task.result()  # read once by the next incarnation, then dropped
+            self._forget(key)  # an older unread answer is superseded by this one
+            self._written[key] = (task.result(), naming)  # read once by the next incarnation, then dropped
+        else:
+            self._count(naming, -1)
 
-    def idle(self) -> bool:
-        """No commit in flight and none waiting to be read: nothing any actor sent may still land unseen."""
-        return not self._running and not self._written
+    def _forget(self, key: Hashable) -> Mapping[str, Any] | None:
+        written = self._written.pop(key, None)
+        if written is None:
+            return None
+        self._count(written[1], -1)
+        return written[0]
+
+    def _count(self, naming: Hashable | None, step: int) -> None:
+        if naming is None:
+            return
+        count = self._naming.get(naming, 0) + step
+        if count > 0:
+            self._naming[naming] = count
+        else:
+            self._naming.pop(naming, None)
+
+    def may_name(self, naming: Hashable) -> bool:
+        """Whether a commit naming `naming` is in flight, or landed unread by its sender: only then can an
+        incarnation of that object (a lease) that starts now be named somewhere it does not know of. In a
+        storm some commit is nearly always in flight; asking about one object keeps a new lease from asking
+        every candidate where it stands (two messages per candidate) for commits that are not its own."""
+        return naming in self._naming
 
     async def settled(self, key: Hashable) -> Mapping[str, Any] | None:
         """Wait until no write of `key` is in flight; the object the last settled one returned, if any
         (and forget it: it is for the incarnation that starts now)."""
         while running := self._running.get(key):
             await asyncio.wait(set(running))
-        return self._written.pop(key, None)
+        return self._forget(key)

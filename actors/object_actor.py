@@ -18,7 +18,7 @@ its object it keeps failing on is given up. On top of that it gets:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -212,17 +212,19 @@ def _bound(write: Callable[[Object], Awaitable[T]], obj: Object) -> Callable[[],
 
 async def commit(api: Api, kind: Kind, namespace: str, name: str, obj: Object,
                  write: Callable[[Object], Awaitable[T]], still: Callable[[Object], bool], *,
-                 attempts: int = COMMIT_ATTEMPTS, inflight: InFlight | None = None) -> Outcome[T]:
+                 attempts: int = COMMIT_ATTEMPTS, inflight: InFlight | None = None,
+                 naming: Hashable | None = None) -> Outcome[T]:
     """Write `obj` under its resourceVersion (`write(obj)` carries the precondition); on a conflict read the
     object again and retry while `still(fresh)` says it is as the actor believed.
 
-    With `inflight`, each write outlives a kill of the caller (see `inflight.py`).
+    With `inflight`, each write outlives a kill of the caller (see `inflight.py`), known there as naming
+    `naming` (the object the write decides for).
     Only `Conflict` and `NotFound` are answered here; any other refusal is the caller's.
     """
     for _ in range(attempts):
         try:
             if inflight is not None:
-                return Written(await inflight.run((kind.kind, namespace, name), _bound(write, obj)))
+                return Written(await inflight.run((kind.kind, namespace, name), _bound(write, obj), naming=naming))
             return Written(await write(obj))
         except NotFound:
             return Gone()

@@ -24,6 +24,16 @@ class GetObject:
 
 
 @dataclass(frozen=True, slots=True)
+class GetObjects:
+    """→ tuple of the cached objects (None for each unknown), in the order of `names`: one question, not one
+    per name (a waiting lease looks at its free candidates at each grace)."""
+
+    kind: str
+    namespace: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ListObjects:
     """→ tuple of the cached objects of a kind in a namespace."""
 

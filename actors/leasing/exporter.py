@@ -550,7 +550,8 @@ class ExporterActor(ObjectActor):
 
         # a conflict is usually a heartbeat: try again while leaseRef is unchanged
         match await commit(self.ctx.api, EXPORTER, self.namespace, self.name, self.obj, write,
-                           lambda fresh: ExporterView.of(fresh).held_by == expected, inflight=self.ctx.inflight):
+                           lambda fresh: ExporterView.of(fresh).held_by == expected, inflight=self.ctx.inflight,
+                           naming=(LEASE.kind, self.namespace, holder.lease) if holder else None):
             case Written(result=written):
                 self.obj, self.holder, self.verified = written, holder, True
                 return True

@@ -69,7 +69,7 @@ from .spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
 from .tags import missing_tag_labels
 from ..object_actor import COMMIT_ATTEMPTS, Gone, Lost, ObjectActor, Outcome, Written
 from ..observed import Observed
-from ..queries import TOPOLOGY, GetObject
+from ..queries import TOPOLOGY, GetObject, GetObjects
 from .world import LeaseWorld, LeaseWorldView
 from lessor.model.labels import LEASE_ENDED
 
@@ -184,9 +184,10 @@ class LeaseActor(ObjectActor):
 
     async def started(self) -> None:
         # Settling guards against an Accept of an earlier incarnation whose commit may still land. A first
-        # activation with no commit of this process in flight has none: a new leader's thousands of leases
-        # start without asking every candidate first (a starved new leader once spent minutes on that).
-        self.settle_due = self.restarted or not self.ctx.inflight.idle()
+        # activation has none unless a commit of this process naming this lease is in flight: a new leader's
+        # thousands of leases start without asking every candidate first (a starved new leader once spent
+        # minutes on that), and so do a storm's new leases while other leases' commits are on the wire.
+        self.settle_due = self.restarted or self.ctx.inflight.may_name((LEASE.kind, self.namespace, self.name))
         cause = self.cause()
         self.story = cause.detached() if cause is not None else None
         # The topology's copy, not an API read per activation: at worst it trails our own last
@@ -395,16 +396,16 @@ class LeaseActor(ObjectActor):
                 self._choose()
 
     async def _still_free(self) -> bool:
-        """Whether an exporter the plan found free is free still: a lookup of the topology per candidate until one
-        is, not a resolution (which reads every candidate, the client and the policies). Only what can take a free
+        """Whether an exporter the plan found free is free still: one lookup of those candidates in the topology,
+        not a resolution (which reads every candidate, the client and the policies). Only what can take a free
         exporter away without telling this lease is looked at: a holder, the heartbeat, the agent's status."""
         assert self.plan is not None and self.request is not None
         now, timeout = self.ctx.now(), self.ctx.heartbeat_timeout
-        for candidate in self.plan.takeable:
-            if candidate.state is not State.FREE:
-                continue
-            seen = ExporterView.maybe(await self.ask(
-                TOPOLOGY, GetObject(EXPORTER.kind, self.namespace, candidate.exporter)))
+        free = tuple(candidate.exporter for candidate in self.plan.takeable if candidate.state is State.FREE)
+        if not free:
+            return False
+        for obj in await self.ask(TOPOLOGY, GetObjects(EXPORTER.kind, self.namespace, free)):
+            seen = ExporterView.maybe(obj)
             if (seen is not None and seen.held_by in (None, self.name) and seen.online(now, timeout) and seen.ready
                     and (seen.enabled or self.request.allow_disabled)):
                 return True

@@ -21,8 +21,9 @@ offer while the fate of a commit naming it may still be open somewhere:
   (`Granted`, `OfferWithdrawn`), its restart (whose incarnation starts after
   every commit write of the previous one has settled, `inflight.py`) or its
   deletion closes an accept;
-- a lease incarnation that starts (after a kill, its previous incarnation may
-  have accepted somewhere) first asks every candidate to `Settle`: each
+- a lease incarnation that starts after a kill (its previous incarnation may
+  have accepted somewhere), or while a commit naming it is in flight, first
+  asks every candidate to `Settle`: each
   answers after whatever it was doing, `Granted` if it holds the lease, else
   `NotHeld`; offers wait until all have answered.
 

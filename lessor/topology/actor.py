@@ -25,6 +25,7 @@ from lessor.actors.queries import (
     ClaimHandles,
     FreeHandles,
     GetObject,
+    GetObjects,
     HandleResources,
     ListObjects,
     PoolHandles,
@@ -153,6 +154,8 @@ class TopologyActor(Actor):
                 self._announce(keys, start)
             case GetObject(kind=kind, namespace=namespace, name=name):
                 return self.topology.get(ObjectKey(kind, namespace, name))
+            case GetObjects(kind=kind, namespace=namespace, names=names):
+                return tuple(self.topology.get(ObjectKey(kind, namespace, name)) for name in names)
             case ListObjects(kind=kind, namespace=namespace):
                 return self._objects(kind, namespace)
             case LeaseWorld():

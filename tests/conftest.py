@@ -4,7 +4,6 @@ factor (tests/slowness.py) in pytest's header, and a time limit per test that sc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 import signal
@@ -25,6 +24,7 @@ from lessor.gateway.resources import NAMESPACE
 from lessor.app.install import install
 from lessor.mailbox.loops import new_event_loop
 from tests.slowness import described, scaled, slowness
+from tests.tasks import cancelled
 
 OPERATOR_NAMESPACE = "lessor-system"
 #: Each test's time limit (setup and teardown included) on a quiet machine, as a guard against a hang;
@@ -160,7 +160,6 @@ def kubeconfig(controlplane: ControlPlane) -> Path:
 async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[object]:
     """The operator, in this process: its actors, topology and chaos monkey are reachable by tests."""
     import asyncio
-    import contextlib
 
     from prometheus_client import CollectorRegistry
 
@@ -182,9 +181,7 @@ async def operator(kube: Gateway, controlplane: ControlPlane) -> AsyncIterator[o
             assert not task.done(), task.exception()
             await asyncio.sleep(0.05)
         yield op
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
 
 
 Violations = Callable[[], Awaitable[list[str]]]
@@ -226,9 +223,7 @@ class Sampler:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancelled(self._task)
         if self.found and exc[0] is None:
             pytest.fail(f"invariants broken during the storm (chaos seed {self.seed}):\n" + "\n".join(self.found))
         assert self.samples > 1, "the storm ended before the invariants were sampled twice"

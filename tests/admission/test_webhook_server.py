@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
-import contextlib
 import logging
 import os
 import re
@@ -30,6 +29,7 @@ from lessor.gateway import LESSOR_RESOURCES, ApiError, Gateway
 from lessor.gateway.resources import API_VERSION, CLAIM, LEASE, NAMESPACE, PROVIDER, VALIDATING_WEBHOOK
 from lessor.app.operator import Operator, OperatorConfig
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 
 def selectorless_lease(name: str = "lease") -> dict[str, Any]:
@@ -72,9 +72,7 @@ async def test_lessor_run_registers_its_development_webhook_and_removes_it_when_
                 await asyncio.sleep(0.05)
         await until_enforced(kube, LEASE, namespace, selectorless_lease(), timeout=scaled(20))
     finally:
-        operator.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await operator
+        await cancelled(operator)
 
     (hook,) = registered_now["webhooks"]
     assert re.fullmatch(r"https://127\.0\.0\.1:\d+/validate", hook["clientConfig"]["url"])
@@ -210,9 +208,7 @@ async def test_the_operators_webhook_judges_from_its_informer_cache_without_a_re
                     "spec": {"resources": entries}})
             made = collections.Counter(gateway.requests) - before
         finally:
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
+            await cancelled(running)
             await kube.delete(NAMESPACE, None, providers)
 
     assert [(c["reason"], c.get("field")) for c in denied.value.causes] == [

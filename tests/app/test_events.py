@@ -26,6 +26,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, CONFIGMAP, EVENT, EXPORTER, LEASE, PROVIDER
 from tests.polling import events_of, until, wait_events
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -93,9 +94,7 @@ async def recording(sink: Any, **settings: Any) -> AsyncIterator[tuple[EventReco
         yield recorder, registry
     finally:
         assert not task.done(), "the recorder stopped"
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
 
 
 async def _events_until(kube: Gateway, ns: str, check: Callable[[list[dict[str, Any]]], bool],

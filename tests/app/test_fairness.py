@@ -13,7 +13,6 @@ sides alike.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,6 +30,7 @@ from lessor.tools.bench.common import gather_limited
 from tests.app.test_hostile_input import API, OPS, claim, condition, has, lease, now
 from tests.app.test_metrics import samples, scrape, value
 from tests.polling import discard, until, wait_events
+from tests.tasks import cancelled
 
 pytestmark = pytest.mark.usefixtures("operator")
 
@@ -124,9 +124,7 @@ async def test_a_canary_claim_is_not_slowed_by_another_namespaces_spinning_templ
         attacked_leases = [await canary_lease(kube, namespace, board) for board in boards[ROUNDS:]]
         assert not patches.done(), patches.exception()
     finally:
-        patches.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await patches
+        await cancelled(patches)
     spun = await kube.get(CLAIM, attacker, spinning[0])
     print(f"canary claim to Ready: quiet {[round(t, 2) for t in quiet]} s, under attack "
           f"{[round(t, 2) for t in attacked]} s; canary lease: quiet {[round(t, 2) for t in quiet_leases]} s, "
@@ -239,9 +237,7 @@ async def test_a_canary_lease_is_not_slowed_by_another_namespaces_lease_storm(
         during = created - sent_at[0]
         assert not creating.done(), creating.exception() if creating.done() else None
     finally:
-        creating.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await creating
+        await cancelled(creating)
     print(f"canary lease to Ready (watched): quiet {[round(t, 2) for t in quiet]} s, in another namespace's "
           f"lease storm {[round(t, 2) for t in attacked]} s; the storm created {during} leases meanwhile")
     assert during >= STORM_DURING, f"the storm created only {during} leases while the canaries ran"

@@ -29,6 +29,7 @@ from lessor.leadership.election import COORDINATION_LEASE, COUNTED_AS, ElectionS
 from lessor.app.operator import Operator, OperatorConfig
 from tests.cli.test_cli import _get, _poll
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 OPS = "lessor-system"
 
@@ -49,9 +50,7 @@ async def _running(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
     try:
         yield task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
 
 
 async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway) -> None:
@@ -65,9 +64,7 @@ async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway
             assert first.leading() and not second.leading()
             assert (await _holder(kube, settings.name))["holderIdentity"] == "first"
 
-            leading.cancel()  # SIGTERM: stop renewing; the actors stop; release closes the fence and hands over
-            with contextlib.suppress(asyncio.CancelledError):
-                await leading
+            await cancelled(leading)  # SIGTERM: stop renewing; the actors stop; release closes the fence and hands over
             await first.release()
             assert not first.leading()
             await asyncio.wait_for(second.wait_leading(), scaled(30, at_most=100))  # within the 120 s lease
@@ -95,9 +92,7 @@ async def test_a_release_answered_late_still_hands_over(
         async with _running(first) as leading:
             await asyncio.wait_for(first.wait_leading(), scaled(10))
             async with _running(second):
-                leading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await leading
+                await cancelled(leading)
                 await first.release()
                 await asyncio.wait_for(second.wait_leading(), scaled(30, at_most=100))  # within the 120 s lease
                 assert (await _holder(kube, settings.name))["holderIdentity"] == "second"
@@ -111,9 +106,7 @@ async def test_a_release_after_a_renewal_it_did_not_hear_back_from_still_hands_o
     async with _running(first) as leading:
         await asyncio.wait_for(first.wait_leading(), scaled(10))
         async with _running(second):
-            leading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await leading
+            await cancelled(leading)
             # What the cancelled renewal did: the Lease written, still ours, under a version first never saw.
             lease = await kube.get(COORDINATION_LEASE, OPS, settings.name)
             await kube.request("update", COUNTED_AS, "PUT", COORDINATION_LEASE.path(OPS, settings.name), body={
@@ -312,9 +305,7 @@ _RUNNING: dict[int, asyncio.Task[None]] = {}
 async def _stop(op: Operator) -> None:
     task = _RUNNING.pop(id(op), None)
     if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
 
 
 async def _held_elsewhere(kube: Gateway) -> ElectionSettings:
@@ -371,9 +362,7 @@ async def test_failed_watches_are_counted_by_http_code(kube: Gateway, kubeconfig
                                                     {"kind": "Missing", "code": "404"}):
                     await asyncio.sleep(0.05)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled(task)
 
 
 @pytest.mark.apiserver

@@ -27,6 +27,7 @@ from lessor.app.install import install, leader_fence_documents
 from lessor.leadership.election import (COORDINATION_LEASE, FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME, LEASE_NAME,
                            ElectionSettings, LeaderElector, NotLeader)
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 OPS = "lessor-system"
 SETTINGS = ElectionSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.3, name=LEASE_NAME)
@@ -74,9 +75,7 @@ async def _running(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
     try:
         yield task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
 
 
 async def _exporter(admin: Gateway, namespace: str) -> str:
@@ -144,9 +143,7 @@ async def test_only_the_lease_holder_writes_and_a_hand_over_swaps_the_roles(
             async with _running(second):
                 await asyncio.sleep(3 * SETTINGS.retry_period)
                 assert first.leading() and not second.leading()
-                leading.cancel()  # SIGTERM: release hands over
-                with contextlib.suppress(asyncio.CancelledError):
-                    await leading
+                await cancelled(leading)  # SIGTERM: release hands over
                 await first.release()
                 await asyncio.wait_for(second.wait_leading(), scaled(10))
                 # The roles swapped: the old holder, even with its own fence out of the way, is refused.

@@ -5,7 +5,6 @@ query names a metric lessor really exports."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import time
@@ -26,6 +25,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.resources import API_VERSION, CLIENT, EXPORTER, LEASE, NAMESPACE
 from lessor.app.operator import Operator, OperatorConfig
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "grafana-dashboard.json"
 
@@ -161,9 +161,7 @@ async def test_webhook_requests_latency_and_denials_by_check(
         await until_enforced(kube, LEASE, namespace, lease, timeout=scaled(20))
         found = samples(generate_latest(registry).decode())
     finally:
-        operator.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await operator
+        await cancelled(operator)
     assert value(found, "lessor_webhook_requests_total", kind="Lease", result="denied") >= 1
     assert value(found, "lessor_webhook_request_duration_seconds_count", kind="Lease") >= 1
     denials = {labels["check"] for labels, v in found.get("lessor_webhook_denials_total", ()) if v}

@@ -30,6 +30,7 @@ from lessor.app.operator import Operator, OperatorConfig
 from lessor.telemetry.tracefile import JsonLinesExporter, print_trace
 from tests.polling import until
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 API = "lessor.dev/v1alpha1"
 OPS = "lessor-system"
@@ -70,9 +71,7 @@ async def traced_operator(tmp_path: Path, *, heartbeat_timeout: float = 60.0, he
                         await asyncio.sleep(0.05)
                     yield kube, spans
                 finally:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                    await cancelled(task)
 
 
 HELD = "held-leader"
@@ -351,9 +350,7 @@ async def test_leader_election_is_traced_only_when_asked(kube: Gateway, kubeconf
             await asyncio.wait_for(elector.wait_leading(), scaled(10))
             await asyncio.sleep(scaled(1.5))  # a few renewals
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled(task)
         await elector.release()
     assert (await kube.get(COORDINATION_LEASE, OPS, settings.name))["spec"].get("holderIdentity") is None
     election = [s.name for s in spans.get_finished_spans() if s.name.endswith(" Lease.coordination.k8s.io")]

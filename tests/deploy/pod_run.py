@@ -63,6 +63,7 @@ from lessor.gateway import ApiError, Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, EXPORTER, HANDLE, LEASE
 from lessor.app.install import install
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 LAB = "lab"
 LEASES = ("alice-rpi4", "bob-stm32")
@@ -379,9 +380,7 @@ async def _scenario(run: PodRun, admin: Gateway, pod_ip: str, child: Any) -> Non
                 await _ending(run, admin, child)
             await _scrape(run, admin, http, f"{pod_ip}:{container_port(container, 'metrics')}")
         finally:
-            beats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beats
+            await cancelled(beats)
 
 
 async def _scrape(run: PodRun, admin: Gateway, http: aiohttp.ClientSession, address: str) -> None:

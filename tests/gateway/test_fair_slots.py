@@ -11,6 +11,7 @@ from lessor.gateway import Gateway
 from lessor.gateway.client import WRITE_CONCURRENCY
 from lessor.gateway.fair_slots import FairSlots
 from lessor.gateway.resources import CLIENT, NAMESPACE
+from tests.tasks import cancelled
 
 
 async def test_a_freed_slot_goes_to_each_waiting_key_in_turn() -> None:
@@ -40,13 +41,9 @@ async def test_a_waiter_cancelled_in_line_or_as_it_is_handed_the_slot_loses_no_s
     gone = asyncio.create_task(slots.acquire("b"))
     handed = asyncio.create_task(slots.acquire("c"))
     await asyncio.sleep(0)
-    gone.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await gone
+    await cancelled(gone)
     slots.release("a")  # to "c", which is cancelled before it runs: the slot must come back
-    handed.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await handed
+    await cancelled(handed)
     assert not slots.locked()
     await asyncio.wait_for(slots.acquire("d"), 1)
 

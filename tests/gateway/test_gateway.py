@@ -12,6 +12,7 @@ import pytest
 from lessor.gateway import ApiError, Gateway, Informer, WatchEvent
 from lessor.gateway.resources import CONFIGMAP, EXPORTER
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 
 def configmap(namespace: str, name: str, **data: str) -> dict[str, Any]:
@@ -45,9 +46,7 @@ async def running(informer: Informer) -> AsyncIterator[asyncio.Task[None]]:
         await asyncio.wait_for(informer.synced.wait(), scaled(20))
         yield task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
 
 
 async def test_create_update_delete_arrive_in_order(kube: Gateway, namespace: str) -> None:

@@ -4,7 +4,6 @@ caches, one HTTP session whose connections are reused, no environment looked up 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from lessor.gateway.client import READ_CONCURRENCY, load_configuration
 from lessor.gateway.informer import LAST_APPLIED
 from lessor.gateway.resources import CONFIGMAP, EXPORTER
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 
 def annotated(namespace: str, name: str) -> dict[str, Any]:
@@ -39,9 +39,7 @@ async def cached_then_watched(kube: Gateway, namespace: str, watched: dict[str, 
             while (namespace, watched["metadata"]["name"]) not in informer.store:
                 await asyncio.sleep(0.05)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancelled(task)
     return informer
 
 

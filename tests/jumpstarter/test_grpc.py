@@ -40,6 +40,7 @@ from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from tests.polling import until
 from tests.slowness import scaled
+from tests.tasks import cancelled
 
 pytestmark = pytest.mark.apiserver
 
@@ -92,9 +93,7 @@ async def lab(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Lab]:
                         await asyncio.sleep(0.05)
                     yield Lab(kube, cp.kubeconfig, f"localhost:{port}", folder / "ca.pem", folder, metrics_port)
                 finally:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                    await cancelled(task)
 
 
 async def a_client(lab: Lab, name: str, team: str = "qa") -> Mapping[str, Any]:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from lessor.tls.certs import CertificateAuthority
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLIENT, EXPORTER, LEASE, NAMESPACE
 from lessor.app.install import install
-from lessor.tools.bench.common import start_operator, wait_http
+from lessor.tools.bench.common import is_leader, start_operator, wait_http
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
 from tests.jumpstarter.test_grpc import JMP, LESSOR, run
@@ -41,14 +39,6 @@ REGISTERS = "Registering exporter with controller"
 """What the agent logs once per start of its worker (`jmp run` starts another after a failure)."""
 
 
-def _leading(metrics_port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as resp:
-            return re.search(rb"^lessor_leader 1(\.0)?$", resp.read(), re.MULTILINE) is not None
-    except OSError:
-        return False
-
-
 class _Replica:
     """`lessor run --grpc-port` in a process of its own, serving its own port and advertising it; every
     replica names the same endpoint to the tools (the follower's)."""
@@ -61,7 +51,7 @@ class _Replica:
                                    "--grpc-cert-dir", str(certs))
 
     async def leads(self) -> bool:
-        return await asyncio.to_thread(_leading, self.metrics)
+        return await asyncio.to_thread(is_leader, self.metrics)
 
     def log(self) -> str:
         return (self.folder / "operator.log").read_text(errors="replace")[-4000:]

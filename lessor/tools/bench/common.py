@@ -135,6 +135,14 @@ def metrics_text(port: int) -> str:
         return body.decode()
 
 
+def is_leader(port: int) -> bool:
+    """Whether the operator whose /metrics is on `port` says `lessor_leader 1` (False when it does not answer)."""
+    try:
+        return re.search(r"^lessor_leader 1(\.0)?$", metrics_text(port), re.MULTILINE) is not None
+    except OSError:
+        return False
+
+
 def api_requests(port: int) -> dict[tuple[str, str], float]:
     """The operator's `lessor_api_requests_total` by (verb, kind), summed over codes, from its /metrics."""
     found: dict[tuple[str, str], float] = {}

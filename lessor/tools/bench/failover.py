@@ -20,7 +20,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from lessor.tools.bench.common import machine, percentile, say, start_operator, wait_http
+from lessor.tools.bench.common import is_leader, machine, percentile, say, start_operator, wait_http
 from lessor.tools.bench.cpu_limit import CpuQuota
 from lessor.tools.bench.failover_check import (
     WRITE_VERBS, failovers, late_writes, scan_history, slim_lease, stranded, writes, writes_per_grant,
@@ -146,7 +145,7 @@ class Replicas:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for member in list(self.members):
-                if member.proc.poll() is None and await asyncio.to_thread(_is_leader, member.metrics):
+                if member.proc.poll() is None and await asyncio.to_thread(is_leader, member.metrics):
                     return member
             await asyncio.sleep(0.05)
         raise TimeoutError("no replica became the leader")
@@ -178,14 +177,6 @@ class Replicas:
         self.members.clear()
 
 
-def _is_leader(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
-            return re.search(rb"^lessor_leader 1(\.0)?$", resp.read(), re.MULTILINE) is not None
-    except OSError:
-        return False
-
-
 def double_bookings(leases: list[dict[str, Any]]) -> list[str]:
     """Exporters that two not-ended leases hold as Ready, in one list (one moment)."""
     holders: dict[str, list[str]] = {}
@@ -208,7 +199,7 @@ async def _kill(replicas: Replicas, args: argparse.Namespace, rng: random.Random
             break
         leader = await replicas.leader()
         await asyncio.sleep(args.kill_every * rng.uniform(0.75, 1.25))
-        if leader.proc.poll() is not None or not await asyncio.to_thread(_is_leader, leader.metrics):
+        if leader.proc.poll() is not None or not await asyncio.to_thread(is_leader, leader.metrics):
             say(f"kill {len(sent) + 1}/{args.kills}: {leader.user} lost the lead by itself before the kill")
             continue
         sent.append((time.time(), leader.user))
@@ -232,7 +223,7 @@ async def _stop(replicas: Replicas, args: argparse.Namespace, rng: random.Random
         finally:
             leader.proc.send_signal(signal.SIGCONT)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and await asyncio.to_thread(_is_leader, leader.metrics):
+        while time.monotonic() < deadline and await asyncio.to_thread(is_leader, leader.metrics):
             await asyncio.sleep(0.2)  # until the resumed one has noticed it lost the lead
         await asyncio.sleep(rng.uniform(4.0, 8.0))
     return sent
@@ -245,7 +236,7 @@ async def _rolling(replicas: Replicas, args: argparse.Namespace, rng: random.Ran
     for r in range(args.rounds):
         for old in list(replicas.members):
             await replicas.ready(replicas.start())
-            was_leader = await asyncio.to_thread(_is_leader, old.metrics)
+            was_leader = await asyncio.to_thread(is_leader, old.metrics)
             if was_leader:
                 sent.append((time.time(), old.user))
             replicas.signal(old, signal.SIGTERM)

@@ -32,7 +32,7 @@ from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, NAMESPACE, POLICY
 from lessor.app.install import install
 from lessor.jumpstarter.settings import require_extra
-from lessor.tools.bench.common import (machine, metrics_text, percentile, say, start_operator, stop_operator,
+from lessor.tools.bench.common import (is_leader, machine, metrics_text, percentile, say, start_operator, stop_operator,
                                        wait_http)
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.processes import free_port
@@ -114,7 +114,7 @@ class _Replica:
         return cls(proc, endpoint, metrics)
 
     def leading(self) -> bool:
-        return re.search(r"^lessor_leader 1(\.0)?$", metrics_text(self.metrics), re.MULTILINE) is not None
+        return is_leader(self.metrics)
 
     def relayed(self) -> int:
         """Calls this replica relayed to the leader (its `lessor_grpc_forwarded_calls_total`, every method)."""

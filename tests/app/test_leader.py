@@ -29,7 +29,7 @@ from lessor.leadership.election import COORDINATION_LEASE, COUNTED_AS, ElectionS
 from lessor.app.operator import Operator, OperatorConfig
 from tests.cli.test_cli import _get, _poll
 from tests.slowness import scaled
-from tests.tasks import cancelled
+from tests.tasks import cancelled, running
 
 OPS = "lessor-system"
 
@@ -44,22 +44,14 @@ async def _holder(kube: Gateway, name: str) -> dict[str, Any]:
     return dict((await kube.get(COORDINATION_LEASE, OPS, name))["spec"])
 
 
-@contextlib.asynccontextmanager
-async def _running(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(elector.run())
-    try:
-        yield task
-    finally:
-        await cancelled(task)
-
 
 async def test_one_leader_at_a_time_and_release_hands_over_at_once(kube: Gateway) -> None:
     # A lease duration far longer than the wait below: only the release can explain the hand-over.
     settings = _settings(lease_duration=120.0, renew_deadline=3.0)
     first, second = (LeaderElector(kube, OPS, settings, identity=who) for who in ("first", "second"))
-    async with _running(first) as leading:
+    async with running(first.run()) as leading:
         await asyncio.wait_for(first.wait_leading(), scaled(10))
-        async with _running(second):
+        async with running(second.run()):
             await asyncio.sleep(4 * settings.retry_period + settings.renew_deadline)
             assert first.leading() and not second.leading()
             assert (await _holder(kube, settings.name))["holderIdentity"] == "first"
@@ -89,9 +81,9 @@ async def test_a_release_answered_late_still_hands_over(
         monkeypatch.setattr(slow, "request", late)
         first = LeaderElector(slow, OPS, settings, identity="first")
         second = LeaderElector(kube, OPS, settings, identity="second")
-        async with _running(first) as leading:
+        async with running(first.run()) as leading:
             await asyncio.wait_for(first.wait_leading(), scaled(10))
-            async with _running(second):
+            async with running(second.run()):
                 await cancelled(leading)
                 await first.release()
                 await asyncio.wait_for(second.wait_leading(), scaled(30, at_most=100))  # within the 120 s lease
@@ -103,9 +95,9 @@ async def test_a_release_after_a_renewal_it_did_not_hear_back_from_still_hands_o
     release then met a 409 and the followers waited out the whole lease (CI: a follower waited 25 s)."""
     settings = _settings(lease_duration=120.0, renew_deadline=3.0)
     first, second = (LeaderElector(kube, OPS, settings, identity=who) for who in ("first", "second"))
-    async with _running(first) as leading:
+    async with running(first.run()) as leading:
         await asyncio.wait_for(first.wait_leading(), scaled(10))
-        async with _running(second):
+        async with running(second.run()):
             await cancelled(leading)
             # What the cancelled renewal did: the Lease written, still ours, under a version first never saw.
             lease = await kube.get(COORDINATION_LEASE, OPS, settings.name)
@@ -131,7 +123,7 @@ async def test_a_leader_renews_in_one_round_trip(kube: Gateway, monkeypatch: pyt
     monkeypatch.setattr(kube, "request", counted)
     settings = _settings(lease_duration=120.0, renew_deadline=3.0, retry_period=0.2)
     elector = LeaderElector(kube, OPS, settings, identity="one")
-    async with _running(elector):
+    async with running(elector.run()):
         await asyncio.wait_for(elector.wait_leading(), scaled(10))
         deadline = time.monotonic() + scaled(30)
         while verbs.count("update") < 5:
@@ -160,9 +152,9 @@ async def test_a_leader_that_cannot_renew_stops_writing_before_another_takes_ove
         async def unreachable(*args: Any, **kwargs: Any) -> Any:
             await asyncio.sleep(3600)
 
-        async with _running(first):
+        async with running(first.run()):
             await asyncio.wait_for(first.wait_leading(), scaled(10))
-            async with _running(second):
+            async with running(second.run()):
                 sampler = asyncio.create_task(sample())
                 await api.create(CLIENT, namespace, {"apiVersion": CLIENT.api_version, "kind": "Client",
                                                      "metadata": {"name": "before"}})
@@ -249,7 +241,7 @@ async def test_a_partitioned_leader_drops_its_queued_writes_and_sends_none_after
         async with Gateway(cfg) as partitioned:
             elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
             api = GatewayApi(partitioned, fence=elector.fence)
-            async with _running(elector):
+            async with running(elector.run()):
                 term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
                 proxy.flowing.clear()
                 writes = {name: asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {

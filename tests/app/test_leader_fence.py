@@ -27,7 +27,7 @@ from lessor.app.install import install, leader_fence_documents
 from lessor.leadership.election import (COORDINATION_LEASE, FENCE_POLICY, HOLDER_POD, HOLDER_USERNAME, LEASE_NAME,
                            ElectionSettings, LeaderElector, NotLeader)
 from tests.slowness import scaled
-from tests.tasks import cancelled
+from tests.tasks import cancelled, running
 
 OPS = "lessor-system"
 SETTINGS = ElectionSettings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.3, name=LEASE_NAME)
@@ -69,14 +69,6 @@ async def _replicas(admin: Gateway, cp: ControlPlane, folder: Path, count: int) 
                 await admin.delete(COORDINATION_LEASE, OPS, LEASE_NAME)
 
 
-@contextlib.asynccontextmanager
-async def _running(elector: LeaderElector) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(elector.run())
-    try:
-        yield task
-    finally:
-        await cancelled(task)
-
 
 async def _exporter(admin: Gateway, namespace: str) -> str:
     await admin.create(EXPORTER, namespace, {"apiVersion": EXPORTER.api_version, "kind": "Exporter",
@@ -116,7 +108,7 @@ async def test_only_the_lease_holder_writes_and_a_hand_over_swaps_the_roles(
         heard: list[str] = []
         api_one = GatewayApi(one, refused=heard.append)
         api_two = GatewayApi(two, refused=heard.append)
-        async with _running(first) as leading:
+        async with running(first.run()) as leading:
             await asyncio.wait_for(first.wait_leading(), scaled(10))
             lease = await kube.get(COORDINATION_LEASE, OPS, LEASE_NAME)
             user_one = f"system:serviceaccount:{OPS}:{one_name(first)}"
@@ -140,7 +132,7 @@ async def test_only_the_lease_holder_writes_and_a_hand_over_swaps_the_roles(
             await _status_patch(GatewayApi(kube), namespace, "LeaseReady")  # the administrator is not judged
             assert (await kube.get(EXPORTER, namespace, "board"))["status"]["exporterStatus"] == "LeaseReady"
 
-            async with _running(second):
+            async with running(second.run()):
                 await asyncio.sleep(3 * SETTINGS.retry_period)
                 assert first.leading() and not second.leading()
                 await cancelled(leading)  # SIGTERM: release hands over
@@ -170,7 +162,7 @@ async def test_a_leader_refused_by_the_api_server_steps_down_at_once(
     slow = ElectionSettings(lease_duration=60.0, renew_deadline=40.0, retry_period=20.0, name=LEASE_NAME)
     async with _replicas(kube, controlplane, tmp_path, 2) as (one, two):
         first = LeaderElector(one, OPS, slow, identity=f"first_{uuid.uuid4()}")
-        async with _running(first):
+        async with running(first.run()):
             await asyncio.wait_for(first.wait_leading(), scaled(10))
             api = GatewayApi(one, fence=first.fence, refused=first.refused)
             await _status_patch(api, namespace, "Available")

@@ -78,6 +78,9 @@ class CertificateAuthority:
                 ),
                 critical=True,
             )
+            # Key identifiers: Python 3.13's default TLS context checks strictly (VERIFY_X509_STRICT) and refuses
+            # a chain whose certificates lack them ("Missing Authority Key Identifier"), as RFC 5280 asks.
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
             .sign(self._key, hashes.SHA256())
         )
 
@@ -110,6 +113,8 @@ class CertificateAuthority:
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
         )
         if hosts:
             builder = builder.add_extension(

@@ -20,7 +20,7 @@ import pytest
 
 from lessor.shipped import manifests
 from lessor.tools.controlplane import ControlPlane
-from lessor.gateway import Gateway
+from lessor.gateway import Gateway, Resource
 from tests.slowness import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +160,34 @@ def test_the_image_has_the_jumpstarter_extra_when_the_deployment_serves_grpc() -
     installs = [a for i, a in stages()[-1] if i == "RUN" and re.search(r"\bpip install\b", a)]
     assert "--grpc-port" in command
     assert any("[jumpstarter]" in a for a in installs), installs
+
+
+def _grpc_examples() -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for name in ("certificate.yaml", "ingress.yaml", "route.yaml")
+            for doc in manifests.load_documents([(deploy_dir() / "grpc" / name).read_text()])}
+
+
+async def test_the_grpc_way_in_names_what_the_deployment_serves(kube: Gateway, namespace: str) -> None:
+    """deploy/grpc/: the Certificate names the endpoint the Deployment writes into credentials and the hosts the
+    Ingress and Route route by SNI; both reach the Service's grpc port with TLS passed through; and the API server
+    takes the Ingress as written (the other two are CRDs that this control plane lacks)."""
+    examples = _grpc_examples()
+    certificate, ingress, route = examples["Certificate"], examples["Ingress"], examples["Route"]
+    dep = deployment()
+    args = dep["spec"]["template"]["spec"]["containers"][0]["command"]
+    endpoint_host = args[args.index("--grpc-endpoint") + 1].rpartition(":")[0]
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert certificate["spec"]["secretName"] == volumes["grpc-cert"]["secret"]["secretName"]
+    hosts = {rule["host"] for rule in ingress["spec"]["rules"]} | {route["spec"]["host"]}
+    assert {endpoint_host, *hosts} <= set(certificate["spec"]["dnsNames"])
+    service = next(d for d in documents("service.yaml") if d["metadata"]["name"] == "lessor-grpc")
+    ports = {p["name"] for p in service["spec"]["ports"]}
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert (backend["name"], backend["port"]["name"]) == ("lessor-grpc", "grpc") and "grpc" in ports
+    assert (route["spec"]["to"]["name"], route["spec"]["port"]["targetPort"]) == ("lessor-grpc", "grpc")
+    assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/ssl-passthrough"] == "true"
+    assert route["spec"]["tls"]["termination"] == "passthrough"
+    ingresses = Resource("networking.k8s.io", "v1", "Ingress", "ingresses")
+    created = await kube.create(ingresses, namespace, {**ingress, "metadata": {
+        **ingress["metadata"], "namespace": namespace}})
+    assert created["spec"]["rules"] == ingress["spec"]["rules"]

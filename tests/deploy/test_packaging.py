@@ -24,5 +24,6 @@ def test_the_package_builds_without_warnings_and_carries_its_data(tmp_path: Path
     (wheel,) = tmp_path.glob("lessor-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for data in ("lessor/crds/leases.yaml", "lessor/deploy/samples/40-leases.yaml",
-                 "lessor/deploy/monitoring/grafana-dashboard.json", "lessor/deploy/monitoring/servicemonitor.yaml"):
+                 "lessor/deploy/monitoring/grafana-dashboard.json", "lessor/deploy/monitoring/servicemonitor.yaml",
+                 "lessor/deploy/grpc/certificate.yaml", "lessor/deploy/grpc/ingress.yaml", "lessor/deploy/grpc/route.yaml"):
         assert data in names, data

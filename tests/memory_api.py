@@ -34,6 +34,7 @@ from lessor.model.jsonpatch import JsonPatchError, apply
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
+from lessor.app.lease_world import topology_state
 
 OPS = "lessor-system"
 Object = dict[str, Any]
@@ -184,7 +185,7 @@ async def world(topology: Callable[[TopologyState], TopologyActor] = TopologyAct
     `topology` makes the topology actor (a test's slower one), `registry` gets the mailbox metrics, `kinds`
     replaces the actors of some kinds (a test's scripted stand-in, by address prefix); `settings` go to the
     actors' `Context` (decision_window, offer_timeout, ...)."""
-    state = TopologyState(Topology(OPS))
+    state = topology_state(Topology(OPS))
     async with ActorSystem(registry=registry) as system:
         api = MemoryApi(lambda kind, obj: system.tell("topology", Event(kind, obj)))
         ctx = Context(api=api, operator_namespace=OPS, **settings)

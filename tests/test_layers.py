@@ -33,6 +33,7 @@ RUNTIME: dict[str, tuple[str, ...]] = {
     "lessor.metrics": ("lessor.gateway", *_PURE),
     "lessor.events": ("lessor.actors", "lessor.gateway", *_PURE),
     "lessor.leadership": ("lessor.actors", "lessor.gateway", "lessor.telemetry", *_PURE),
+    # The graph and its routing: no domain (a domain's own questions come from the app, topology/domain.py).
     "lessor.topology": ("lessor.actors", *_PURE),
     "lessor.admission": ("lessor.actors", "lessor.gateway", "lessor.shipped", "lessor.tls", *_PURE),
     "lessor.jumpstarter": ("lessor.actors", "lessor.gateway", "lessor.leadership", "lessor.tls", *_PURE),
@@ -136,6 +137,10 @@ def test_the_shared_actors_import_no_domain() -> None:
 # The two servers beside the operator stand apart: what both need (the serving folder's file names, the CA)
 # lives in lessor.tls, so the Jumpstarter gRPC server never reaches into the webhook's, nor the other way.
 SERVERS = ("lessor.admission", "lessor.jumpstarter")
+
+
+def test_the_topology_knows_no_domain() -> None:
+    assert forbidden("lessor.topology", DOMAINS) == []
 
 
 @pytest.mark.parametrize("server", SERVERS)

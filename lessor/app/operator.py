@@ -57,6 +57,8 @@ from lessor.model.keys import split_address
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState, tenant_of
+
+from .lease_world import topology_state
 from lessor.health.probes import ProbeServer, metrics_app, serve
 from lessor.metrics.state import StateMetrics, runtime_collectors
 from lessor.telemetry.tracing import configure_telemetry, unrecorded
@@ -128,7 +130,7 @@ class Operator:
         self._events = Gauge("lessor_watch_objects", "Objects in the informer caches", ["kind"], registry=registry)
         runtime_collectors(registry)
         self.state_metrics = StateMetrics(self._cached, registry)
-        self.topology_state = TopologyState(Topology(config.operator_namespace))
+        self.topology_state = topology_state(Topology(config.operator_namespace))
         self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry,
                                      advertise={HOLDER_GRPC: config.grpc.own_address} if config.grpc else None)
         self.loop_lag = LoopLag(config.max_loop_lag, registry)
@@ -348,7 +350,7 @@ class Operator:
         for informer in [*self.informers, *self.created_kinds.informers.values()]:
             for obj in list(informer.store.values()):
                 topology.apply("ADDED", obj)
-        return TopologyState(topology)
+        return topology_state(topology)
 
     def _webhook(self) -> contextlib.AbstractAsyncContextManager[object]:
         settings = self.config.webhook

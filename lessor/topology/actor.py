@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lessor.actors.leasing.world import LeaseWorld, LeaseWorldView
 from lessor.actors.observed import Observed
 from lessor.actors.queries import (
     ClaimHandles,
@@ -34,13 +33,12 @@ from lessor.actors.queries import (
 )
 from lessor.mailbox import Actor, Cause
 from lessor.model.fields import mapping_at
-from lessor.model.selectors import SelectorError, parse_selector
-from lessor.model.views.leasing import ClientView, ExporterView, LeaseView
+from lessor.model.views.leasing import LeaseView
 from lessor.model.views.meta import Meta, ref_name
 from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
 from lessor.topology.graph import Topology
-from lessor.topology.keys import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POLICY, POOL, PROVIDER, ObjectKey, address
-from lessor.topology.policies import PolicySets
+from lessor.topology.domain import Domain
+from lessor.topology.keys import CLAIM, EXPORTER, HANDLE, POOL, PROVIDER, ObjectKey, address
 from lessor.topology.recovery import bound_to_a_gone_claim, missed_while_down
 
 JSON = Mapping[str, Any]
@@ -92,16 +90,21 @@ ANNOUNCE_CHUNK = 500
 @dataclass
 class TopologyState:
     """What outlives one incarnation of the topology actor: the `Topology` (a cache of the watch,
-    which the informers never re-send), whether it is complete, and each namespace's compiled policies."""
+    which the informers never re-send), whether it is complete, and the domains' own state (`domains`: the
+    questions only a domain asks, such as leasing's compiled policies; the app wires them)."""
 
     topology: Topology
     synced: bool = False
-    policies: PolicySets = field(default_factory=PolicySets)
+    domains: tuple[Domain, ...] = ()
     causes: OrderedDict[ObjectKey, Cause] = field(default_factory=OrderedDict)
     """While tracing: the trace of the last watch event of each object received before `Synced` (oldest first,
     at most `KEPT_CAUSES`). Its actor starts at `Synced` on that trace's behalf, so that a lease created while
     this replica followed is one story from its creation to its Ready, not a root of its own plus a start-up
     12 s later in the new leader's trace."""
+
+    def __post_init__(self) -> None:
+        self.answering: dict[type, Domain] = {question: domain for domain in self.domains
+                                              for question in domain.questions}
 
     def keep_cause(self, key: ObjectKey, cause: Cause | None) -> None:
         if cause is None or not cause.sampled:
@@ -135,8 +138,9 @@ class TopologyActor(Actor):
             case Event(type=event_type, object=obj):
                 # The informer's object itself, as every cached object is only read: a copy cost 184 B each.
                 change = self.topology.apply(event_type, obj if isinstance(obj, dict) else dict(obj))
-                if change is not None and change.key.kind == POLICY:  # before any lease can ask again
-                    self.state.policies.changed(change)
+                if change is not None:  # before any actor can ask again
+                    for domain in self.state.domains:
+                        domain.changed(change)
                 if change is not None and not self.state.synced:
                     self.state.keep_cause(change.key, self.cause() if change.new is not None else None)
                 if change is not None and self.state.synced:
@@ -158,8 +162,6 @@ class TopologyActor(Actor):
                 return tuple(self.topology.get(ObjectKey(kind, namespace, name)) for name in names)
             case ListObjects(kind=kind, namespace=namespace):
                 return self._objects(kind, namespace)
-            case LeaseWorld():
-                return self._lease_world(message)
             case WaitingLeases(namespace=namespace, exporter=exporter):
                 return self._waiting_leases(namespace, exporter)
             case ReadyHolders(namespace=namespace, exporter=exporter):
@@ -173,6 +175,8 @@ class TopologyActor(Actor):
                 return self._existing(self.topology.referrers(ObjectKey(CLAIM, namespace, claim), HANDLE_CLAIM))
             case HandleResources(namespace=namespace, handle=handle):
                 return self._existing(self.topology.resources_of_handle(ObjectKey(HANDLE, namespace, handle)))
+            case _ if (answerer := self.state.answering.get(type(message))) is not None:
+                return answerer.answer(self.topology, message)
             case _:
                 raise TypeError(f"the topology does not answer {type(message).__name__}")
         return None
@@ -216,32 +220,6 @@ class TopologyActor(Actor):
             if (obj := self.topology.get(key)) is not None
             and not ref_name(mapping_at(obj, "status").get("resourceHandle"))
             and (found := address(key)) is not None
-        )
-
-    def _lease_world(self, query: LeaseWorld) -> LeaseWorldView:
-        ns = query.namespace
-        if query.exporter_ref:
-            pinned = self.topology.view(ObjectKey(EXPORTER, ns, query.exporter_ref), ExporterView)
-            exporters: tuple[ExporterView, ...] = (pinned,) if pinned is not None else ()
-        elif query.selector is not None:
-            try:
-                selector = parse_selector(query.selector, "spec.selector")
-            except SelectorError:
-                selector = None
-            keys = sorted(self.topology.exporters(ns, selector)) if selector is not None else []
-            exporters = tuple(found for key in keys if (found := self.topology.view(key, ExporterView)) is not None)
-        else:
-            exporters = ()
-        holders = {}
-        for exporter in exporters:
-            ref = exporter.held_by
-            if ref and (lease := self.topology.view(ObjectKey(LEASE, ns, ref), LeaseView)) is not None:
-                holders[ref] = lease
-        return LeaseWorldView(
-            exporters=exporters,
-            policies=self.state.policies.of(self.topology, ns),
-            client=self.topology.view(ObjectKey(CLIENT, ns, query.client), ClientView),
-            holders=holders,
         )
 
     def _ready_holders(self, namespace: str, exporter: str) -> tuple[str, ...]:

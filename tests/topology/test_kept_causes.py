@@ -8,8 +8,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from lessor.mailbox import Cause
 from lessor.topology import Topology
-from lessor.topology.actor import KEPT_CAUSES, TopologyState
+from lessor.topology.actor import KEPT_CAUSES
 from lessor.topology.keys import LEASE, ObjectKey
+from lessor.app.lease_world import topology_state
 
 
 def _cause(trace_id: int, sampled: bool = True) -> Cause:
@@ -23,7 +24,7 @@ def _trace_of(cause: Cause) -> int:
 
 
 def test_only_recorded_causes_are_kept_the_newest_of_each_object_and_a_bounded_number() -> None:
-    state = TopologyState(Topology("lessor-system"))
+    state = topology_state(Topology("lessor-system"))
     lease = ObjectKey(LEASE, "lab", "l1")
     state.keep_cause(lease, _cause(1))
     state.keep_cause(lease, _cause(2))

@@ -1,4 +1,4 @@
-"""Each namespace's compiled policies (lessor/topology/policies.py, the `LeaseWorld` answer) and the
+"""Each namespace's compiled policies (lessor/app/lease_world.py, the `LeaseWorld` answer) and the
 exporter-selector index of `PolicySet.applying_to` (actors/access_policy.py)."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from lessor.model.views.leasing import PolicyView
 from lessor.actors.leasing.world import LeaseWorld
 from lessor.topology import ADDED, DELETED, MODIFIED, Topology
 from lessor.topology import actor as topology_actor
-from lessor.topology.actor import Event, TopologyActor, TopologyState
+from lessor.topology.actor import Event, TopologyActor
+from lessor.app.lease_world import topology_state
 
 NS = "lab"
 _versions = iter(range(1, 1_000_000))
@@ -31,7 +32,7 @@ def policy(name: str, group: str, priority: int = 10, namespace: str = NS) -> di
 
 def world() -> TopologyActor:
     """The topology actor's handler, without a running system: not synced, so events are recorded, not routed."""
-    return TopologyActor(TopologyState(Topology()))
+    return TopologyActor(topology_state(Topology()))
 
 
 async def event(actor: TopologyActor, kind: str, obj: dict[str, Any]) -> None:

@@ -1,4 +1,6 @@
-"""Each namespace's ExporterAccessPolicies, compiled once and shared by every lease of the namespace.
+"""The leasing domain's question to the topology, `LeaseWorld`: a lease's candidates, its client, the
+holders of its candidates and its namespace's access policies, compiled once and shared by every lease of
+the namespace. Wired into the topology actor as a `lessor.topology.domain.Domain`.
 
 A lease resolves against the policies that apply to its candidates. Compiling
 (or even listing and sorting) a namespace's policies for every lease made the
@@ -13,11 +15,16 @@ admit a client), so every lease shares what the others have already worked out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lessor.actors.leasing.access_policy import AccessPolicy, PolicySet, compile_policy
-from lessor.model.views.leasing import PolicyView
+from lessor.actors.leasing.world import LeaseWorld, LeaseWorldView
+from lessor.model.selectors import SelectorError, parse_selector
+from lessor.model.views.leasing import ClientView, ExporterView, LeaseView, PolicyView
+from lessor.topology.actor import TopologyState
 from lessor.topology.changes import Change
 from lessor.topology.graph import Topology
-from lessor.topology.keys import POLICY, ObjectKey
+from lessor.topology.keys import CLIENT, EXPORTER, LEASE, POLICY, ObjectKey
 
 
 class PolicySets:
@@ -60,3 +67,50 @@ class PolicySets:
                 policy = self._compiled[key] = compile_policy(PolicyView.of(obj))
             compiled.append(policy)
         return compiled
+
+
+class LeaseWorlds:
+    """The leasing domain of the topology: answers `LeaseWorld`, keeps the policies compiled as they change."""
+
+    questions: tuple[type, ...] = (LeaseWorld,)
+
+    __slots__ = ("policies",)
+
+    def __init__(self) -> None:
+        self.policies = PolicySets()
+
+    def changed(self, change: Change) -> None:
+        if change.key.kind == POLICY:  # before any lease can ask again
+            self.policies.changed(change)
+
+    def answer(self, topology: Topology, question: Any) -> LeaseWorldView:
+        assert isinstance(question, LeaseWorld)
+        ns = question.namespace
+        if question.exporter_ref:
+            pinned = topology.view(ObjectKey(EXPORTER, ns, question.exporter_ref), ExporterView)
+            exporters: tuple[ExporterView, ...] = (pinned,) if pinned is not None else ()
+        elif question.selector is not None:
+            try:
+                selector = parse_selector(question.selector, "spec.selector")
+            except SelectorError:
+                selector = None
+            keys = sorted(topology.exporters(ns, selector)) if selector is not None else []
+            exporters = tuple(found for key in keys if (found := topology.view(key, ExporterView)) is not None)
+        else:
+            exporters = ()
+        holders = {}
+        for exporter in exporters:
+            ref = exporter.held_by
+            if ref and (lease := topology.view(ObjectKey(LEASE, ns, ref), LeaseView)) is not None:
+                holders[ref] = lease
+        return LeaseWorldView(
+            exporters=exporters,
+            policies=self.policies.of(topology, ns),
+            client=topology.view(ObjectKey(CLIENT, ns, question.client), ClientView),
+            holders=holders,
+        )
+
+
+def topology_state(topology: Topology) -> TopologyState:
+    """The topology actor's state over `topology`, with the domains that ask it questions of their own."""
+    return TopologyState(topology, domains=(LeaseWorlds(),))

@@ -1,6 +1,7 @@
-"""Questions actors ask the topology (the app's topology actor answers them by message).
+"""Questions actors of both domains ask the topology (the app's topology actor answers them by message).
 
-The ones that only one domain asks live in that domain (a lease's world: `leasing/world.py`)."""
+The ones that only one domain asks live in that domain (`leasing/world.py`, `provisioning/questions.py`),
+and the app hands the topology their answers (lessor/app/topology_questions.py)."""
 
 from __future__ import annotations
 
@@ -39,55 +40,3 @@ class ListObjects:
 
     kind: str
     namespace: str
-
-
-@dataclass(frozen=True, slots=True)
-class WaitingLeases:
-    """→ tuple of names of the live, not yet granted leases that select or pin this exporter."""
-
-    namespace: str
-    exporter: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReadyHolders:
-    """→ tuple of names of the leases not ended whose status says Ready on this exporter.
-
-    More than the exporter's own `status.leaseRef` only when an eviction's loser had not written
-    its end yet as the operator stopped: the exporter ends those before it grants anything."""
-
-    namespace: str
-    exporter: str
-
-
-@dataclass(frozen=True, slots=True)
-class PoolHandles:
-    """→ tuple of the ResourceHandles whose `spec.resourcePool` names this pool, bound or not."""
-
-    namespace: str
-    pool: str
-
-
-@dataclass(frozen=True, slots=True)
-class FreeHandles:
-    """→ tuple of the ResourceHandles with neither `spec.resourceClaim` nor `spec.resourcePool` whose resources
-    use this provider: the free-standing handles a claim may bind."""
-
-    namespace: str
-    provider: str
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimHandles:
-    """→ tuple of the ResourceHandles whose `spec.resourceClaim` names this claim (one, unless a crash made two)."""
-
-    namespace: str
-    claim: str
-
-
-@dataclass(frozen=True, slots=True)
-class HandleResources:
-    """→ tuple of the created resources the topology knows for this handle (labelled with it, or referenced)."""
-
-    namespace: str
-    handle: str

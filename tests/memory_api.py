@@ -34,7 +34,7 @@ from lessor.model.jsonpatch import JsonPatchError, apply
 from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState
-from lessor.app.lease_world import topology_state
+from lessor.app.topology_questions import topology_state
 
 OPS = "lessor-system"
 Object = dict[str, Any]

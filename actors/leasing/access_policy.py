@@ -4,7 +4,7 @@ Pure functions over typed values. `compile_policy` compiles one policy
 object; `PolicySet.of` gathers a namespace's compiled policies into the set
 that leases resolve against. The operator's topology keeps one `PolicySet`
 per namespace and rebuilds it only when one of its policies changes, so every
-lease shares the set and its memos (`lessor/app/lease_world.py`).
+lease shares the set and its memos (`lessor/app/topology_questions.py`).
 `compile_policies` does both at once for callers without the topology (the
 webhook): a policy object is compiled once per (uid, resourceVersion) and a
 set is reused for the same versions. `approvals` answers, for one client

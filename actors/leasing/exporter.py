@@ -71,7 +71,8 @@ from ..observed import Observed
 from .agent import AgentReport, agent_status
 from .credentials import ensure_credential
 from .exporter_state import may_take
-from ..queries import TOPOLOGY, GetObject, ReadyHolders, WaitingLeases
+from ..queries import TOPOLOGY, GetObject
+from .world import ReadyHolders, WaitingLeases
 from .queue import WaitQueue, Waiter
 from .registration import registered_condition
 

@@ -1,7 +1,9 @@
-"""The question a lease asks the topology: its world, in one answer.
+"""The questions only the leasing domain asks the topology: a lease's world, in one answer; an exporter's
+waiting leases and Ready holders.
 
-In the leasing domain (not with the shared queries) because the answer carries the namespace's compiled
-`PolicySet`, which the topology keeps per namespace and hands to every lease as is.
+In the leasing domain (not with the shared queries): the app answers them (lessor/app/topology_questions.py),
+and the world carries the namespace's compiled `PolicySet`, which it keeps per namespace and hands to every
+lease as is.
 """
 
 from __future__ import annotations
@@ -35,3 +37,22 @@ class LeaseWorldView:
     policies: PolicySet  # the namespace's ExporterAccessPolicies, compiled: shared, never changed by the asker
     client: ClientView | None
     holders: Mapping[str, LeaseView]  # lease name -> Lease, for the exporters' current holders
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingLeases:
+    """→ tuple of names of the live, not yet granted leases that select or pin this exporter."""
+
+    namespace: str
+    exporter: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyHolders:
+    """→ tuple of names of the leases not ended whose status says Ready on this exporter.
+
+    More than the exporter's own `status.leaseRef` only when an eviction's loser had not written
+    its end yet as the operator stopped: the exporter ends those before it grants anything."""
+
+    namespace: str
+    exporter: str

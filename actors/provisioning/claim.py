@@ -72,7 +72,8 @@ from ..observed import Observed
 from .provider import Provider, Readiness, load_providers
 from .throttle import THROTTLE
 from ..validity import Throttled
-from ..queries import TOPOLOGY, ClaimHandles, FreeHandles, GetObject, ListObjects
+from ..queries import TOPOLOGY, GetObject, ListObjects
+from .questions import ClaimHandles, FreeHandles
 
 log = logging.getLogger(__name__)
 

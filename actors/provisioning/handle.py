@@ -69,7 +69,8 @@ from ..object_actor import GaveUp, Lost, ObjectActor, commit
 from ..observed import Observed
 from .ownership import owned_by, owner_text
 from .provider import Provider, Readiness, load_providers
-from ..queries import TOPOLOGY, GetObject, HandleResources
+from ..queries import TOPOLOGY, GetObject
+from .questions import HandleResources
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,8 @@ from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .pool_scaling import Scaling, next_at, scaling_of, scalings_for, status_of
 from .provider import Provider, load_providers
-from ..queries import TOPOLOGY, GetObject, ListObjects, PoolHandles
+from ..queries import TOPOLOGY, GetObject, ListObjects
+from .questions import PoolHandles
 from lessor.model.times import whole_seconds
 from lessor.model.views.meta import Meta
 from lessor.model.views.provisioning import HandleView, PoolView

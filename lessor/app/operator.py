@@ -58,7 +58,7 @@ from lessor.topology import Topology
 from lessor.topology.actor import ASK_TIMEOUT as TOPOLOGY_ASK_TIMEOUT
 from lessor.topology.actor import Event, Synced, TopologyActor, TopologyState, tenant_of
 
-from .lease_world import topology_state
+from .topology_questions import topology_state
 from lessor.health.probes import ProbeServer, metrics_app, serve
 from lessor.metrics.state import StateMetrics, runtime_collectors
 from lessor.telemetry.tracing import configure_telemetry, unrecorded

@@ -20,25 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lessor.actors.observed import Observed
-from lessor.actors.queries import (
-    ClaimHandles,
-    FreeHandles,
-    GetObject,
-    GetObjects,
-    HandleResources,
-    ListObjects,
-    PoolHandles,
-    ReadyHolders,
-    WaitingLeases,
-)
+from lessor.actors.queries import GetObject, GetObjects, ListObjects
 from lessor.mailbox import Actor, Cause
 from lessor.model.fields import mapping_at
-from lessor.model.views.leasing import LeaseView
-from lessor.model.views.meta import Meta, ref_name
-from lessor.topology.fields import FREE_HANDLE_PROVIDER, HANDLE_CLAIM, SPEC_EXPORTER_REF, STATUS_EXPORTER_REF, is_inert
+from lessor.model.views.meta import ref_name
+from lessor.topology.fields import is_inert
 from lessor.topology.graph import Topology
 from lessor.topology.domain import Domain
-from lessor.topology.keys import CLAIM, EXPORTER, HANDLE, POOL, PROVIDER, ObjectKey, address
+from lessor.topology.keys import CLAIM, PROVIDER, ObjectKey, address
 from lessor.topology.recovery import bound_to_a_gone_claim, missed_while_down
 
 JSON = Mapping[str, Any]
@@ -162,19 +151,6 @@ class TopologyActor(Actor):
                 return tuple(self.topology.get(ObjectKey(kind, namespace, name)) for name in names)
             case ListObjects(kind=kind, namespace=namespace):
                 return self._objects(kind, namespace)
-            case WaitingLeases(namespace=namespace, exporter=exporter):
-                return self._waiting_leases(namespace, exporter)
-            case ReadyHolders(namespace=namespace, exporter=exporter):
-                return self._ready_holders(namespace, exporter)
-            case PoolHandles(namespace=namespace, pool=pool):
-                return self._existing(self.topology.handles_of_pool(ObjectKey(POOL, namespace, pool)))
-            case FreeHandles(namespace=namespace, provider=provider):
-                return self._existing(self.topology.referrers(ObjectKey(PROVIDER, namespace, provider),
-                                                              FREE_HANDLE_PROVIDER))
-            case ClaimHandles(namespace=namespace, claim=claim):
-                return self._existing(self.topology.referrers(ObjectKey(CLAIM, namespace, claim), HANDLE_CLAIM))
-            case HandleResources(namespace=namespace, handle=handle):
-                return self._existing(self.topology.resources_of_handle(ObjectKey(HANDLE, namespace, handle)))
             case _ if (answerer := self.state.answering.get(type(message))) is not None:
                 return answerer.answer(self.topology, message)
             case _:
@@ -211,9 +187,6 @@ class TopologyActor(Actor):
         keys = sorted(self.topology.keys(kind, namespace))
         return tuple(obj for key in keys if (obj := self.topology.get(key)) is not None)
 
-    def _existing(self, keys: set[ObjectKey]) -> tuple[JSON, ...]:
-        return tuple(obj for key in sorted(keys) if (obj := self.topology.get(key)) is not None)
-
     def _unbound_claims(self) -> frozenset[str]:
         return frozenset(
             found for key in self.topology.keys(CLAIM)
@@ -221,28 +194,3 @@ class TopologyActor(Actor):
             and not ref_name(mapping_at(obj, "status").get("resourceHandle"))
             and (found := address(key)) is not None
         )
-
-    def _ready_holders(self, namespace: str, exporter: str) -> tuple[str, ...]:
-        names = []
-        for lease_key in sorted(self.topology.referrers(ObjectKey(EXPORTER, namespace, exporter), STATUS_EXPORTER_REF)):
-            lease = self.topology.view(lease_key, LeaseView)
-            if lease is not None and lease.ready_on(exporter):
-                names.append(lease_key.name)
-        return tuple(names)
-
-    def _waiting_leases(self, namespace: str, exporter: str) -> tuple[str, ...]:
-        key = ObjectKey(EXPORTER, namespace, exporter)
-        obj = self.topology.get(key)
-        if obj is None:
-            return ()
-        # The labels from the object, not through `view`: every exporter asks this as it starts, and their views
-        # would fill the topology's cache (16,384 kept) with ones no lease asks for, made and dropped by the
-        # tens of thousands among the actors that stay (the allocator keeps such holes).
-        interested = self.topology.leases_selecting(namespace, Meta.of(obj).labels)
-        interested |= self.topology.referrers(key, SPEC_EXPORTER_REF)
-        names = []
-        for lease_key in sorted(interested):
-            lease = self.topology.view(lease_key, LeaseView)
-            if lease is not None and lease.exporter is None:
-                names.append(lease_key.name)
-        return tuple(names)

@@ -1,7 +1,7 @@
 """What a domain adds to the topology: questions only it asks, answered from the graph, and state of its own
 kept up to date as objects change (the leasing domain's compiled policies).
 
-The topology knows no domain: the app hands the topology actor its domains (`lessor/app/lease_world.py` for
+The topology knows no domain: the app hands the topology actor its domains (`lessor/app/topology_questions.py` for
 leasing). The questions every domain asks (an object, the handles of a pool, ...) stay the topology's own.
 """
 

@@ -10,7 +10,7 @@ from lessor.mailbox import Cause
 from lessor.topology import Topology
 from lessor.topology.actor import KEPT_CAUSES
 from lessor.topology.keys import LEASE, ObjectKey
-from lessor.app.lease_world import topology_state
+from lessor.app.topology_questions import topology_state
 
 
 def _cause(trace_id: int, sampled: bool = True) -> Cause:

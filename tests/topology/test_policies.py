@@ -1,4 +1,4 @@
-"""Each namespace's compiled policies (lessor/app/lease_world.py, the `LeaseWorld` answer) and the
+"""Each namespace's compiled policies (lessor/app/topology_questions.py, the `LeaseWorld` answer) and the
 exporter-selector index of `PolicySet.applying_to` (actors/access_policy.py)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from lessor.actors.leasing.world import LeaseWorld
 from lessor.topology import ADDED, DELETED, MODIFIED, Topology
 from lessor.topology import actor as topology_actor
 from lessor.topology.actor import Event, TopologyActor
-from lessor.app.lease_world import topology_state
+from lessor.app.topology_questions import topology_state
 
 NS = "lab"
 _versions = iter(range(1, 1_000_000))

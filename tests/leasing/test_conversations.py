@@ -303,3 +303,32 @@ async def test_a_lease_whose_free_exporter_stays_free_looks_it_up_between_graces
         assert CountingTopology.resolutions == 2  # the first, and the last grace's
         assert "free a moment ago: e1" in next(c["message"] for c in api.object("Lease", NS, "l1")["status"][
             "conditions"] if c["type"] == "Pending")
+
+
+def _handled(registry: CollectorRegistry, kind: str, message_type: str) -> float:
+    return sum(registry.get_sample_value("lessor_messages_handled_total",
+                                         {"kind": kind, "message_type": message_type, "outcome": outcome}) or 0
+               for outcome in ("ok", "error"))
+
+
+async def test_a_lease_created_while_another_leases_commit_is_in_flight_asks_no_exporter_to_settle() -> None:
+    """Settling guards a lease against its own earlier incarnation's commit; another lease's commit on the wire is
+    none of its business. In a storm some commit is always in flight, and every new lease used to ask each of its
+    candidates where it stands (two messages each: a third of `bench leases`' messages)."""
+    registry = CollectorRegistry()
+    async with world(registry=registry, decision_window=0.02) as (_, api):
+        lab(api, "e1", "e2")
+        sent = asyncio.Event()
+
+        def slow_commit_of_first(kind: str, name: str, patch: Any) -> float:
+            if kind == "Exporter" and (patch.get("status") or {}).get("leaseRef") == {"name": "first"}:
+                sent.set()
+                return 1.0
+            return 0.0
+
+        api.delay = slow_commit_of_first
+        lease(api, "first")
+        await sent.wait()  # the first lease's commit is on its way, for a second
+        lease(api, "second")
+        await until(lambda: is_ready(api.object("Lease", NS, "first")) and is_ready(api.object("Lease", NS, "second")))
+        assert _handled(registry, "exporter", "Settle") == 0

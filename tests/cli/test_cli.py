@@ -83,7 +83,7 @@ def test_every_command_has_help(command: str, tmp_path: Path) -> None:
 
 
 def test_the_installed_package_works_from_any_folder(tmp_path: Path) -> None:
-    code = ("import lessor.mailbox, lessor.actors, lessor.templates; from lessor import manifests; "
+    code = ("import lessor.mailbox, lessor.actors, lessor.templates; from lessor.shipped import manifests; "
             "print(len(manifests.crds()), len(manifests.samples()) > 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

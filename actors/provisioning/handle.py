@@ -6,7 +6,9 @@ labels), creates each one whose name is free and updates with server-side
 apply only those that carry this handle's labels (`ownership`), and follows
 their state: the topology routes every change of a resource labelled with
 the handle here. A name taken by anything else is `ResourceConflict`: that
-resource is never changed, deleted or shown. A provider with
+resource is never changed, deleted or shown, but for an administrator's
+import (a resource the handle's hand-written status names, `ownership.imported`),
+which is adopted. A provider with
 `resourceRequiresClaim` gets nothing created until a claim binds the
 handle; a rendering that would change an existing resource's apiVersion or
 kind is refused, never applied.
@@ -61,13 +63,13 @@ from .protocol import KINDS, ClaimDeleted, WatchKind
 from .claim_spec import resource_state
 from ..conditions import READY, merge_condition, new_condition, same_conditions
 from ..context import Context
-from ..events import WARNING
+from ..events import NORMAL, WARNING
 from .binding import ending, free
 from .handle_render import (RenderedResource, render_handle, rendered_condition, requester_of, status_summary,
-                            uses_requester)
+                            tracking, uses_requester)
 from ..object_actor import GaveUp, Lost, ObjectActor, commit
 from ..observed import Observed
-from .ownership import owned_by, owner_text
+from .ownership import handle_of, imported, owned_by, owner_text, rendered_before
 from .provider import Provider, Readiness, load_providers
 from ..queries import TOPOLOGY, GetObject
 from .questions import HandleResources
@@ -266,8 +268,10 @@ class HandleActor(ObjectActor):
                 if live is None:  # deleted between the create and the read: the retry creates it
                     raise ApiFailure("it was deleted while being created; trying again")
                 if not owned_by(live, self.namespace, self.name):
-                    self._conflict(result, live)
-                    return
+                    if not await self._imported(result, live):
+                        self._conflict(result, live)
+                        return
+                    live = await self._adopt(result, live)
                 self.live[key] = live
             if created is None:
                 metadata = {**definition["metadata"], "uid": Meta.of(live).uid or None}
@@ -279,6 +283,36 @@ class HandleActor(ObjectActor):
                        f"{namespace}/{name}: {error}")
             self.failures[result.index] = RenderedResource(result.index, None, reference, "ApplyFailed", message)
             self.ctx.events.record(HANDLE, self.obj, WARNING, "ApplyFailed", message, "Apply")
+
+    async def _imported(self, result: RenderedResource, found: Mapping[str, Any]) -> bool:
+        """Whether `found` is this handle's by an administrator's import (`ownership.imported`), judged from the
+        handle as the API server has it now: the status this actor last saw may predate the administrator's."""
+        assert result.reference is not None
+        if self.namespace != self.ctx.operator_namespace or self.obj is None or handle_of(found) is not None \
+                or rendered_before(self.obj):
+            return False
+        fresh = await self.ctx.api.get(HANDLE, self.namespace, self.name)
+        if fresh is None or Meta.of(fresh).ignored:
+            return False  # gone, or labelled again: its own event ends or parks us
+        if newer(fresh, self.obj):
+            self.obj = fresh
+        return imported(fresh, result.index, result.reference, found)
+
+    async def _adopt(self, result: RenderedResource, found: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Mark an administrator's resource as this handle's (`ownership.imported`), under the resourceVersion
+        it was judged at: from then on it is ours like any resource lessor created. A change meanwhile makes
+        the patch fail, and the retry judges it again."""
+        assert result.reference is not None and self.obj is not None
+        reference, meta = result.reference, Meta.of(found)
+        labels, marks = tracking(self.obj, provider_name(self.view.resources[result.index]) or "")
+        adopted = await self.ctx.api.merge_patch(kind_of(reference), reference["namespace"], reference["name"], {
+            "metadata": {"resourceVersion": meta.resource_version or None, "labels": labels, "annotations": marks}})
+        self.ctx.events.record(HANDLE, self.obj, NORMAL, "Adopted", (
+            f"spec.resources[{result.index}]: adopted {reference['kind']} {reference['namespace']}/"
+            f"{reference['name']}, which the handle's status names (an administrator's import)"), "Adopt")
+        log.info("handle %s/%s: adopted %s %s/%s", self.namespace, self.name, reference["kind"],
+                 reference["namespace"], reference["name"])
+        return adopted
 
     def _conflict(self, result: RenderedResource, found: Mapping[str, Any]) -> None:
         """The name is taken by a resource that is not this handle's: refuse, touching nothing."""

@@ -18,7 +18,7 @@ import pytest
 
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CONFIGMAP, HANDLE, NAMESPACE, PROVIDER
-from tests.polling import gone
+from tests.polling import discard, gone
 
 pytestmark = pytest.mark.usefixtures("operator")
 API = "lessor.dev/v1alpha1"
@@ -140,3 +140,66 @@ async def test_a_name_freed_by_its_owner_is_then_created_for_the_waiting_claim(
     await until(CLAIM, namespace, "later", ready)
     cm = await kube.get(CONFIGMAP, namespace, "later")
     assert cm["data"] == {"mine": "yes"} and HANDLE_NAME in cm["metadata"]["labels"]
+
+
+def rendered(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or () if c["type"] == "Rendered"), {})
+
+
+async def test_only_a_handle_imported_under_the_ignore_label_adopts_the_resource_its_status_names(
+        kube: Gateway, namespace: str, until: Until) -> None:
+    """An administrator's import (Poolboy's test-ignore-01): a handle created under the ignore label, whose status
+    the administrator wrote, adopts the ConfigMap it names once the label goes. The same status written on a handle
+    created without the label, which lessor has judged already, takes nothing."""
+    provider, suffix = f"import-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:6]
+    await kube.create(PROVIDER, OPS, {"apiVersion": API, "kind": "ResourceProvider", "metadata": {"name": provider},
+                                      "spec": {"template": {"enable": True}, "override": {
+                                          "apiVersion": "v1", "kind": "ConfigMap",
+                                          "metadata": {"namespace": namespace, "name": f"{provider}-{{{{ guid }}}}"}}}})
+    made = {}
+    for which in ("imported", "plain"):
+        made[which] = await kube.create(CONFIGMAP, namespace, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": f"{provider}-{which}{suffix}"}, "data": {"owner": "admin"}})
+
+    def handle(which: str, labels: Mapping[str, str]) -> dict[str, Any]:
+        return {"apiVersion": API, "kind": "ResourceHandle",
+                "metadata": {"name": f"guid-{which}{suffix}", "labels": dict(labels)},
+                "spec": {"resources": [{"provider": {"name": provider}, "template": {"data": {"owner": "lessor"}}}]}}
+
+    def status(which: str) -> dict[str, Any]:
+        return {"resources": [{"provider": {"name": provider}, "reference": {
+            "apiVersion": "v1", "kind": "ConfigMap", "namespace": namespace, "name": f"{provider}-{which}{suffix}"}}]}
+
+    try:
+        # Created without the label: lessor judges it at once, and a status written afterwards changes nothing.
+        await kube.create(HANDLE, OPS, handle("plain", {}))
+        await until(HANDLE, OPS, f"guid-plain{suffix}", lambda h: rendered(h).get("reason") == "ResourceConflict")
+        await kube.patch_status(HANDLE, OPS, f"guid-plain{suffix}", status("plain"))
+        judged = await until(HANDLE, OPS, f"guid-plain{suffix}", lambda h: "reference" not in h["status"]["resources"][0])
+        assert rendered(judged)["reason"] == "ResourceConflict"  # judged again, and refused again
+
+        # Created under the label, its status written meanwhile: adopted once the label goes.
+        await kube.create(HANDLE, OPS, handle("imported", {"lessor.dev/ignore": ""}))
+        await kube.patch_status(HANDLE, OPS, f"guid-imported{suffix}", status("imported"))
+        await kube.merge_patch(HANDLE, OPS, f"guid-imported{suffix}", {"metadata": {"labels": {
+            "lessor.dev/ignore": None}}})
+        taken = await until(HANDLE, OPS, f"guid-imported{suffix}", lambda h: rendered(h).get("status") == "True")
+        assert taken["status"]["resources"][0]["state"]["data"] == {"owner": "lessor"}
+        adopted = await kube.get(CONFIGMAP, namespace, f"{provider}-imported{suffix}")
+        assert adopted["metadata"]["uid"] == made["imported"]["metadata"]["uid"]
+        assert adopted["metadata"]["labels"][HANDLE_NAME] == f"guid-imported{suffix}"
+
+        plain = await kube.get(CONFIGMAP, namespace, f"{provider}-plain{suffix}")
+        assert plain["metadata"]["resourceVersion"] == made["plain"]["metadata"]["resourceVersion"]  # untouched
+
+        # The adopted ConfigMap is lessor's now: it goes with its handle; the other one stays.
+        for which in ("imported", "plain"):
+            await kube.delete(HANDLE, OPS, f"guid-{which}{suffix}")
+            await gone(kube, HANDLE, OPS, f"guid-{which}{suffix}")
+        await gone(kube, CONFIGMAP, namespace, f"{provider}-imported{suffix}")
+        left = await kube.get(CONFIGMAP, namespace, f"{provider}-plain{suffix}")
+        assert left["metadata"]["uid"] == made["plain"]["metadata"]["uid"] and left["data"] == {"owner": "admin"}
+    finally:
+        for which in ("imported", "plain"):
+            await discard(kube, HANDLE, OPS, f"guid-{which}{suffix}")
+        await discard(kube, PROVIDER, OPS, provider)

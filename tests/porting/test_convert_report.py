@@ -214,9 +214,46 @@ def linking(when: str | None = None) -> dict[str, Any]:
         {"name": "n", "validation": {"openAPIV3Schema": {"type": "integer", "default": 0}}}])
 
 
-def test_linked_values_the_target_provider_refuses_are_reported_on_the_claim_that_gives_them() -> None:
-    """Poolboy passes a link's values on unchecked; lessor checks them against the linked provider's schema."""
-    result = convert([BASE, linking(when="n == 1"), claim("c", provider={"name": "upper", "parameterValues": {"n": 1}})])
+def lessors(obj: dict[str, Any]) -> dict[str, Any]:
+    """The provider as lessor's own object (`convert` copies it unchanged): its author chose lessor's rules."""
+    return {**obj, "apiVersion": "lessor.dev/v1alpha1", "metadata": {**obj["metadata"], "namespace": OPS}}
+
+
+def test_converting_keeps_poolboys_unchecked_linked_values_and_says_so() -> None:
+    """Poolboy passes a link's values on unchecked: the converted linked provider trusts them too, in one
+    "changed" line that says why and how to turn it off; nothing is lost, so `lessor convert` exits 0."""
+    docs = [BASE, linking(when="n == 1"), claim("c", provider={"name": "upper", "parameterValues": {"n": 1}})]
+    result = convert(docs)
+    assert not result.lossy, [str(n) for n in result.notes if n.loss]
+    base = next(obj for obj in result.objects if obj["metadata"]["name"] == "base")
+    assert base["spec"]["trustLinkedParameterValues"] is True
+    [note] = [n for n in result.notes if n.field == "spec.trustLinkedParameterValues"]
+    assert (note.subject, note.verb) == ("ResourceProvider poolboy/base", "changed")
+    assert "ResourceProvider upper's spec.linkedResourceProviders[0] (word)" in note.message
+    assert "Poolboy uses unchecked" in note.message and "Set it to false" in note.message
+    upper = next(obj for obj in result.objects if obj["metadata"]["name"] == "upper")
+    assert "trustLinkedParameterValues" not in upper["spec"]  # nothing links it
+
+    code, out, err = command(docs)
+    assert code == 0, err
+    assert [line for line in err.splitlines() if "trustLinkedParameterValues" in line] == [
+        f"lessor convert: {note}"]
+    assert [d["spec"].get("trustLinkedParameterValues") for d in yaml.safe_load_all(out)
+            if d["metadata"]["name"] == "base"] == [True]
+
+
+def test_a_linked_provider_whose_parameters_refuse_nothing_is_left_as_lessors_default() -> None:
+    free = provider("base", parameters=[{"name": "word"}], template={"enable": True, "definition": {"data": {
+        "word": "{{ word }}"}}})
+    result = convert([free, linking()])
+    assert [n for n in result.notes if n.field == "spec.trustLinkedParameterValues"] == []
+    assert all("trustLinkedParameterValues" not in obj["spec"] for obj in result.objects)
+
+
+def test_linked_values_a_lessor_provider_refuses_are_reported_on_the_claim_that_gives_them() -> None:
+    """A provider that is lessor's already keeps lessor's default: the values are judged, and refused."""
+    result = convert([lessors(BASE), linking(when="n == 1"),
+                      claim("c", provider={"name": "upper", "parameterValues": {"n": 1}})])
     [note] = [n for n in result.notes if n.verb == "will not work"]
     assert note.subject == "ResourceClaim u/c" and note.field == "spec.provider.parameterValues"
     assert "lessor refuses this ResourceClaim (SchemaViolation): ResourceProvider upper's link to base " \
@@ -226,7 +263,7 @@ def test_linked_values_the_target_provider_refuses_are_reported_on_the_claim_tha
 
 
 def test_linked_values_are_judged_with_the_parameters_defaults_when_no_claim_uses_the_provider() -> None:
-    result = convert([BASE, linking()])
+    result = convert([lessors(BASE), linking()])
     assert lines(result, "will not work") == [
         "spec.linkedResourceProviders: with the parameters' defaults, ResourceProvider upper's link to base "
         "(spec.linkedResourceProviders[0]) gives linked resource base values that ResourceProvider base refuses: "

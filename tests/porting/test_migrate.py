@@ -386,3 +386,30 @@ async def test_migrating_jumpstarter_keeps_active_leases_on_their_exporters(
     assert l0["status"]["ended"] is True and l0["metadata"]["labels"]["lessor.dev/lease-ended"] == "true"
     l1 = await until(kube, LEASE, lab, "l1", lambda o: "metadata.lessor.dev/job" in (o["metadata"].get("labels") or {}))
     assert l1["status"]["exporterRef"]["name"] == "e1"
+
+
+async def test_migrating_keeps_poolboys_unchecked_linked_values_and_says_so(
+        kube: Gateway, poolboy_namespace: str) -> None:
+    """As `lessor convert` does: a provider whose parameters could refuse what another's link gives it is created
+    with `trustLinkedParameterValues: true`, and the plan's notes say so."""
+    pb, sfx = poolboy_namespace, uuid.uuid4().hex[:5]
+    base, upper = f"lbase-{sfx}", f"lupper-{sfx}"
+    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": base}, "spec": {
+        "override": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": OPS}},
+        "parameters": [{"name": "word", "validation": {"openAPIV3Schema": {"type": "string", "enum": ["one"]}}}],
+        "template": {"enable": True, "definition": {"data": {"word": "{{ word }}"}}}}})
+    await make(kube, PB_PROVIDER, pb, {"metadata": {"name": upper}, "spec": {
+        "parameters": [{"name": "word"}],
+        "linkedResourceProviders": [{"name": base, "parameterValues": {"word": "{{ word | upper }}"}}]}})
+    try:
+        plan = await make_plan(kube, "poolboy", poolboy_namespace=pb, namespaces=[pb])
+        [note] = [n for n in plan.notes if n.field == "spec.trustLinkedParameterValues"]
+        assert (note.subject, note.verb) == (f"ResourceProvider {pb}/{base}", "changed")
+        for step in plan.steps:
+            if step.text.startswith("create ResourceProvider"):
+                await step.run()
+        assert (await kube.get(PROVIDER, OPS, base))["spec"]["trustLinkedParameterValues"] is True
+        assert "trustLinkedParameterValues" not in (await kube.get(PROVIDER, OPS, upper))["spec"]
+    finally:
+        for name in (base, upper):
+            await discard(kube, PROVIDER, OPS, name)

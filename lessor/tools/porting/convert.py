@@ -120,12 +120,16 @@ def convert(docs: Iterable[Mapping[str, Any]], *, operator_namespace: str = "les
     Then what lessor would refuse in them is noted as `will not work` (`judging.judged`)."""
     result = Conversion()
     subjects: list[str] = []
+    providers: dict[str, tuple[str, dict[str, Any]]] = {}
     for doc in _flattened(docs):
         obj, notes = convert_object(doc, operator_namespace=operator_namespace)
         if obj is not None:
             result.objects.append(obj)
             subjects.append(_subject(doc))
+            if doc.get("kind") == "ResourceProvider" and obj.get("apiVersion") != doc.get("apiVersion"):
+                providers[str(mapping_at(obj, "metadata").get("name"))] = (subjects[-1], obj)
         result.notes += notes
+    result.notes += trust_linked_values(providers)
     for index, problems in judged(result.objects, api=API).items():
         noted = {note.field for note in result.notes if note.subject == subjects[index] and note.loss}
         result.notes += [Note(subjects[index], where, why, False, WILL_NOT_WORK) for where, why in problems
@@ -134,6 +138,42 @@ def convert(docs: Iterable[Mapping[str, Any]], *, operator_namespace: str = "les
     result.notes = [note for note in result.notes  # what does not work was not "changed" into lessor's
                     if note.verb != CHANGED or (note.subject, note.field) not in broken]
     return result
+
+
+def trust_linked_values(providers: Mapping[str, tuple[str, dict[str, Any]]]) -> list[Note]:
+    """Keep Poolboy's behaviour for linked values: set `spec.trustLinkedParameterValues: true` on each converted
+    provider (by name: (subject, object)) whose parameters could refuse what another's link gives it, and say so.
+
+    Poolboy uses a link's `parameterValues` as given; lessor judges them by the linked provider's parameters
+    unless it trusts them. Which values a link's templates give is known only per claim, so "could refuse" is
+    a value for a parameter that has a `validation`, or for one the provider does not declare."""
+    givers: dict[str, list[str]] = {}
+    for name, (_, obj) in providers.items():
+        for index, link in enumerate(mapping_at(obj, "spec").get("linkedResourceProviders") or ()):
+            link = link if isinstance(link, Mapping) else {}
+            target, values = providers.get(str(link.get("name"))), link.get("parameterValues")
+            if target is not None and isinstance(values, Mapping) and _may_refuse(mapping_at(target[1], "spec"), values):
+                givers.setdefault(str(link.get("name")), []).append(
+                    f"ResourceProvider {name}'s spec.linkedResourceProviders[{index}] ({', '.join(map(str, values))})")
+    notes = []
+    for name, by in givers.items():
+        subject, obj = providers[name]
+        spec = obj.setdefault("spec", {})
+        if "trustLinkedParameterValues" in spec:
+            continue
+        spec["trustLinkedParameterValues"] = True
+        notes.append(Note(subject, "spec.trustLinkedParameterValues", "set to true: Poolboy uses unchecked the values that reach "
+                          f"this provider's parameters through {'; '.join(by)}, which lessor would judge by them; "
+                          "true keeps Poolboy's behaviour. Set it to false to have lessor refuse a linked value "
+                          "these parameters do not allow (docs/migrating.md)", False, CHANGED))
+    return notes
+
+
+def _may_refuse(spec: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """Whether a provider's parameters (its spec) could refuse some of `values`: a name it does not declare,
+    or one whose parameter has a `validation`."""
+    declared = {str(p.get("name")): p for p in spec.get("parameters") or () if isinstance(p, Mapping)}
+    return any(name not in declared or declared[name].get("validation") for name in values)
 
 
 def _subject(doc: Mapping[str, Any]) -> str:

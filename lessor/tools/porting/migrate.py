@@ -27,7 +27,7 @@ from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, HANDLE, LEASE, POL
 from lessor.leadership.election import COORDINATION_LEASE, LEASE_NAME
 from lessor.templates import parse_timestamp
 
-from .convert import Note, convert_object
+from .convert import Note, convert_object, trust_linked_values
 from lessor.model.fields import mapping_at
 from lessor.model.labels import LEASE_ENDED
 from lessor.model.views import Meta, View
@@ -122,8 +122,11 @@ async def _poolboy_plan(gateway: Gateway, ops: str, namespaces: Sequence[str], p
         scalings = []  # Poolboy before v1.17 has no scalings
 
     plan, adoptions, handle_steps, claim_steps, scaling_steps, pool_steps = Plan(), Plan(), Plan(), Plan(), Plan(), Plan()
+    converted: dict[str, tuple[str, dict[str, Any]]] = {}
     for obj in providers:
-        _create(gateway, plan, PROVIDER, obj, ops)
+        if (new_provider := _create(gateway, plan, PROVIDER, obj, ops)) is not None:
+            converted[Meta.of(new_provider).name] = (_subject(obj), new_provider)
+    plan.notes += trust_linked_values(converted)  # on the objects the steps create: Poolboy's linked values kept
     # Claims first, to know which handles may come: a bound handle whose claim stays behind (expired, or
     # outside --namespace) is not migrated, or lessor would end it and delete what it made.
     migrated_claims: dict[tuple[str, str], dict[str, Any]] = {}

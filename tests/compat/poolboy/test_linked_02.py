@@ -3,9 +3,8 @@
 of the claim's values reaches it.
 
 Its link gives `stringvar | upper` to a provider whose parameter allows lower case only. Poolboy uses the value
-unjudged; lessor judges it by the linked provider's parameters unless that provider sets
-`trustLinkedParameterValues` (docs/migrating.md; the refusal is test_linked_03.py's). The base here is given it,
-as a user porting this provider would after reading that."""
+unjudged, and so does the converted install: `lessor convert` sets `trustLinkedParameterValues` on the linked
+provider and says so (docs/migrating.md; lessor's own default, which refuses it, is test_linked_03.py's)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,9 @@ async def test_a_provider_with_only_links_gives_its_claims_the_linked_resources(
             "name": base, "resourceName": "base",
             "parameterValues": {"numbervar": "{{ (numbervar * 10) | int }}", "stringvar": "{{ stringvar | upper }}"}}]}))
     await until(kube, PROVIDER, OPS, linker, lambda p: condition(p, "Valid").get("status") == "True")
-    # lessor's opt-in (Poolboy has no such field, so `lessor convert` cannot carry one): set on lessor's provider
-    await kube.merge_patch(PROVIDER, OPS, base, {"spec": {"trustLinkedParameterValues": True}})
+    assert [(n.subject, n.verb) for n in scenario.notes if n.field == "spec.trustLinkedParameterValues"] == [
+        (f"ResourceProvider poolboy/{base}", "changed")]
+    assert not [str(n) for n in scenario.notes if n.loss]
 
     await scenario.put(scenario.poolboy("ResourceClaim", "linked-02-a", {"provider": {
         "name": linker, "parameterValues": {"stringvar": "one", "numbervar": 1}}}))

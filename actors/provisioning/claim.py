@@ -106,7 +106,7 @@ class _Ended:
 
 
 class ClaimActor(ObjectActor):
-    __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
+    __slots__ = ("providers", "throttle", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
                  "update_errors", "lifespan_generation", "evaluated_generation", "holding", "_handle_view")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     view_kind = ClaimView
@@ -116,6 +116,7 @@ class ClaimActor(ObjectActor):
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)
         self.providers: dict[str, Provider] = {}
+        self.throttle = ctx.slots[THROTTLE]  # the operator's, shared by its claims and its webhook
         self.spec: ClaimSpec | None = None
         self.handle: Mapping[str, Any] | None = None
         self.bound_at: datetime | None = None  # when this incarnation's binding started the lifespan
@@ -272,7 +273,7 @@ class ClaimActor(ObjectActor):
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
         self.spec = await offload(resolve_claim, self.obj, self.providers, key=self.namespace, now=now,
-                                  handle=self.handle)
+                                  handle=self.handle, throttle=self.throttle)
         self._throttled()
         await self._label_claim()
         if self.handle is not None:
@@ -474,17 +475,17 @@ class ClaimActor(ObjectActor):
         self.cancel("answer")
         if self.spec is None:
             self.spec = await offload(resolve_claim, self.obj or {}, self.providers, key=self.namespace,
-                                      now=self.ctx.now(), handle=self.handle)
+                                      now=self.ctx.now(), handle=self.handle, throttle=self.throttle)
         await self._keep_in_step(self.ctx.now())
 
     def _throttled(self) -> None:
         """Tell the providers whose hold began (`throttle`) so they say it; judge again when ours ends."""
-        for hold in THROTTLE.news():
+        for hold in self.throttle.news():
             self.tell(actor_address(PROVIDER, self.ctx.operator_namespace, hold.provider),
                       Throttled(hold.message, hold.remaining))
         assert self.spec is not None
         remaining = [held.remaining for resource in self.spec.resources if resource.provider is not None
-                     and (held := THROTTLE.holding(resource.provider.name)) is not None]
+                     and (held := self.throttle.holding(resource.provider.name)) is not None]
         if remaining:
             self.schedule("throttled", _Evaluate(), delay=max(remaining) + 0.5)
 
@@ -516,7 +517,8 @@ class ClaimActor(ObjectActor):
         if base is None:  # a handle bound before the record was kept
             base = [_project(entry.get("template") or {}, resource.template)
                     for entry, resource in zip(entries, spec.resources)]
-        plan = await offload(plan_update, base, spec, handle.body, key=self.namespace, claim=self.obj, now=now)
+        plan = await offload(plan_update, base, spec, handle.body, key=self.namespace, claim=self.obj, now=now,
+                             throttle=self.throttle)
         self.update_errors = list(plan.errors)
         provider = spec.provider_reference()
         provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \

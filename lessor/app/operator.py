@@ -36,6 +36,7 @@ from lessor.actors.leasing.exporter import ONLINE, ExporterActor
 from lessor.actors.provisioning.handle import HandleActor
 from lessor.actors.leasing.lease import LeaseActor
 from lessor.actors.provisioning.pool import PoolActor
+from lessor.actors.provisioning.throttle import THROTTLE
 from lessor.actors.leasing.validity import CLIENT_RULE, POLICY_RULE
 from lessor.actors.provisioning.validity import PROVIDER_RULE
 from lessor.actors.validity import ValidActor
@@ -354,7 +355,7 @@ class Operator:
         settings = self.config.webhook
         if settings is None:
             return contextlib.nullcontext()
-        registry = preflight_registry(self.config.operator_namespace)
+        registry = preflight_registry(self.config.operator_namespace, self.context.slots[THROTTLE])
         # The checks read what the operator's informers hold: no request per object looked up.
         lookup = CacheLookup(self.informers, GatewayLookup(self.gateway))
         return webhook(self.gateway, registry, lookup, settings, self.config.bind_address,

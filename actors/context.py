@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from lessor.templates.budget import FairQueue
+
 from .api import Api
 from .events import NO_EVENTS, Recorder
 from .inflight import InFlight
@@ -70,5 +72,8 @@ class Context:
     slots: Slots = field(default_factory=Slots)
     """What a domain's actors share, by the domain's typed `Slot` (the leasing domain's exporter states, the
     provisioning domain's template throttle): owned by this Context, so that the shared actors name no domain."""
+    rendering: FairQueue | None = None
+    """The operator's render threads (`offload(..., queue=ctx.rendering)`), made at its start and closed at its
+    stop; None: the process's, for contexts without an operator (unit tests)."""
     credentials: Credentials | None = None
     """Set while lessor serves Jumpstarter's gRPC protocol: clients and exporters get a token Secret."""

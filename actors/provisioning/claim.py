@@ -272,7 +272,7 @@ class ClaimActor(ObjectActor):
             return
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
-        self.spec = await offload(resolve_claim, self.obj, self.providers, key=self.namespace, now=now,
+        self.spec = await offload(resolve_claim, self.obj, self.providers, queue=self.ctx.rendering, key=self.namespace, now=now,
                                   handle=self.handle, throttle=self.throttle)
         self._throttled()
         await self._label_claim()
@@ -456,7 +456,7 @@ class ClaimActor(ObjectActor):
         for _ in range(_NAME_DRAWS):
             named = {**body, "metadata": {**body["metadata"], "name": new_handle_name()}}
             try:
-                final = await offload(with_references, named, self.providers, key=self.namespace,
+                final = await offload(with_references, named, self.providers, queue=self.ctx.rendering, key=self.namespace,
                                       operator_namespace=self.ctx.operator_namespace, claim=self.obj, now=now)
             except Exception as error:  # noqa: BLE001 - a saving only: the handle's actor renders, and says why
                 log.info("claim %s/%s: the new handle's references are left to it: %s", self.namespace, self.name,
@@ -474,7 +474,7 @@ class ClaimActor(ObjectActor):
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
-            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, key=self.namespace,
+            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, queue=self.ctx.rendering, key=self.namespace,
                                       now=self.ctx.now(), handle=self.handle, throttle=self.throttle)
         await self._keep_in_step(self.ctx.now())
 
@@ -517,7 +517,8 @@ class ClaimActor(ObjectActor):
         if base is None:  # a handle bound before the record was kept
             base = [_project(entry.get("template") or {}, resource.template)
                     for entry, resource in zip(entries, spec.resources)]
-        plan = await offload(plan_update, base, spec, handle.body, key=self.namespace, claim=self.obj, now=now,
+        plan = await offload(plan_update, base, spec, handle.body,
+                             queue=self.ctx.rendering, key=self.namespace, claim=self.obj, now=now,
                              throttle=self.throttle)
         self.update_errors = list(plan.errors)
         provider = spec.provider_reference()
@@ -632,7 +633,7 @@ class ClaimActor(ObjectActor):
             bound = new_condition(BOUND, True, "Bound", self._bound_message(hview, config, now),
                                   now=now, observed_generation=gen)
             ready = await offload(self._ready_condition, hview, resources, now, gen,  # readinessCheck templates
-                                  key=self.namespace)
+                                  queue=self.ctx.rendering, key=self.namespace)
             lifespan = self._lifespan_status(hview, config, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_time(now)
@@ -685,7 +686,8 @@ class ClaimActor(ObjectActor):
         last = self.spec.resources[-1].provider if self.spec.resources else None
         if last is None:
             return None
-        summary, error = await offload(status_summary, last, handle, self.obj, resources, now, key=self.namespace)
+        summary, error = await offload(status_summary, last, handle, self.obj, resources, now,
+                                       queue=self.ctx.rendering, key=self.namespace)
         if error:
             self.ctx.events.record(CLAIM, self.obj, WARNING, "SummaryFailed", error, "Summarize")
         return summary
@@ -756,7 +758,7 @@ class ClaimActor(ObjectActor):
                      "resource_claim": claim, "resource_handle": self.handle,
                      "resource_provider": first.definition if first is not None else None}
         try:
-            due = await offload(check_expression, f"({when}) | bool", variables, key=self.namespace)
+            due = await offload(check_expression, f"({when}) | bool", variables, queue=self.ctx.rendering, key=self.namespace)
         except TemplateError as error:
             action = field[0].upper() + field[1:]
             log.info("claim %s/%s: spec.%s.when: %s", self.namespace, self.name, field, error.message)
@@ -831,7 +833,8 @@ class ClaimActor(ObjectActor):
         config, errors = LifespanConfig.parse(lifespan, "spec.lifespan")
         if not config.templates:
             return config, errors
-        return await offload(rendered_lifespan, lifespan, key=self.namespace, claim=self.obj, handle=handle,
+        return await offload(rendered_lifespan, lifespan,
+                             queue=self.ctx.rendering, key=self.namespace, claim=self.obj, handle=handle,
                              now=self.ctx.now())
 
     def _lifespan_status(self, handle: HandleView, config: LifespanConfig, lifespan: dict[str, Any],

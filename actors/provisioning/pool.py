@@ -197,7 +197,8 @@ class PoolActor(ObjectActor):
 
     async def _resolve(self) -> None:
         assert self.obj is not None
-        self.spec = await offload(resolve_pool, self.obj, self.providers, key=self.namespace, now=self.ctx.now(),
+        self.spec = await offload(resolve_pool, self.obj, self.providers,
+                                  queue=self.ctx.rendering, key=self.namespace, now=self.ctx.now(),
                                   throttle=self.ctx.slots[THROTTLE])
         self.lifespan, lifespan_errors = LifespanConfig.parse(self.view.lifespan_given, "spec.lifespan")
         self.errors = [*self.spec.all_errors,

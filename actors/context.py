@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+from lessor.templates.budget import FairQueue
 
 from .api import Api
 from .events import NO_EVENTS, Recorder
@@ -22,6 +24,32 @@ class Credentials(Protocol):
     endpoint: str
 
     async def mint(self, kind: str, namespace: str, name: str, uid: str) -> str: ...
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class Slot(Generic[T]):
+    """A typed key of `Slots` (as aiohttp's AppKey): a domain declares what it shares and how to make it,
+    so the shared actors name no domain and no reader casts."""
+
+    name: str
+    make: Callable[[], T]
+
+
+class Slots:
+    """What a domain's actors share within one Context (one operator), each made on first use.
+
+    Per Context, never per process: two operators in one process (the tests run several) share nothing."""
+
+    def __init__(self) -> None:
+        self._values: dict[Slot[Any], Any] = {}
+
+    def __getitem__(self, slot: Slot[T]) -> T:
+        if slot not in self._values:
+            self._values.setdefault(slot, slot.make())
+        return cast(T, self._values[slot])
 
 
 @dataclass(frozen=True)
@@ -41,8 +69,11 @@ class Context:
     """Kubernetes Events for `kubectl describe` (`actors/events.py`); records nothing by default."""
     inflight: InFlight = field(default_factory=InFlight)
     """Commit writes still in flight, by object: an actor's next incarnation waits for them (`inflight.py`)."""
-    shared: dict[str, object] = field(default_factory=dict)
-    """What a domain's actors share, by a key of the domain's (the leasing domain's exporter states, built once
-    per version): kept here, unnamed, so that the shared actors name no domain."""
+    slots: Slots = field(default_factory=Slots)
+    """What a domain's actors share, by the domain's typed `Slot` (the leasing domain's exporter states, the
+    provisioning domain's template throttle): owned by this Context, so that the shared actors name no domain."""
+    rendering: FairQueue | None = None
+    """The operator's render threads (`offload(..., queue=ctx.rendering)`), made at its start and closed at its
+    stop; None: the process's, for contexts without an operator (unit tests)."""
     credentials: Credentials | None = None
     """Set while lessor serves Jumpstarter's gRPC protocol: clients and exporters get a token Secret."""

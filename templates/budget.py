@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -239,6 +240,7 @@ class FairQueue:
                  slow_seconds: float = SLOW_KEY_SECONDS) -> None:
         self.threads, self.share, self.slow_seconds = threads, share, slow_seconds
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lessor-render")
+        self._closed = False
         self._lock = threading.Lock()
         self._lines: dict[str, deque[_Work]] = {}  # insertion order is the turn order
         self._running: dict[str, int] = {}
@@ -246,6 +248,12 @@ class FairQueue:
         self._busy = 0
         self.observers: list[Callable[[str, float], None]] = []
         """Called with (key, seconds waited) as each piece of work starts, in the render thread."""
+
+    def close(self) -> None:
+        """Stop the render threads once their work is done (the operator's stop); later work is refused."""
+        with self._lock:
+            self._closed = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def limit(self, key: str) -> int:
         """How many threads `key` may hold now."""
@@ -264,6 +272,8 @@ class FairQueue:
         loop = asyncio.get_running_loop()
         work = _Work(key, call, loop, loop.create_future())
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the render queue is closed (its operator has stopped)")
             self._lines.setdefault(key, deque()).append(work)
             self._dispatch()
         result: T = await work.future  # cancelled while waiting: `_dispatch` skips it
@@ -335,17 +345,39 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
 
 
 RENDERING = FairQueue()
-"""The render threads `offload` uses."""
+"""The render threads of callers outside an operator (the porting tools, the benches, unit tests): an operator
+makes its own at start and closes it at stop (`lessor.app.operator`), so two in one process share none."""
+_QUEUE: ContextVar[FairQueue | None] = ContextVar("lessor_render_queue", default=None)
 
 
-async def offload(function: Callable[..., T], /, *args: Any, key: str, **kwargs: Any) -> T:
+@contextmanager
+def rendering(queue: FairQueue) -> Iterator[FairQueue]:
+    """`offload` without a `queue` uses `queue` within (the webhook's handler: its operator's render threads)."""
+    token = _QUEUE.set(queue)
+    try:
+        yield queue
+    finally:
+        _QUEUE.reset(token)
+
+
+async def offload(function: Callable[..., T], /, *args: Any, key: str, queue: FairQueue | None = None,
+                  **kwargs: Any) -> T:
     """`function(*args, **kwargs)` in a render thread under one budget; the event loop only awaits it.
 
     `key` says whose work it is (the operator passes the tenant's namespace):
     it waits its turn among that key's work (`FairQueue`). Every template it
     evaluates shares the budget's deadline; one that runs past it fails as a
-    TemplateError naming its field and the limit.
+    TemplateError naming its field and the limit. `queue`: whose render threads
+    (an actor passes its operator's, `Context.rendering`); by default the one
+    `rendering` set, else the process's `RENDERING`.
     """
+    chosen = queue or _QUEUE.get() or RENDERING
+    return await chosen.run(key, lambda: function(*args, **kwargs))
+
+
+def switch_fast() -> None:
+    """From now on, a render thread holds the interpreter at most `SWITCH_INTERVAL` while the event loop waits
+    for it. Process-wide, so the app calls it as it starts (and a bench as it measures), never a module; it
+    only ever lowers the interval, so two operators in one process agree."""
     if sys.getswitchinterval() > SWITCH_INTERVAL:
         sys.setswitchinterval(SWITCH_INTERVAL)
-    return await RENDERING.run(key, lambda: function(*args, **kwargs))

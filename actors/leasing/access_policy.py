@@ -6,8 +6,8 @@ that leases resolve against. The operator's topology keeps one `PolicySet`
 per namespace and rebuilds it only when one of its policies changes, so every
 lease shares the set and its memos (`lessor/app/topology_questions.py`).
 `compile_policies` does both at once for callers without the topology (the
-webhook): a policy object is compiled once per (uid, resourceVersion) and a
-set is reused for the same versions. `approvals` answers, for one client
+webhook): with the caller's `PolicyMemo`, a policy object is compiled once per
+(uid, resourceVersion) and a set is reused for the same versions. `approvals` answers, for one client
 and requested duration, each exporter's best `Approval` (non-spot before
 spot, then the highest priority) and the rules that admitted the client but
 were too short. `resolution.resolve` ranks the approved exporters. A
@@ -39,6 +39,7 @@ __all__ = [
     "OPEN_ACCESS",
     "AccessPolicy",
     "Approval",
+    "PolicyMemo",
     "PolicySet",
     "Rule",
     "approvals",
@@ -305,10 +306,6 @@ def _relevant(policy: AccessPolicy, client_labels: Mapping[str, str], requested:
 
 
 _CACHE_LIMIT = 4_096
-_compiled: dict[tuple[str, str, str], AccessPolicy] = {}
-"""Each policy version compiled once, shared by every caller (immutable): keyed by (uid, resourceVersion, name)."""
-_sets: dict[tuple[tuple[str, str, str], ...], PolicySet] = {}
-"""Each set of policy versions compiled once, so its memos serve every lease that sees the same versions."""
 
 
 def _version(obj: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -325,27 +322,41 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
-def compile_policies(objects: Iterable[Mapping[str, Any]]) -> PolicySet:
+class PolicyMemo:
+    """Policy versions and sets compiled before, kept by their caller (the webhook's lease checker), at most
+    `_CACHE_LIMIT` of each: never process-wide, so two operators in one process share nothing (their API
+    servers may well number their versions alike)."""
+
+    __slots__ = ("compiled", "sets")
+
+    def __init__(self) -> None:
+        self.compiled: dict[tuple[str, str, str], AccessPolicy] = {}
+        """Each policy version compiled once (immutable): keyed by (uid, resourceVersion, name)."""
+        self.sets: dict[tuple[tuple[str, str, str], ...], PolicySet] = {}
+        """Each set of policy versions compiled once, so its memos serve every check that sees the same versions."""
+
+
+def compile_policies(objects: Iterable[Mapping[str, Any]], memo: PolicyMemo | None = None) -> PolicySet:
     """Compile ExporterAccessPolicy objects; broken parts admit no one and say why (admission refuses them).
 
-    Objects from the API server (with uid and resourceVersion) are compiled once per version, and the same
-    versions give back the same `PolicySet`; the result must be treated as immutable."""
+    With a `memo`, objects from the API server (with uid and resourceVersion) are compiled once per version, and
+    the same versions give back the same `PolicySet`; the result must be treated as immutable."""
     objects = list(objects)
-    versions = [_version(obj) for obj in objects]
-    whole = tuple(sorted(v for v in versions if v is not None)) if all(versions) else None
-    if whole is not None and (known := _sets.get(whole)) is not None:
+    versions = [_version(obj) for obj in objects] if memo is not None else [None for _ in objects]
+    whole = tuple(sorted(v for v in versions if v is not None)) if memo is not None and all(versions) else None
+    if memo is not None and whole is not None and (known := memo.sets.get(whole)) is not None:
         return known
     compiled = []
     for obj, version in zip(objects, versions):
-        policy = _compiled.get(version) if version is not None else None
+        policy = memo.compiled.get(version) if memo is not None and version is not None else None
         if policy is None:
             policy = compile_policy(PolicyView.of(obj))
-            if version is not None:
-                _remember(_compiled, version, policy)
+            if memo is not None and version is not None:
+                _remember(memo.compiled, version, policy)
         compiled.append(policy)
     result = PolicySet.of(compiled)
-    if whole is not None:
-        _remember(_sets, whole, result)
+    if memo is not None and whole is not None:
+        _remember(memo.sets, whole, result)
     return result
 
 

@@ -43,7 +43,7 @@ from lessor.model.views.leasing import ExporterView, LeaseView
 
 from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
-from ..context import Context
+from ..context import Context, Slot
 from ..events import NORMAL, severity
 from .protocol import (
     NO_NAMES,
@@ -821,15 +821,12 @@ def _settle_key(lease: str) -> tuple[str, str]:
     return ("Settle", lease)
 
 
-_STATES = "leasing.exporter_states"
+EXPORTER_STATES: Slot[ExporterStates] = Slot("leasing.exporter_states", ExporterStates)
 
 
 def exporter_states(ctx: Context) -> ExporterStates:
-    """The process's exporter states, shared by its leases (kept in the context's `shared`)."""
-    states = ctx.shared.get(_STATES)
-    if not isinstance(states, ExporterStates):
-        states = ctx.shared[_STATES] = ExporterStates()
-    return states
+    """The operator's exporter states, shared by its leases (kept in the context's `slots`)."""
+    return ctx.slots[EXPORTER_STATES]
 
 
 def _exporter_address(namespace: str, exporter: str) -> str:

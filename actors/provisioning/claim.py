@@ -107,7 +107,7 @@ class _Ended:
 
 
 class ClaimActor(ObjectActor):
-    __slots__ = ("providers", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
+    __slots__ = ("providers", "throttle", "spec", "handle", "bound_at", "pools", "asking", "create_error", "base",
                  "update_errors", "lifespan_generation", "evaluated_generation", "holding", "_handle_view")
     kind = CLAIM  # given up on a version (`guard`): its handle stays bound
     view_kind = ClaimView
@@ -117,6 +117,7 @@ class ClaimActor(ObjectActor):
     def __init__(self, address: str, ctx: Context) -> None:
         super().__init__(address, ctx)
         self.providers: dict[str, Provider] = {}
+        self.throttle = ctx.slots[THROTTLE]  # the operator's, shared by its claims and its webhook
         self.spec: ClaimSpec | None = None
         self.handle: Mapping[str, Any] | None = None
         self.bound_at: datetime | None = None  # when this incarnation's binding started the lifespan
@@ -272,8 +273,8 @@ class ClaimActor(ObjectActor):
             return
         now = self.ctx.now()
         self.providers = await load_providers(self, self.ctx.operator_namespace)
-        self.spec = await offload(resolve_claim, self.obj, self.providers, key=self.namespace, now=now,
-                                  handle=self.handle)
+        self.spec = await offload(resolve_claim, self.obj, self.providers, queue=self.ctx.rendering, key=self.namespace, now=now,
+                                  handle=self.handle, throttle=self.throttle)
         self._throttled()
         await self._label_claim()
         if self.handle is not None:
@@ -456,7 +457,7 @@ class ClaimActor(ObjectActor):
         for _ in range(_NAME_DRAWS):
             named = {**body, "metadata": {**body["metadata"], "name": new_handle_name()}}
             try:
-                final = await offload(with_references, named, self.providers, key=self.namespace,
+                final = await offload(with_references, named, self.providers, queue=self.ctx.rendering, key=self.namespace,
                                       operator_namespace=self.ctx.operator_namespace, claim=self.obj, now=now)
             except Exception as error:  # noqa: BLE001 - a saving only: the handle's actor renders, and says why
                 log.info("claim %s/%s: the new handle's references are left to it: %s", self.namespace, self.name,
@@ -474,18 +475,18 @@ class ClaimActor(ObjectActor):
         self.pools, self.asking = [], None
         self.cancel("answer")
         if self.spec is None:
-            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, key=self.namespace,
-                                      now=self.ctx.now(), handle=self.handle)
+            self.spec = await offload(resolve_claim, self.obj or {}, self.providers, queue=self.ctx.rendering, key=self.namespace,
+                                      now=self.ctx.now(), handle=self.handle, throttle=self.throttle)
         await self._keep_in_step(self.ctx.now())
 
     def _throttled(self) -> None:
         """Tell the providers whose hold began (`throttle`) so they say it; judge again when ours ends."""
-        for hold in THROTTLE.news():
+        for hold in self.throttle.news():
             self.tell(actor_address(PROVIDER, self.ctx.operator_namespace, hold.provider),
                       Throttled(hold.message, hold.remaining))
         assert self.spec is not None
         remaining = [held.remaining for resource in self.spec.resources if resource.provider is not None
-                     and (held := THROTTLE.holding(resource.provider.name)) is not None]
+                     and (held := self.throttle.holding(resource.provider.name)) is not None]
         if remaining:
             self.schedule("throttled", _Evaluate(), delay=max(remaining) + 0.5)
 
@@ -517,7 +518,9 @@ class ClaimActor(ObjectActor):
         if base is None:  # a handle bound before the record was kept
             base = [_project(entry.get("template") or {}, resource.template)
                     for entry, resource in zip(entries, spec.resources)]
-        plan = await offload(plan_update, base, spec, handle.body, key=self.namespace, claim=self.obj, now=now)
+        plan = await offload(plan_update, base, spec, handle.body,
+                             queue=self.ctx.rendering, key=self.namespace, claim=self.obj, now=now,
+                             throttle=self.throttle)
         self.update_errors = list(plan.errors)
         provider = spec.provider_reference()
         provider_ops = [{"op": "add", "path": "/spec/provider", "value": provider}] \
@@ -631,7 +634,7 @@ class ClaimActor(ObjectActor):
             bound = new_condition(BOUND, True, "Bound", self._bound_message(hview, config, now),
                                   now=now, observed_generation=gen)
             ready = await offload(self._ready_condition, hview, resources, now, gen,  # readinessCheck templates
-                                  key=self.namespace)
+                                  queue=self.ctx.rendering, key=self.namespace)
             lifespan = self._lifespan_status(hview, config, lifespan, now)
             if ready["status"] == "True" and "firstReady" not in lifespan:
                 lifespan["firstReady"] = format_time(now)
@@ -684,7 +687,8 @@ class ClaimActor(ObjectActor):
         last = self.spec.resources[-1].provider if self.spec.resources else None
         if last is None:
             return None
-        summary, error = await offload(status_summary, last, handle, self.obj, resources, now, key=self.namespace)
+        summary, error = await offload(status_summary, last, handle, self.obj, resources, now,
+                                       queue=self.ctx.rendering, key=self.namespace)
         if error:
             self.ctx.events.record(CLAIM, self.obj, WARNING, "SummaryFailed", error, "Summarize")
         return summary
@@ -755,7 +759,7 @@ class ClaimActor(ObjectActor):
                      "resource_claim": claim, "resource_handle": self.handle,
                      "resource_provider": first.definition if first is not None else None}
         try:
-            due = await offload(check_expression, f"({when}) | bool", variables, key=self.namespace)
+            due = await offload(check_expression, f"({when}) | bool", variables, queue=self.ctx.rendering, key=self.namespace)
         except TemplateError as error:
             action = field[0].upper() + field[1:]
             log.info("claim %s/%s: spec.%s.when: %s", self.namespace, self.name, field, error.message)
@@ -830,7 +834,8 @@ class ClaimActor(ObjectActor):
         config, errors = LifespanConfig.parse(lifespan, "spec.lifespan")
         if not config.templates:
             return config, errors
-        return await offload(rendered_lifespan, lifespan, key=self.namespace, claim=self.obj, handle=handle,
+        return await offload(rendered_lifespan, lifespan,
+                             queue=self.ctx.rendering, key=self.namespace, claim=self.obj, handle=handle,
                              now=self.ctx.now())
 
     def _lifespan_status(self, handle: HandleView, config: LifespanConfig, lifespan: dict[str, Any],

@@ -43,7 +43,7 @@ from .parameters import parameter_values
 from .provider_mode import Expanded, expand, in_provider_terms
 from .provider import Object, Provider, Readiness, clock
 from .resource_errors import REASONS, ResourceError
-from .throttle import THROTTLE, THROTTLED
+from .throttle import THROTTLED, Throttle
 from lessor.model.labels import DOMAIN
 
 __all__ = ["REASONS", "ClaimResource", "ClaimSpec", "PoolSpec", "ResourceError", "bound_templates", "forbidden",
@@ -111,13 +111,15 @@ class ClaimSpec:
 
 
 def resolve_claim(claim: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime,
-                  handle: Mapping[str, Any] | None = None) -> ClaimSpec:
+                  handle: Mapping[str, Any] | None = None, throttle: Throttle | None = None) -> ClaimSpec:
     """Match, default and validate every resource of a ResourceClaim.
 
     `providers` are those of the operator's namespace, by name; `handle` is the claim's handle once bound
     (its `spec.vars` win over the providers' in checks, and its lifespan templates are rendered for the claim).
+    `throttle`: the operator's (throttle.py), which holds back a provider whose templates keep running out of
+    time and counts this resolution's; None holds nothing back and counts nothing.
     """
-    return _resolve(claim, providers, claim=claim, now=now, handle=handle)
+    return _resolve(claim, providers, claim=claim, now=now, handle=handle, throttle=throttle)
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,17 +129,19 @@ class PoolSpec(ClaimSpec):
     The same shape as a claim's, so a claim is compared with what the pool's handles were made from."""
 
 
-def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime) -> PoolSpec:
+def resolve_pool(pool: Mapping[str, Any], providers: Mapping[str, Provider], *, now: datetime,
+                 throttle: Throttle | None = None) -> PoolSpec:
     """The same for a ResourcePool's templates, written by admins: named providers, schema only, no claim rules.
 
     A pool's handles take these defaulted templates, so claims are compared with what they would have asked.
     """
-    spec = _resolve(pool, providers, claim=None, now=now)
+    spec = _resolve(pool, providers, claim=None, now=now, throttle=throttle)
     return PoolSpec(spec.resources, spec.errors, spec.parameters)
 
 
 def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
-             claim: Mapping[str, Any] | None, now: datetime, handle: Mapping[str, Any] | None = None) -> ClaimSpec:
+             claim: Mapping[str, Any] | None, now: datetime, handle: Mapping[str, Any] | None = None,
+             throttle: Throttle | None = None) -> ClaimSpec:
     spec = obj.get("spec")
     if spec is not None and not isinstance(spec, Mapping):
         return ClaimSpec((), (ResourceError("spec", "must be an object", "InvalidTemplate"),))
@@ -153,12 +157,14 @@ def _resolve(obj: Mapping[str, Any], providers: Mapping[str, Provider], *,
             whole.insert(0, ResourceError("spec.provider", f"{what} gives either spec.provider (a provider and its "
                                           "parameter values) or spec.resources, not both", "Forbidden"))
             return ClaimSpec((), tuple(whole))
-        mode = _provider_mode(obj, providers, tuple(whole), now, checks=claim is not None, handle=handle)
+        mode = _provider_mode(obj, providers, tuple(whole), now, checks=claim is not None, handle=handle,
+                              throttle=throttle)
         return _with_lifespans(mode, claim, handle, now) if claim is not None else mode
     if not entries:
         whole.insert(0, ResourceError("spec.resources", "at least one resource is needed", "NoResources"))
         return ClaimSpec((), tuple(whole))
-    spec = ClaimSpec(tuple(_resource(i, entry, providers, claim, now, handle) for i, entry in enumerate(entries)),
+    spec = ClaimSpec(tuple(_resource(i, entry, providers, claim, now, handle, throttle)
+                           for i, entry in enumerate(entries)),
                      tuple(whole))
     return _with_lifespans(spec, claim, handle, now) if claim is not None else spec
 
@@ -178,7 +184,8 @@ def _with_lifespans(spec: ClaimSpec, claim: Mapping[str, Any], handle: Mapping[s
 
 
 def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], whole: tuple[ResourceError, ...],
-                   now: datetime, *, checks: bool = True, handle: Mapping[str, Any] | None = None) -> ClaimSpec:
+                   now: datetime, *, checks: bool = True, handle: Mapping[str, Any] | None = None,
+                   throttle: Throttle | None = None) -> ClaimSpec:
     """`spec.provider: {name, parameterValues}`: the resources `provider_mode.expand` makes from the provider (its
     linked providers' first, then its own template.definition rendered with the values). The templates are the
     providers' (no claim-only restrictions); their schemas apply, and their checks to a claim (`checks`): a
@@ -212,7 +219,8 @@ def _provider_mode(claim: Mapping[str, Any], providers: Mapping[str, Provider], 
     names, owners = [e.name for e in expanded], [e.provider.name for e in expanded]
     resources = tuple(
         ClaimResource(i, e.name, e.provider, e.template, tuple(in_provider_terms(
-            validate_template(e.provider, e.template, index=i, claim=claim, now=now, checks=checks, handle=handle),
+            validate_template(e.provider, e.template, index=i, claim=claim, now=now, checks=checks, handle=handle,
+                              throttle=throttle),
             owners, names)))
         for i, e in enumerate(expanded))
     return ClaimSpec(resources, whole, values)
@@ -236,7 +244,8 @@ def lifespan_errors(claim: Mapping[str, Any]) -> list[ResourceError]:
 
 
 def _resource(index: int, entry: Any, providers: Mapping[str, Provider],
-              claim: Mapping[str, Any] | None, now: datetime, handle: Mapping[str, Any] | None = None) -> ClaimResource:
+              claim: Mapping[str, Any] | None, now: datetime, handle: Mapping[str, Any] | None = None,
+              throttle: Throttle | None = None) -> ClaimResource:
     field = f"spec.resources[{index}]"
     if not isinstance(entry, Mapping):
         return ClaimResource(index, "", None, None, (
@@ -250,22 +259,24 @@ def _resource(index: int, entry: Any, providers: Mapping[str, Provider],
     if not isinstance(template, Mapping):
         error = ResourceError(f"{field}.template", "must be an object", "InvalidTemplate", index)
         return ClaimResource(index, name, provider, None, (error,))
-    if claim is not None and (hold := THROTTLE.holding(provider.name)) is not None:  # its templates keep running
-        # out of time: a claim waits for the hold to end (a pool, the administrator's, is never held back)
+    if claim is not None and throttle is not None and (hold := throttle.holding(provider.name)) is not None:
+        # its templates keep running out of time: a claim waits for the hold to end (a pool, the
+        # administrator's, is never held back)
         return ClaimResource(index, name, provider, None,
                              (ResourceError(f"{field}.provider.name", hold.message, THROTTLED, index),))
     errors = forbidden(template, provider, index) if claim is not None else []
     try:
         defaulted = provider.apply_defaults(template, claim=claim, index=index, now=now)
     except TemplateError as failure:
-        THROTTLE.note(provider.name, field_path("spec.default", failure.path.removeprefix("/spec/default")),
-                      failure.message)
+        if throttle is not None:
+            throttle.note(provider.name, field_path("spec.default", failure.path.removeprefix("/spec/default")),
+                          failure.message)
         message = f"ResourceProvider {provider.name} could not render {failure}"
         errors.append(ResourceError(f"{field}.provider.name", message, "ProviderTemplateError", index))
         return ClaimResource(index, name, provider, None, tuple(errors))
     # A pool has no claim: checks are written about claims (`resource_claim.metadata...`), so only the schema applies.
     errors += validate_template(provider, defaulted, index=index, claim=claim, now=now, checks=claim is not None,
-                                handle=handle)
+                                handle=handle, throttle=throttle)
     return ClaimResource(index, name, provider, defaulted, tuple(errors))
 
 
@@ -340,7 +351,7 @@ def forbidden(template: Mapping[str, Any], provider: Provider, index: int) -> li
 
 def validate_template(provider: Provider, template: Mapping[str, Any], *, index: int,
                       claim: Mapping[str, Any] | None, now: datetime, checks: bool = True,
-                      handle: Mapping[str, Any] | None = None) -> list[ResourceError]:
+                      handle: Mapping[str, Any] | None = None, throttle: Throttle | None = None) -> list[ResourceError]:
     """Every schema violation and (with `checks`) failed check of a defaulted template; never raises.
 
     Checks see the provider's `spec.vars` (and, once bound, the handle's, which win), as docs/templates.md says:
@@ -365,7 +376,8 @@ def validate_template(provider: Provider, template: Mapping[str, Any], *, index:
                                            index)]
         entries = [{"name": check.name, "check": check.check} for check in provider.checks]
         for failure in run_checks(entries, variables):
-            THROTTLE.note(provider.name, f"spec.validation.checks[{failure.name}]", failure.error or "")
+            if throttle is not None:
+                throttle.note(provider.name, f"spec.validation.checks[{failure.name}]", failure.error or "")
             errors.append(ResourceError(field, str(failure), "CheckFailed", index))
     return errors
 

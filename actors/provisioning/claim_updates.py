@@ -32,6 +32,7 @@ from lessor.model.views.provisioning import HandleView
 from lessor.model.jsonpatch import JsonPatchError, apply, diff, filter_operations
 
 from .claim_spec import ClaimSpec, ResourceError, resolve_claim, validate_template
+from .throttle import Throttle
 from lessor.model.labels import DOMAIN
 from .provider_mode import in_provider_terms
 from .provider import Object, Provider
@@ -113,20 +114,21 @@ class ClaimUpdate:
 
 
 def plan_claim_update(old_claim: Mapping[str, Any], new_claim: Mapping[str, Any], handle: Mapping[str, Any],
-                      providers: Mapping[str, Provider], *, now: datetime) -> ClaimUpdate:
-    """`plan_update` from two versions of a claim, both resolved with the same `now`."""
-    old = resolve_claim(old_claim, providers, now=now, handle=handle)
-    new = resolve_claim(new_claim, providers, now=now, handle=handle)
-    return plan_update(old.templates, new, handle, claim=new_claim, now=now)
+                      providers: Mapping[str, Provider], *, now: datetime,
+                      throttle: Throttle | None = None) -> ClaimUpdate:
+    """`plan_update` from two versions of a claim, both resolved with the same `now` (and `throttle`)."""
+    old = resolve_claim(old_claim, providers, now=now, handle=handle, throttle=throttle)
+    new = resolve_claim(new_claim, providers, now=now, handle=handle, throttle=throttle)
+    return plan_update(old.templates, new, handle, claim=new_claim, now=now, throttle=throttle)
 
 
 def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpec, handle: Mapping[str, Any], *,
-                claim: Mapping[str, Any], now: datetime) -> ClaimUpdate:
+                claim: Mapping[str, Any], now: datetime, throttle: Throttle | None = None) -> ClaimUpdate:
     """What of the change from `old_templates` to `new` (a valid, resolved claim) reaches the handle.
 
     `old_templates` are the defaulted templates the handle was last brought
     in step with (from the previous claim, or the handle's own templates
-    when that is not known).
+    when that is not known). `throttle` counts the checks that run out of time (`resolve_claim`).
     """
     entries = HandleView.of(handle).resources
     if len(new.resources) != len(entries):
@@ -147,7 +149,7 @@ def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpe
             continue
         old = old_templates[resource.index] if resource.index < len(old_templates) else None
         updates.append(_plan_resource(resource.index, resource.provider, old if old is not None else current,
-                                      resource.template, current, claim, now, handle))
+                                      resource.template, current, claim, now, handle, throttle))
     mode = tuple((r.name, r.provider.name if r.provider else "") for r in new.resources) \
         if new.parameters is not None else None
     return ClaimUpdate(tuple(updates), tuple(structural), mode)
@@ -155,7 +157,7 @@ def plan_update(old_templates: Sequence[Mapping[str, Any] | None], new: ClaimSpe
 
 def _plan_resource(index: int, provider: Provider, old: Mapping[str, Any], new: Mapping[str, Any],
                    current: Mapping[str, Any], claim: Mapping[str, Any], now: datetime,
-                   handle: Mapping[str, Any] | None = None) -> ResourceUpdate:
+                   handle: Mapping[str, Any] | None = None, throttle: Throttle | None = None) -> ResourceUpdate:
     allowed, not_allowed = filter_operations(diff(old, new), provider.update_filters)
     refused = [RefusedChange(index, op["op"], op["path"], "NotAllowed",
                              f"{op['op']} is not allowed by ResourceProvider {provider.name}'s updateFilters")
@@ -178,7 +180,8 @@ def _plan_resource(index: int, provider: Provider, old: Mapping[str, Any], new: 
         template = candidate
         applied.append(op)
     if applied:
-        problems = validate_template(provider, template, index=index, claim=claim, now=now, handle=handle)
+        problems = validate_template(provider, template, index=index, claim=claim, now=now, handle=handle,
+                                     throttle=throttle)
         if problems:
             why = "; ".join(str(problem) for problem in problems)
             refused += [RefusedChange(index, op["op"], op["path"], "Invalid",

@@ -225,7 +225,8 @@ class HandleActor(ObjectActor):
                 await self._end()
                 return
         identity, user = await self._requester()
-        results = await offload(render_handle, _with_recorded_references(self.view), self.providers, key=self._tenant(),
+        results = await offload(render_handle, _with_recorded_references(self.view), self.providers,
+                                queue=self.ctx.rendering, key=self._tenant(),
                                 operator_namespace=self.ctx.operator_namespace, claim=self.claim,
                                 requester_identity=identity, requester_user=user, live=self.live, now=now)
         self.failures = {}
@@ -385,10 +386,10 @@ class HandleActor(ObjectActor):
             reference = result.reference or entry.get("reference")
             live = self.live.get(reference_key(reference)) if reference else None
             state = resource_state(live) if live is not None else None
-            readiness = (await offload(provider.readiness, state, key=self._tenant(), handle=self.obj,
+            readiness = (await offload(provider.readiness, state, queue=self.ctx.rendering, key=self._tenant(), handle=self.obj,
                                         claim=self.claim, now=now)
                          if provider else Readiness(False))
-            health = (await offload(provider.healthy, state, key=self._tenant(), handle=self.obj,
+            health = (await offload(provider.healthy, state, queue=self.ctx.rendering, key=self._tenant(), handle=self.obj,
                                      claim=self.claim, now=now)
                       if provider else None)
             item: dict[str, Any] = {
@@ -425,7 +426,8 @@ class HandleActor(ObjectActor):
         last = self.providers.get((provider_name(entries[-1]) or "") if entries else "")
         if last is None:
             return None
-        summary, error = await offload(status_summary, last, self.obj, self.claim, resources, now, key=self._tenant())
+        summary, error = await offload(status_summary, last, self.obj, self.claim, resources, now,
+                                       queue=self.ctx.rendering, key=self._tenant())
         if error:
             self.ctx.events.record(HANDLE, self.obj, WARNING, "SummaryFailed", error, "Summarize")
         return summary

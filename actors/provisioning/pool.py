@@ -60,6 +60,7 @@ from ..object_actor import GaveUp, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .pool_scaling import Scaling, next_at, scaling_of, scalings_for, status_of
 from .provider import Provider, load_providers
+from .throttle import THROTTLE
 from ..queries import TOPOLOGY, GetObject, ListObjects
 from .questions import PoolHandles
 from lessor.model.times import whole_seconds
@@ -197,7 +198,9 @@ class PoolActor(ObjectActor):
 
     async def _resolve(self) -> None:
         assert self.obj is not None
-        self.spec = await offload(resolve_pool, self.obj, self.providers, key=self.namespace, now=self.ctx.now())
+        self.spec = await offload(resolve_pool, self.obj, self.providers,
+                                  queue=self.ctx.rendering, key=self.namespace, now=self.ctx.now(),
+                                  throttle=self.ctx.slots[THROTTLE])
         self.lifespan, lifespan_errors = LifespanConfig.parse(self.view.lifespan_given, "spec.lifespan")
         self.errors = [*self.spec.all_errors,
                        *(ResourceError("spec.lifespan", error, "InvalidLifespan") for error in lifespan_errors)]

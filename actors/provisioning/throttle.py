@@ -12,8 +12,11 @@ templates are not run for `PAUSE` seconds (doubled for each hold in the last
 `Throttled=True`, reason `TemplateTimeLimit`, naming the template and what it
 cost, with an Event.
 
-Process-wide and thread-safe: claims are resolved in render threads, by the
-operator and the webhook alike, and both count.
+One per operator, thread-safe: claims are resolved in render threads, by the
+operator and its webhook alike, and both count. The operator's Context owns it
+(`THROTTLE`, a slot of `Context.slots`) and hands the same one to the webhook;
+the pure `resolve_claim` takes it as an argument (none: nothing is held back
+or counted, as for the porting tools).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from lessor.templates.budget import MAX_SECONDS, out_of_time
+
+from ..context import Slot
 
 STRIKES = 3
 WINDOW = 60.0
@@ -105,4 +110,5 @@ class Throttle:
             return news
 
 
-THROTTLE = Throttle()
+THROTTLE: Slot[Throttle] = Slot("provisioning.throttle", Throttle)
+"""The operator's throttle, kept in its Context (`ctx.slots[THROTTLE]`)."""

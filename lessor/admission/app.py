@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from aiohttp import web
@@ -13,6 +14,7 @@ from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registry import Registry
 from lessor.admission.review import MalformedReview, review, too_deep_answer
 from lessor.admission.shape import warm
+from lessor.templates.budget import FairQueue, rendering
 
 VALIDATE_PATH = "/validate"
 LARGE_BODY = 64 * 1024
@@ -20,8 +22,10 @@ LARGE_BODY = 64 * 1024
 
 
 def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadline(),  # noqa: B008 (frozen)
-             metrics: WebhookMetrics | None = None) -> web.Application:
+             metrics: WebhookMetrics | None = None, queue: FairQueue | None = None) -> web.Application:
     """POST ``/validate`` answers an AdmissionReview.
+
+    ``queue``: the render threads its template work runs in (its operator's; None: the process's).
 
     A body that is not one gets 400 saying what is wrong with it, one over
     the size limit 413; neither reaches a check.
@@ -38,7 +42,8 @@ def make_app(registry: Registry, lookup: Lookup, *, deadline: Deadline = Deadlin
                 raise _too_large(None) from None
             try:
                 body = parse_json(raw)
-                answer = await review(body, registry, lookup, deadline, began, large=len(raw) > LARGE_BODY)
+                with rendering(queue) if queue is not None else contextlib.nullcontext():
+                    answer = await review(body, registry, lookup, deadline, began, large=len(raw) > LARGE_BODY)
             except MalformedBody as exc:
                 if not exc.uid:
                     raise web.HTTPBadRequest(text=f"not an AdmissionReview: {exc}") from None

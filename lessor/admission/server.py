@@ -28,6 +28,7 @@ from lessor.admission.metrics import WebhookMetrics
 from lessor.admission.registration import NAME, development_configuration, registered
 from lessor.admission.registry import Registry
 from lessor.tls.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
+from lessor.templates.budget import FairQueue
 from lessor.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -129,10 +130,11 @@ async def serving(app: web.Application, context: ssl.SSLContext, host: str, port
 @contextlib.asynccontextmanager
 async def webhook(
     gateway: Gateway, registry: Registry, lookup: Lookup, settings: WebhookSettings, host: str,
-    metrics: WebhookMetrics | None = None,
+    metrics: WebhookMetrics | None = None, queue: FairQueue | None = None,
 ) -> AsyncIterator[int]:
-    """The webhook of ``lessor run``: served, and in development also registered, until exit."""
-    app = make_app(registry, lookup, deadline=settings.deadline, metrics=metrics)
+    """The webhook of ``lessor run``: served, and in development also registered, until exit; its template
+    work runs in ``queue`` (the operator's render threads)."""
+    app = make_app(registry, lookup, deadline=settings.deadline, metrics=metrics, queue=queue)
     if settings.cert_dir is not None:
         async with serving(app, CertificateFiles(settings.cert_dir).context, host, settings.port) as port:
             log.info("webhook on :%d with the certificate in %s", port, settings.cert_dir)

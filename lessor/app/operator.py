@@ -36,6 +36,7 @@ from lessor.actors.leasing.exporter import ONLINE, ExporterActor
 from lessor.actors.provisioning.handle import HandleActor
 from lessor.actors.leasing.lease import LeaseActor
 from lessor.actors.provisioning.pool import PoolActor
+from lessor.actors.provisioning.throttle import THROTTLE
 from lessor.actors.leasing.validity import CLIENT_RULE, POLICY_RULE
 from lessor.actors.provisioning.validity import PROVIDER_RULE
 from lessor.actors.validity import ValidActor
@@ -63,6 +64,7 @@ from lessor.health.probes import ProbeServer, metrics_app, serve
 from lessor.metrics.state import StateMetrics, runtime_collectors
 from lessor.telemetry.tracing import configure_telemetry, unrecorded
 from lessor.metrics.render import RenderQueueMetrics
+from lessor.templates.budget import FairQueue, switch_fast
 from lessor.health.watchdogs import ApiReachability, LoopLag
 
 log = logging.getLogger(__name__)
@@ -134,7 +136,9 @@ class Operator:
         self.leadership = leadership(gateway, config.operator_namespace, config.leader_election, registry,
                                      advertise={HOLDER_GRPC: config.grpc.own_address} if config.grpc else None)
         self.loop_lag = LoopLag(config.max_loop_lag, registry)
-        self.render_queue = RenderQueueMetrics(registry)
+        # The operator's render threads, its actors' and its webhook's (templates/budget.py): closed at stop.
+        self.rendering = FairQueue()
+        self.render_queue = RenderQueueMetrics(registry, self.rendering)
         self.reachability = ApiReachability(gateway, config.api_unreachable_timeout)
         # Events are writes like any other: fenced by the leadership, reported as the leader's identity.
         self.events = EventRecorder(GatewaySink(gateway, fence=self.leadership.fence),
@@ -146,7 +150,7 @@ class Operator:
             api=api,
             operator_namespace=config.operator_namespace,
             heartbeat_timeout=timedelta(seconds=config.exporter_heartbeat_timeout),
-            decision_window=config.decision_window, events=self.events,
+            decision_window=config.decision_window, events=self.events, rendering=self.rendering,
             credentials=Minter(SigningKey(api, config.operator_namespace), config.grpc.endpoint,
                                config.grpc.token_lifetime)
             if config.grpc else None,
@@ -252,6 +256,7 @@ class Operator:
         probes.start()  # a thread of its own: a loop slowed by CPU pressure still answers its probes in time
         if self._freezer is not None:
             self._freezer.start()
+        switch_fast()  # the render threads yield the interpreter to the event loop soon (templates/budget.py)
         runners = [await self._serve_metrics()]
         log.info("health on :%d, metrics on :%d%s", self.config.health_port, self.config.metrics_port,
                  " (HTTPS, authorized by the API server)" if self.config.metrics_secure else "")
@@ -275,6 +280,7 @@ class Operator:
             self._stop_freezing()
             await asyncio.to_thread(probes.close)
             self.render_queue.close()
+            self.rendering.close()
             await self.leadership.release()
             for runner in runners:
                 await runner.cleanup()
@@ -356,11 +362,11 @@ class Operator:
         settings = self.config.webhook
         if settings is None:
             return contextlib.nullcontext()
-        registry = preflight_registry(self.config.operator_namespace)
+        registry = preflight_registry(self.config.operator_namespace, self.context.slots[THROTTLE])
         # The checks read what the operator's informers hold: no request per object looked up.
         lookup = CacheLookup(self.informers, GatewayLookup(self.gateway))
         return webhook(self.gateway, registry, lookup, settings, self.config.bind_address,
-                       metrics=WebhookMetrics(self.registry))
+                       metrics=WebhookMetrics(self.registry), queue=self.rendering)
 
     def _grpc(self) -> contextlib.AbstractAsyncContextManager[object]:
         if self.config.grpc is None:

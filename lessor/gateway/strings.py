@@ -174,4 +174,11 @@ class Strings:
 
 
 STRINGS = Strings()
-"""The process's table: the informers' objects and the answers to the actors' writes share it."""
+"""The process's table: the informers' objects and the answers to the actors' writes share it.
+
+Process-wide on purpose, the one piece of module-level state the gateway keeps (issue 39): its whole worth
+is one copy of each equal value per process, and two operators in one process (the tests run several) cannot
+pass anything through it. It holds values, not decisions: what `share` gives back is equal to what it was
+given, and the shared dicts and lists refuse every change, so no operator can see another's writes. It is
+bounded: the strings only the table still holds are dropped whenever it has doubled, so it never holds many
+more than the cached objects of the process do."""

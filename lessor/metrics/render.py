@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from lessor.templates.budget import RENDERING, FairQueue
+from lessor.templates.budget import FairQueue
 
 # A render takes milliseconds; waiting behind spinning templates is counted in seconds (the limit is 2 s).
 _BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -23,7 +23,7 @@ OTHER = "_other"
 class RenderQueueMetrics:
     """Observes `queue` (the render threads `offload` uses) until `close`."""
 
-    def __init__(self, registry: CollectorRegistry, queue: FairQueue = RENDERING) -> None:
+    def __init__(self, registry: CollectorRegistry, queue: FairQueue) -> None:
         self._queue = queue
         self._waited = Histogram(
             "lessor_render_queue_seconds", "Time template work waited for a render thread, by the namespace "

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from lessor.model.views.leasing import ExporterView, LeaseView
 from lessor.actors.leasing.spec import ConditionType, LeaseRequest, Reason, Verdict, parse_lease
-from lessor.actors.leasing.access_policy import OPEN_ACCESS, PolicySet, approvals, compile_policies
+from lessor.actors.leasing.access_policy import OPEN_ACCESS, PolicyMemo, PolicySet, approvals, compile_policies
 from lessor.actors.leasing.exporter_state import ExporterState, ExporterStates, Holder
 from lessor.actors.leasing.resolution import Candidate, Plan, State, resolve
 from lessor.templates.timestamps import format_timestamp
@@ -648,6 +648,23 @@ def test_policies_are_compiled_once_and_remember_matches_per_label_set() -> None
     assert rules.applying_to({"board": "rpi4"}) == (0,)
     assert rules.applying_to({"board": "stm32"}) == (1,)
     assert rules.applying_to({"board": "rpi4"}) is rules.applying_to({"board": "rpi4"})
+
+
+def test_compiled_versions_are_remembered_per_memo_never_across_operators() -> None:
+    """Two operators in one process (the tests run several) may be told the same (uid, resourceVersion) by their
+    API servers for different policies: each keeps its own memo, so neither judges by the other's."""
+    version = {"uid": "u1", "resourceVersion": "7"}
+    rpi4 = policy("p", RPI4, rule(1, QA))
+    stm32 = policy("p", {"matchLabels": {"board": "stm32"}}, rule(1, QA))
+    for body in (rpi4, stm32):
+        body["metadata"].update(version)
+    first, second = PolicyMemo(), PolicyMemo()
+
+    mine = compile_policies([rpi4], first)
+    assert compile_policies([rpi4], first) is mine  # the same versions: compiled once
+    theirs = compile_policies([stm32], second)
+    assert mine.applying_to({"board": "rpi4"}) == (0,) and theirs.applying_to({"board": "rpi4"}) == ()
+    assert compile_policies([stm32]).applying_to({"board": "stm32"}) == (0,)  # no memo: compiled afresh
 
 
 def test_approvals_directly() -> None:

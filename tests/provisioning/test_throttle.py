@@ -6,9 +6,12 @@ import time
 
 import pytest
 
+from lessor.actors.context import Context
 from lessor.actors.provisioning import throttle
-from lessor.actors.provisioning.throttle import Throttle
+from lessor.actors.provisioning.claim_spec import resolve_claim
+from lessor.actors.provisioning.throttle import THROTTLE, THROTTLED, Throttle
 from lessor.templates.budget import out_of_time
+from tests.provisioning.test_spec import NOW, claim, env, providers
 
 SPUN = f"/data/spin: {out_of_time()}"
 
@@ -45,3 +48,18 @@ def test_a_provider_held_again_soon_is_held_twice_as_long(monkeypatch: pytest.Mo
         held.note("spin", "spec.validation.checks[slow]", SPUN)
     again = held.holding("spin")
     assert again is not None and again.seconds == 0.1
+
+
+def test_each_operator_holds_back_with_its_own_throttle() -> None:
+    """Two operators in one process (the tests run several) share no throttle: one's held provider is not held
+    for the other's claims, and the pure `resolve_claim` holds back only with the throttle it is given."""
+    first, second = Context(api=None), Context(api=None)  # type: ignore[arg-type]  # no API is asked
+    assert first.slots[THROTTLE] is first.slots[THROTTLE] is not second.slots[THROTTLE]
+    for _ in range(throttle.STRIKES):
+        first.slots[THROTTLE].note("env-configmap", "spec.default.data.spin", SPUN)
+    body = claim(env({"data": {"size": "small"}}))
+
+    held = resolve_claim(body, providers(), now=NOW, throttle=first.slots[THROTTLE])
+    assert [error.reason for error in held.all_errors] == [THROTTLED]
+    assert resolve_claim(body, providers(), now=NOW, throttle=second.slots[THROTTLE]).valid
+    assert resolve_claim(body, providers(), now=NOW).valid

@@ -7,7 +7,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from lessor.templates.budget import FairQueue
+import pytest
+
+from lessor.templates.budget import RENDERING, FairQueue, offload, rendering
 
 
 def _holding(gate: threading.Event, started: list[str], name: str) -> Callable[[], str]:
@@ -97,3 +99,26 @@ async def test_queue_time_is_exported_by_namespace_and_the_label_stays_bounded()
     assert count("ns-0") == 1
     assert count(OTHER) == 5  # a forged review may name any namespace: past the cap they share one label
     assert count("ns-late") is None
+
+
+async def test_each_operators_work_runs_in_its_own_queue_which_closes_with_it() -> None:
+    """Two operators in one process (the tests run several) share no render threads: work offloaded with a
+    queue, or within `rendering(queue)` (the webhook's), is that queue's; a closed queue takes no more."""
+    mine, theirs = FairQueue(threads=1), FairQueue(threads=1)
+    seen: dict[str, list[str]] = {"mine": [], "theirs": [], "process": []}
+    mine.observers.append(lambda key, _: seen["mine"].append(key))
+    theirs.observers.append(lambda key, _: seen["theirs"].append(key))
+    RENDERING.observers.append(observe := lambda key, _: seen["process"].append(key))
+    try:
+        assert await offload(str.upper, "a", key="actor", queue=mine) == "A"
+        with rendering(theirs):
+            assert await offload(str.upper, "b", key="webhook") == "B"
+    finally:
+        RENDERING.observers.remove(observe)
+    assert seen == {"mine": ["actor"], "theirs": ["webhook"], "process": []}
+
+    mine.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await offload(str.upper, "c", key="actor", queue=mine)
+    assert await offload(str.upper, "d", key="other", queue=theirs) == "D"
+    theirs.close()

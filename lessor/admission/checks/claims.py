@@ -13,6 +13,7 @@ from typing import Any
 
 from lessor.actors.provisioning.claim_spec import lifespan_errors
 from lessor.actors.provisioning.claim_updates import plan_claim_update
+from lessor.actors.provisioning.throttle import Throttle
 from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, FailurePolicy, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec_changed
@@ -34,8 +35,10 @@ class ClaimChecker:
     # is refused, naming the check, not admitted unchecked. The rest the claim actor judges again (Valid).
     failure_policies = {"claim-checks": FailurePolicy.FAIL}
 
-    def __init__(self, operator_namespace: str) -> None:
+    def __init__(self, operator_namespace: str, throttle: Throttle | None = None) -> None:
+        """`throttle`: the operator's (actors/provisioning/throttle.py), so the webhook's judgments count too."""
         self._providers_namespace = operator_namespace
+        self._throttle = throttle
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         claim = request["object"]
@@ -44,7 +47,7 @@ class ClaimChecker:
         if not (resources_changed or lifespan_changed):
             return {}
         namespace = self._providers_namespace
-        resolution, providers = await resolve_resources(claim, lookup, namespace, claim=True)
+        resolution, providers = await resolve_resources(claim, lookup, namespace, claim=True, throttle=self._throttle)
         checks: dict[str, Check] = {}
         if resources_changed:
             checks["claim-providers"] = partial(providers_result, resolution)
@@ -55,7 +58,8 @@ class ClaimChecker:
             if request["operation"] == "UPDATE" and bound is not None:
                 handle = await _handle(bound, lookup, namespace)
                 if handle is not None:  # gone: the claim binds anew, and nothing is updated
-                    checks["claim-update-filters"] = partial(_update_filters, old or {}, claim, handle, providers)
+                    checks["claim-update-filters"] = partial(_update_filters, old or {}, claim, handle, providers,
+                                                                      self._throttle)
         if lifespan_changed:
             checks["claim-lifespan"] = partial(_lifespan, claim, resolution.resolved_providers)
         return checks
@@ -104,7 +108,7 @@ async def _handle(bound: Mapping[str, Any], lookup: Lookup, namespace: str) -> M
 
 
 async def _update_filters(old: Mapping[str, Any], new: Mapping[str, Any], handle: Mapping[str, Any],
-                          providers: Sequence[Mapping[str, Any]]) -> CheckResult:
+                          providers: Sequence[Mapping[str, Any]], throttle: Throttle | None) -> CheckResult:
     """Once bound, a claim changes only what the claim actor would apply to its handle.
 
     The rule is the operator's (`lessor.actors.claim_updates.plan_claim_update`):
@@ -114,6 +118,7 @@ async def _update_filters(old: Mapping[str, Any], new: Mapping[str, Any], handle
     """
     by_name = {provider_from(p).name: provider_from(p) for p in providers}
     tenant = ClaimView.of(new).namespace
-    plan = await offload(plan_claim_update, old, new, handle, by_name, key=tenant, now=dt.datetime.now(dt.UTC))
+    plan = await offload(plan_claim_update, old, new, handle, by_name, key=tenant, now=dt.datetime.now(dt.UTC),
+                         throttle=throttle)
     causes = [Cause(error.message, operator_field(error.field)) for error in plan.errors]
     return CheckResult.deny(*causes) if causes else CheckResult.ok()

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from lessor.actors.leasing.access_policy import compile_policies, too_short_for
+from lessor.actors.leasing.access_policy import PolicyMemo, compile_policies, too_short_for
 from lessor.actors.leasing.resolution import duration_exceeded
 from lessor.actors.leasing.spec import Verdict, parse_lease, selection_problems, time_problems
 from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
@@ -28,6 +28,9 @@ _TIME_KEYS = ("duration", "beginTime", "endTime")
 class LeaseChecker:
     name = "lease"
     check_names = ("lease-selector", "lease-duration", "lease-client", "lease-max-duration")
+
+    def __init__(self) -> None:
+        self._policies = PolicyMemo()  # this webhook's compiled policy versions, bounded
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         lease = spec(request["object"])
@@ -49,7 +52,8 @@ class LeaseChecker:
         if client_changed:
             checks["lease-client"] = partial(_client, client_name, namespace, client)
         if client is not None:  # without a client, lease-client has said it all
-            checks["lease-max-duration"] = partial(_within_policies, request["object"], client, policies)
+            checks["lease-max-duration"] = partial(_within_policies, request["object"], client, policies,
+                                                       self._policies)
         return checks
 
 
@@ -83,7 +87,7 @@ async def _client(name: str, namespace: str, client: Mapping[str, Any] | None) -
 
 
 async def _within_policies(
-    lease: Mapping[str, Any], client: Mapping[str, Any], policies: Sequence[Mapping[str, Any]]
+    lease: Mapping[str, Any], client: Mapping[str, Any], policies: Sequence[Mapping[str, Any]], memo: PolicyMemo
 ) -> CheckResult:
     """Deny only when every policy rule that admits the client is too short for what the lease asks.
 
@@ -97,7 +101,7 @@ async def _within_policies(
         return CheckResult.ok()
     labels = ClientView.of(client).labels
     now = dt.datetime.now(dt.UTC)
-    closed = too_short_for(labels, compile_policies(policies), request.requested_duration(now))
+    closed = too_short_for(labels, compile_policies(policies, memo), request.requested_duration(now))
     if not closed:
         return CheckResult.ok()
     return CheckResult.deny(problem_cause(duration_exceeded(request, closed, now).message))

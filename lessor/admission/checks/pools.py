@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 from lessor.actors.provisioning.lifespan import LifespanConfig
+from lessor.actors.provisioning.throttle import Throttle
 from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
 from lessor.admission.checks.fields import spec
 from lessor.admission.checks.provided import providers_result, resolve_resources, templates_result
@@ -24,12 +25,13 @@ class PoolChecker:
     name = "pool"
     check_names = ("pool-providers", "pool-templates", "pool-lifespan")
 
-    def __init__(self, operator_namespace: str) -> None:
+    def __init__(self, operator_namespace: str, throttle: Throttle | None = None) -> None:
         self._providers_namespace = operator_namespace
+        self._throttle = throttle
 
     async def setup(self, request: AdmissionRequest, lookup: Lookup) -> Mapping[str, Check]:
         pool, namespace = request["object"], self._providers_namespace
-        resolution, _ = await resolve_resources(pool, lookup, namespace, claim=False)
+        resolution, _ = await resolve_resources(pool, lookup, namespace, claim=False, throttle=self._throttle)
         checks: dict[str, Check] = {
             "pool-providers": partial(providers_result, resolution),
             "pool-templates": partial(templates_result, resolution),

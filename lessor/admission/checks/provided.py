@@ -23,6 +23,7 @@ from typing import Any
 
 from lessor.actors.provisioning.claim_spec import ClaimSpec, ResourceError, resolve_claim, resolve_pool
 from lessor.actors.provisioning.provider import Provider, provider_from
+from lessor.actors.provisioning.throttle import Throttle
 from lessor.admission import Cause, CheckResult, Lookup
 from lessor.admission.checks.fields import name_problem, operator_field, spec
 from lessor.model.views.meta import Meta
@@ -56,7 +57,7 @@ class Resolution:
 
 
 async def resolve_resources(obj: Mapping[str, Any], lookup: Lookup, namespace: str, *,
-                            claim: bool) -> tuple[Resolution, list[Mapping[str, Any]]]:
+                            claim: bool, throttle: Throttle | None = None) -> tuple[Resolution, list[Mapping[str, Any]]]:
     """``obj``'s resources resolved against the providers they may use, and those providers.
 
     An entry left to ``match`` is judged against the list of every provider, which a cache may
@@ -64,12 +65,12 @@ async def resolve_resources(obj: Mapping[str, Any], lookup: Lookup, namespace: s
     there). Such a denial is confirmed against the API server's current list before it is given.
     """
     providers = await fetch_providers(obj, lookup, namespace)
-    resolution = await resolve(obj, providers, namespace, claim=claim)
+    resolution = await resolve(obj, providers, namespace, claim=claim, throttle=throttle)
     matched = {i for i, r in enumerate(_resources(obj)) if _named(r) is None}
     if any(error.index in matched and error.reason in ("ProviderNotFound", "ProviderAmbiguous")
            for error in resolution.spec.all_errors):
         providers = await fetch_providers(obj, lookup, namespace, consistent=True)
-        resolution = await resolve(obj, providers, namespace, claim=claim)
+        resolution = await resolve(obj, providers, namespace, claim=claim, throttle=throttle)
     return resolution, providers
 
 
@@ -119,19 +120,19 @@ def _named(resource: Mapping[str, Any]) -> Any:
 
 
 async def resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, *,
-                  claim: bool) -> Resolution:
+                  claim: bool, throttle: Throttle | None = None) -> Resolution:
     """Resolve ``obj`` (a claim, or a pool when not ``claim``) with the operator's function, in a render thread
     under the template budget as the operator does: the event loop serving reviews only awaits. The thread
     is one of the tenant's turns in the render queue (a pool's: the operator namespace's), and does all that
     grows with the object: compiling its providers, resolving, sorting thousands of errors."""
     tenant = Meta.of(obj).namespace or namespace
-    return await offload(_resolve, obj, providers, namespace, claim, dt.datetime.now(dt.UTC), key=tenant)
+    return await offload(_resolve, obj, providers, namespace, claim, dt.datetime.now(dt.UTC), throttle, key=tenant)
 
 
 def _resolve(obj: Mapping[str, Any], providers: Sequence[Mapping[str, Any]], namespace: str, claim: bool,
-             now: dt.datetime) -> Resolution:
+             now: dt.datetime, throttle: Throttle | None) -> Resolution:
     by_name = {provider.name: provider for provider in map(provider_from, providers)}
-    resolved = (resolve_claim if claim else resolve_pool)(obj, by_name, now=now)
+    resolved = (resolve_claim if claim else resolve_pool)(obj, by_name, now=now, throttle=throttle)
     resources = spec(obj).get("resources")
     return _sorted(resolved, resources if isinstance(resources, list) else [], namespace)
 

@@ -51,7 +51,8 @@ from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
-from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway import ApiError, FencePaused, Gateway, Resource
+from lessor.gateway.retries import NO_RETRIES, Retries
 from lessor.mailbox import Expected
 from lessor.model.fields import mapping_at
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
@@ -69,6 +70,9 @@ FENCE_POLICY = "lessor-leader-fence"
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 JITTER = 1.2
+SUSPENDED_RETRY = 0.25
+"""A suspended leader tries to renew 4 times a retry period: each try is a single send, and the sooner it renews
+once the API server answers, the sooner its held writes go."""
 """client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
 
 
@@ -84,6 +88,18 @@ class NotLeader(ApiFailure, Expected):
             super().__init__(f"not the leader: {what} refused by the API server: {by_server}",
                              reason="NotLeader", status=403)
         self.by_server = by_server
+
+
+class Suspended(NotLeader, FencePaused):
+    """A write asked for while the term is suspended (`LeaderElector._suspend`): not sent now, and sent once the
+    term resumes (`resumed()` True), or refused for good if it ended."""
+
+    def __init__(self, what: str, outcome: asyncio.Future[bool]) -> None:
+        super().__init__(what)
+        self._outcome = outcome
+
+    async def resumed(self) -> bool:
+        return await asyncio.shield(self._outcome)  # one waiter cancelled does not decide for the others
 
 
 def fence_denial(status: int, message: str) -> bool:
@@ -113,6 +129,9 @@ class TermFence:
     def __init__(self, clock: Callable[[], float] = boot_clock) -> None:
         self._clock = clock
         self._until = float("-inf")
+        self.suspension: asyncio.Future[bool] | None = None
+        """While the term is suspended: its outcome (True: resumed, False: ended). A write refused then is
+        `Suspended`, to wait for it, rather than `NotLeader`."""
 
     def open_until(self, instant: float) -> None:
         """A renewal that started at `instant - renew_deadline` succeeded."""
@@ -127,6 +146,8 @@ class TermFence:
     def check(self, what: str) -> None:
         """Raise `NotLeader` unless `what` may be sent now."""
         if not self.is_open():
+            if self.suspension is not None and not self.suspension.done():
+                raise Suspended(what, self.suspension)
             raise NotLeader(what)
 
 
@@ -390,21 +411,68 @@ class LeaderElector:
         self._notify()
 
     async def _lead(self) -> None:
-        """Renew every retry_period; return once the fence closed."""
-        while self.leading():
-            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
-            while (remaining := self._deadline - self._clock()) > 0:
-                if await self._attempt(timeout=remaining):
-                    break
+        """Renew every retry_period; return once the term ended."""
+        while True:
+            while self.leading():
                 await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
-        if self._ended < self._term:  # else `refused` stepped down already, and said why
-            log.warning("lost leadership (%s): could not renew within %gs", self.identity,
-                        self.settings.renew_deadline)
+                while (remaining := self._deadline - self._clock()) > 0:
+                    if await self._attempt(timeout=remaining):
+                        break
+                    await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
+            if self._ended >= self._term:  # `refused` stepped down already, and said why
+                break
+            if not await self._suspend():
+                log.warning("lost leadership (%s): could not renew within %gs, and the Lease was written by "
+                            "another since", self.identity, self.settings.renew_deadline)
+                break
         self._step_down()
+
+    async def _suspend(self) -> bool:
+        """The renew deadline passed: the fence is closed, yet the term need not end. Nobody else can have led
+        unless someone wrote the Lease, and a renewal under the resourceVersion of our last write proves that
+        nobody did (any write changes it): then the term resumes, its actors never stopped (stopping and
+        starting them all cost a storm's convergence tens of seconds after a 10 s API server outage). Until
+        then writes wait, unsent (`Suspended`). A conflict (someone wrote the Lease: a follower took it, or
+        took it and released it) ends the term, as does `release`. Returns whether the term resumed."""
+        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        sent: set[str] = set()  # the renewTimes of the renewals sent meanwhile
+        self._fence.suspension = outcome
+        self._deadline = float("-inf")
+        log.warning("leadership suspended (%s): could not renew within %gs; writes wait until the Lease is renewed "
+                    "as last written (nobody else led) or taken by another", self.identity,
+                    self.settings.renew_deadline)
+        try:
+            while not outcome.done():
+                # One send per attempt, tried often: a term resumed is fenced from when its renewal was sent,
+                # so a send retried for seconds inside the gateway would resume it with seconds already spent.
+                started = self._clock()
+                try:
+                    async with asyncio.timeout(self.settings.renew_deadline):
+                        renewed = await self._renew_as_written(started, NO_RETRIES, sent)
+                        if not renewed and await self._landed(sent):
+                            continue  # a renewal of ours whose answer was lost: renew from it
+                except Exception as err:  # no answer, or not the Lease's: try again
+                    asked = err.retry_after if isinstance(err, ApiError) else None
+                    log.debug("leader election (suspended): %s", err)
+                    await asyncio.sleep(asked if asked is not None else
+                                        SUSPENDED_RETRY * self.settings.retry_period * random.uniform(1.0, JITTER))
+                    continue
+                if not outcome.done():
+                    outcome.set_result(renewed)
+        finally:
+            if not outcome.done():
+                outcome.set_result(False)
+            self._fence.suspension = None
+        if outcome.result():
+            log.info("leadership resumed (%s): the Lease was renewed as last written, nobody led meanwhile",
+                     self.identity)
+        return outcome.result()
 
     def _step_down(self) -> None:
         """Close the fence and drop the writes queued for a slot: refused now, not when a slot frees."""
         self._fence.close()
+        if (suspension := self._fence.suspension) is not None and not suspension.done():
+            suspension.set_result(False)  # the writes that waited for a resumption are refused
         self._deadline = float("-inf")
         self.gateway.drop_queued_writes()
         if self._ended < self._term:
@@ -468,12 +536,26 @@ class LeaderElector:
         await self._replace(lease, spec, started)
         return True
 
-    async def _replace(self, lease: Mapping[str, Any], spec: dict[str, Any], started: float) -> None:
+    async def _replace(self, lease: Mapping[str, Any], spec: dict[str, Any], started: float,
+                       retries: Retries | None = None) -> None:
         """Write `lease` with `spec` and this replica's holder annotations, under the resourceVersion it carries."""
         metadata = _holder_annotations(mapping_at(lease, "metadata"), self.authenticated, self.advertise)
-        self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
+        self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}, retries), started)
 
-    async def _renew_as_written(self, started: float) -> bool:
+    async def _landed(self, sent: set[str]) -> bool:
+        """Whether the Lease is as one of our renewals in `sent` wrote it, whose answer we never had (a send
+        timed out, yet reached the API server): the next renewal then conflicts with our own write. Each was
+        sent under the resourceVersion of our last write, so it landed only if nobody wrote in between; the
+        Lease still holding it shows that nobody did since. Then it becomes the write renewed from."""
+        lease = await self.gateway.request("get", COUNTED_AS, "GET", self._path(self.settings.name),
+                                           retries=NO_RETRIES)
+        if _holder(lease) != self.identity or mapping_at(lease, "spec").get("renewTime") not in sent:
+            return False
+        self._lease = lease
+        return True
+
+    async def _renew_as_written(self, started: float, retries: Retries | None = None,
+                                sent: set[str] | None = None) -> bool:
         """A renewal in one round trip: the Lease as this replica last wrote it, with a new `renewTime`, under
         that write's resourceVersion. On a loaded API server a read and a write per renewal took long enough
         to miss the renew deadline (leaders stepped down under `bench failover`'s CPU hogs). A conflict means
@@ -483,8 +565,10 @@ class LeaderElector:
             return False
         spec = {**mapping_at(lease, "spec"), "renewTime": _micro_time(),
                 "leaseDurationSeconds": max(1, round(self.settings.lease_duration))}
+        if sent is not None:
+            sent.add(spec["renewTime"])
         try:
-            await self._replace(lease, spec, started)
+            await self._replace(lease, spec, started, retries)
         except ApiError as err:
             if err.status != 409:
                 raise
@@ -561,10 +645,11 @@ class LeaderElector:
         self._held_until = started + self.settings.lease_duration
         self._fence.open_until(self._deadline)
 
-    async def _write(self, verb: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _write(self, verb: str, method: str, body: dict[str, Any],
+                     retries: Retries | None = None) -> dict[str, Any]:
         """Create or replace, with the resourceVersion read (optimistic concurrency)."""
         path = self._path(self.settings.name if method == "PUT" else None)
-        return await self.gateway.request(verb, COUNTED_AS, method, path, body=body)
+        return await self.gateway.request(verb, COUNTED_AS, method, path, body=body, retries=retries)
 
     async def _watch(self) -> None:
         """Wake the campaign when the Lease changes (released), instead of at the next retry."""

@@ -16,6 +16,11 @@ leader runs the object actors and writes. The rules (client-go's
   is sent, not when it queues, and the step-down drops the writes still
   queued. `renew_deadline < lease_duration`, so the old leader has stopped
   writing before anyone else may take over.
+- Past the deadline the term is suspended, not ended (`_suspend`): writes
+  wait unsent (`Suspended`) while the leader renews under the resourceVersion
+  of its last Lease write. Success proves nobody wrote the Lease, so nobody
+  led: the fence reopens from that renewal, as from any. A conflict or a
+  Lease gone ends the term, and the waiting writes are refused.
 - On SIGTERM renewals stop but the fence stays as time set it, so the actors
   being stopped may finish their writes; `release()` (after they stopped)
   closes the fence, then clears the holder and
@@ -70,10 +75,10 @@ FENCE_POLICY = "lessor-leader-fence"
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 JITTER = 1.2
+"""client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
 SUSPENDED_RETRY = 0.25
 """A suspended leader tries to renew 4 times a retry period: each try is a single send, and the sooner it renews
 once the API server answers, the sooner its held writes go."""
-"""client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
 
 
 class NotLeader(ApiFailure, Expected):
@@ -91,8 +96,8 @@ class NotLeader(ApiFailure, Expected):
 
 
 class Suspended(NotLeader, FencePaused):
-    """A write asked for while the term is suspended (`LeaderElector._suspend`): not sent now, and sent once the
-    term resumes (`resumed()` True), or refused for good if it ended."""
+    """A write asked for while the term is suspended (its fence closed by time, the term not ended): not sent
+    now, and asked again once the fence reopens (`resumed()` True), or refused for good if the term ended."""
 
     def __init__(self, what: str, outcome: asyncio.Future[bool]) -> None:
         super().__init__(what)
@@ -124,31 +129,55 @@ def boot_clock() -> float:
 class TermFence:
     """Fencing by time: writes may be sent only before the current term's deadline, read from `clock` at
     the moment of asking, so nothing that happened meanwhile (a blocked loop, a paused process, a renewal
-    task that never got to run) can leave it open past the deadline."""
+    task that never got to run) can leave it open past the deadline.
+
+    Past the deadline of a term that has not ended (`hold_term`, until `close` or `stop_resuming`) a write
+    is `Suspended` rather than refused: it waits, unsent, for the fence to reopen or the term to end. Which
+    of the two it is, is decided by whether the fence is open when asked, never by the wait: a write that
+    waited asks again, and is sent only if the deadline of the renewal that reopened it lies ahead."""
 
     def __init__(self, clock: Callable[[], float] = boot_clock) -> None:
         self._clock = clock
         self._until = float("-inf")
-        self.suspension: asyncio.Future[bool] | None = None
-        """While the term is suspended: its outcome (True: resumed, False: ended). A write refused then is
-        `Suspended`, to wait for it, rather than `NotLeader`."""
+        self._resumable = False  # a term holds: closed by time, the fence may yet reopen
+        self._reopened: asyncio.Future[bool] | None = None  # what suspended writes wait for
 
     def open_until(self, instant: float) -> None:
         """A renewal that started at `instant - renew_deadline` succeeded."""
         self._until = instant
+        self._settle(True)
+
+    def hold_term(self) -> None:
+        """A term began: past a deadline, writes wait for the next renewal rather than fail."""
+        self._resumable = True
+
+    def stop_resuming(self) -> None:
+        """Renewals stopped (SIGTERM): the fence stays open as time set it, and closes for good then."""
+        self._resumable = False
+        self._settle(False)
 
     def close(self) -> None:
+        """The term ended: closed for good, and the writes that waited are refused."""
         self._until = float("-inf")
+        self.stop_resuming()
+
+    def _settle(self, reopened: bool) -> None:
+        if self._reopened is not None and not self._reopened.done():
+            self._reopened.set_result(reopened)
+        self._reopened = None
 
     def is_open(self) -> bool:
         return self._clock() < self._until
 
     def check(self, what: str) -> None:
-        """Raise `NotLeader` unless `what` may be sent now."""
-        if not self.is_open():
-            if self.suspension is not None and not self.suspension.done():
-                raise Suspended(what, self.suspension)
+        """Raise `NotLeader` unless `what` may be sent now (`Suspended`, if the fence may reopen)."""
+        if self.is_open():
+            return
+        if not self._resumable:
             raise NotLeader(what)
+        if self._reopened is None:
+            self._reopened = asyncio.get_running_loop().create_future()
+        raise Suspended(what, self._reopened)
 
 
 @dataclass(frozen=True)
@@ -337,8 +366,9 @@ class LeaderElector:
             if self._refusal_check is not None:
                 self._refusal_check.cancel()
             # Renewals stop, but the fence stays as time set it: the actors being stopped may finish
-            # their writes, which no other replica can contest before our lease runs out. `release`
-            # closes it before handing over.
+            # their writes, which no other replica can contest before our lease runs out; past it, none
+            # waits for a renewal that will not come. `release` closes it before handing over.
+            self._fence.stop_resuming()
             self._release_due = self.leading()
 
     async def release(self) -> None:
@@ -406,6 +436,7 @@ class LeaderElector:
                 pass
         log.info("became the leader (%s)", self.identity)
         self._term += 1
+        self._fence.hold_term()
         self._metrics.leader.set(1)
         self._metrics.transitions.labels("leader").inc()
         self._notify()
@@ -433,46 +464,41 @@ class LeaderElector:
         nobody did (any write changes it): then the term resumes, its actors never stopped (stopping and
         starting them all cost a storm's convergence tens of seconds after a 10 s API server outage). Until
         then writes wait, unsent (`Suspended`). A conflict (someone wrote the Lease: a follower took it, or
-        took it and released it) ends the term, as does `release`. Returns whether the term resumed."""
-        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        took it and released it) or a Lease gone ends the term, as does `release`. Returns whether the term
+        resumed; the fence reopened then, until the renew deadline of the renewal that resumed it."""
         sent: set[str] = set()  # the renewTimes of the renewals sent meanwhile
-        self._fence.suspension = outcome
         self._deadline = float("-inf")
         log.warning("leadership suspended (%s): could not renew within %gs; writes wait until the Lease is renewed "
                     "as last written (nobody else led) or taken by another", self.identity,
                     self.settings.renew_deadline)
-        try:
-            while not outcome.done():
-                # One send per attempt, tried often: a term resumed is fenced from when its renewal was sent,
-                # so a send retried for seconds inside the gateway would resume it with seconds already spent.
-                started = self._clock()
-                try:
-                    async with asyncio.timeout(self.settings.renew_deadline):
-                        renewed = await self._renew_as_written(started, NO_RETRIES, sent)
-                        if not renewed and await self._landed(sent):
-                            continue  # a renewal of ours whose answer was lost: renew from it
-                except Exception as err:  # no answer, or not the Lease's: try again
-                    asked = err.retry_after if isinstance(err, ApiError) else None
-                    log.debug("leader election (suspended): %s", err)
-                    await asyncio.sleep(asked if asked is not None else
-                                        SUSPENDED_RETRY * self.settings.retry_period * random.uniform(1.0, JITTER))
-                    continue
-                if not outcome.done():
-                    outcome.set_result(renewed)
-        finally:
-            if not outcome.done():
-                outcome.set_result(False)
-            self._fence.suspension = None
-        if outcome.result():
-            log.info("leadership resumed (%s): the Lease was renewed as last written, nobody led meanwhile",
-                     self.identity)
-        return outcome.result()
+        while True:
+            # One send per attempt, tried often: a term resumed is fenced from when its renewal was sent,
+            # so a send retried for seconds inside the gateway would resume it with seconds already spent.
+            started = self._clock()
+            try:
+                async with asyncio.timeout(self.settings.renew_deadline):
+                    renewed = await self._renew_as_written(started, NO_RETRIES, sent)
+                    if not renewed and await self._landed(sent):
+                        continue  # a renewal of ours whose answer was lost: renew from it
+            except Exception as err:  # no answer, or not the Lease's: try again
+                if isinstance(err, ApiError) and err.not_found:  # deleted: a campaign creates it again
+                    log.warning("leader election (suspended): the Lease %s/%s is gone", self.namespace,
+                                self.settings.name)
+                    return False
+                asked = err.retry_after if isinstance(err, ApiError) else None
+                log.debug("leader election (suspended): %s", err)
+                await asyncio.sleep(asked if asked is not None else
+                                    SUSPENDED_RETRY * self.settings.retry_period * random.uniform(1.0, JITTER))
+                continue
+            if renewed:
+                log.info("leadership resumed (%s): the Lease was renewed as last written, nobody led meanwhile",
+                         self.identity)
+            return renewed
 
     def _step_down(self) -> None:
-        """Close the fence and drop the writes queued for a slot: refused now, not when a slot frees."""
+        """Close the fence for good (the writes that wait for it are refused) and drop the writes queued for a
+        slot: refused now, not when a slot frees."""
         self._fence.close()
-        if (suspension := self._fence.suspension) is not None and not suspension.done():
-            suspension.set_result(False)  # the writes that waited for a resumption are refused
         self._deadline = float("-inf")
         self.gateway.drop_queued_writes()
         if self._ended < self._term:

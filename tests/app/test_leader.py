@@ -246,10 +246,10 @@ async def _clients(kube: Gateway, namespace: str) -> list[str]:
     return names
 
 
-async def _written_by(kube: Gateway, namespace: str, names: list[str]) -> set[str]:
-    """The clients whose label says the partitioned leader's write landed."""
+async def _written_by(kube: Gateway, namespace: str, names: list[str], writer: str = "partitioned") -> set[str]:
+    """The clients whose label says `writer`'s write landed."""
     return {name for name in names if ((await kube.get(CLIENTS, namespace, name))["metadata"].get("labels") or {})
-            .get("written-by") == "partitioned"}
+            .get("written-by") == writer}
 
 
 async def test_a_partitioned_leader_sends_no_write_after_its_deadline_and_none_once_another_took_over(
@@ -324,6 +324,56 @@ async def test_a_leader_cut_off_past_its_deadline_resumes_its_term_when_nobody_e
 
     assert await _written_by(kube, namespace, names) == set(names)
     assert (await _holder(kube, settings.name))["holderIdentity"] == "partitioned"
+
+
+async def test_a_leader_paused_past_its_deadline_sends_the_writes_asked_as_it_resumes_in_the_same_term(
+    kube: Gateway, namespace: str
+) -> None:
+    """The whole process paused (the event loop blocked, as SIGSTOP or a long collection looks) past its renew
+    deadline, within its lease, with no other replica. The writes its actors ask for as it resumes, before
+    the election's own task got to run, wait for the renewal that resumes the term and are sent then: none is
+    refused as if the term had ended (an actor stopped, and restarted, for a pause the term survived)."""
+    names = await _clients(kube, namespace)
+    settings = _settings()
+    elector = LeaderElector(kube, OPS, settings, identity="paused")
+    api = GatewayApi(kube, fence=elector.fence)
+    async with _running(elector):
+        term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
+        lost = asyncio.create_task(elector.wait_lost(term))
+        time.sleep(settings.renew_deadline + 0.3)  # paused: no task runs, the clocks go on
+        assert not elector.leading()
+        writes = [asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
+            "metadata": {"labels": {"written-by": "paused"}}})) for name in names]  # first to run on resuming
+        await asyncio.wait_for(asyncio.gather(*writes), scaled(30))
+        assert not lost.done() and await elector.wait_leading() == term
+        lost.cancel()
+    assert await _written_by(kube, namespace, names, "paused") == set(names)
+
+
+async def test_a_leader_cut_off_while_its_lease_was_deleted_ends_its_term_and_leads_again(
+    kube: Gateway, kubeconfig: Path
+) -> None:
+    """Past its renew deadline the leader waits for a renewal under its last write's resourceVersion; if the
+    Lease is gone meanwhile (deleted), no renewal can succeed: the term ends, and a campaign creates the Lease
+    again, rather than the only replica waiting for ever with its writes held."""
+    settings = _settings()
+    async with StallingProxy(kube.host) as proxy:
+        cfg = await load_configuration(str(kubeconfig))
+        cfg.host = proxy.url
+        async with Gateway(cfg) as partitioned:
+            elector = LeaderElector(partitioned, OPS, settings, identity="cut-off")
+            async with _running(elector):
+                term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
+                proxy.flowing.clear()
+                async with asyncio.timeout(scaled(30)):
+                    while elector.leading():
+                        await asyncio.sleep(0.01)
+                await kube.delete(COORDINATION_LEASE, OPS, settings.name)
+                proxy.flowing.set()
+                await asyncio.wait_for(elector.wait_lost(term), scaled(30))
+                elector.stood_down()  # as the operator does once the term's actors stopped
+                assert await asyncio.wait_for(elector.wait_leading(), scaled(30)) == term + 1
+    assert (await _holder(kube, settings.name))["holderIdentity"] == "cut-off"
 
 
 def test_settings_refuse_a_renew_deadline_that_does_not_fence() -> None:

@@ -238,6 +238,22 @@ class StallingProxy:
                              return_exceptions=True)
 
 
+@contextlib.asynccontextmanager
+async def _behind_proxy(kube: Gateway, kubeconfig: Path) -> AsyncIterator[tuple[StallingProxy, Gateway]]:
+    """A gateway that reaches the API server through a `StallingProxy`: a partition the test turns on and off."""
+    async with StallingProxy(kube.host) as proxy:
+        cfg = await load_configuration(str(kubeconfig))
+        cfg.host = proxy.url
+        async with Gateway(cfg) as gateway:
+            yield proxy, gateway
+
+
+async def _until_leading(elector: LeaderElector, leading: bool) -> None:
+    async with asyncio.timeout(scaled(30)):
+        while elector.leading() != leading:
+            await asyncio.sleep(0.01)
+
+
 async def _clients(kube: Gateway, namespace: str) -> list[str]:
     names = [f"c{i}" for i in range(WRITE_CONCURRENCY + 6)]
     for name in names:
@@ -262,25 +278,22 @@ async def test_a_partitioned_leader_sends_no_write_after_its_deadline_and_none_o
     only the writes that were already on the wire land (what the resourceVersion preconditions are for)."""
     names = await _clients(kube, namespace)
     settings = _settings()
-    async with StallingProxy(kube.host) as proxy:
-        cfg = await load_configuration(str(kubeconfig))
-        cfg.host = proxy.url
-        async with Gateway(cfg) as partitioned:
-            elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
-            second = LeaderElector(kube, OPS, settings, identity="second")
-            api = GatewayApi(partitioned, fence=elector.fence)
-            async with _running(elector):
-                term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
-                proxy.flowing.clear()
-                writes = {name: asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
-                    "metadata": {"labels": {"written-by": "partitioned"}}})) for name in names}
-                async with _running(second):
-                    await asyncio.wait_for(second.wait_leading(), scaled(30))
-                    assert not elector.leading()
-                    proxy.flowing.set()
-                    await asyncio.wait_for(elector.wait_lost(term), scaled(30))
-                    results = dict(zip(writes, await asyncio.gather(*writes.values(), return_exceptions=True),
-                                       strict=True))
+    async with _behind_proxy(kube, kubeconfig) as (proxy, partitioned):
+        elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
+        second = LeaderElector(kube, OPS, settings, identity="second")
+        api = GatewayApi(partitioned, fence=elector.fence)
+        async with _running(elector):
+            term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
+            proxy.flowing.clear()
+            writes = {name: asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
+                "metadata": {"labels": {"written-by": "partitioned"}}})) for name in names}
+            async with _running(second):
+                await asyncio.wait_for(second.wait_leading(), scaled(30))
+                assert not elector.leading()
+                proxy.flowing.set()
+                await asyncio.wait_for(elector.wait_lost(term), scaled(30))
+                results = dict(zip(writes, await asyncio.gather(*writes.values(), return_exceptions=True),
+                                   strict=True))
 
     landed = {n for n, r in results.items() if isinstance(r, dict)}
     refused = {n for n, r in results.items() if isinstance(r, NotLeader)}
@@ -297,30 +310,23 @@ async def test_a_leader_cut_off_past_its_deadline_resumes_its_term_when_nobody_e
     writes that waited are sent then."""
     names = await _clients(kube, namespace)
     settings = _settings()
-    async with StallingProxy(kube.host) as proxy:
-        cfg = await load_configuration(str(kubeconfig))
-        cfg.host = proxy.url
-        async with Gateway(cfg) as partitioned:
-            elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
-            api = GatewayApi(partitioned, fence=elector.fence)
-            async with _running(elector):
-                term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
-                lost = asyncio.create_task(elector.wait_lost(term))
-                proxy.flowing.clear()
-                writes = [asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
-                    "metadata": {"labels": {"written-by": "partitioned"}}})) for name in names]
-                async with asyncio.timeout(scaled(30)):
-                    while elector.leading():
-                        await asyncio.sleep(0.01)
-                await asyncio.sleep(settings.lease_duration)  # past the deadline and the lease itself
-                assert not any(w.done() for w in writes)
-                proxy.flowing.set()
-                async with asyncio.timeout(scaled(30)):
-                    while not elector.leading():
-                        await asyncio.sleep(0.01)
-                await asyncio.wait_for(asyncio.gather(*writes), scaled(30))
-                assert not lost.done() and await elector.wait_leading() == term
-                lost.cancel()
+    async with _behind_proxy(kube, kubeconfig) as (proxy, partitioned):
+        elector = LeaderElector(partitioned, OPS, settings, identity="partitioned")
+        api = GatewayApi(partitioned, fence=elector.fence)
+        async with _running(elector):
+            term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
+            lost = asyncio.create_task(elector.wait_lost(term))
+            proxy.flowing.clear()
+            writes = [asyncio.create_task(api.merge_patch(CLIENT, namespace, name, {
+                "metadata": {"labels": {"written-by": "partitioned"}}})) for name in names]
+            await _until_leading(elector, False)
+            await asyncio.sleep(settings.lease_duration)  # past the deadline and the lease itself
+            assert not any(w.done() for w in writes)
+            proxy.flowing.set()
+            await _until_leading(elector, True)
+            await asyncio.wait_for(asyncio.gather(*writes), scaled(30))
+            assert not lost.done() and await elector.wait_leading() == term
+            lost.cancel()
 
     assert await _written_by(kube, namespace, names) == set(names)
     assert (await _holder(kube, settings.name))["holderIdentity"] == "partitioned"
@@ -357,22 +363,17 @@ async def test_a_leader_cut_off_while_its_lease_was_deleted_ends_its_term_and_le
     Lease is gone meanwhile (deleted), no renewal can succeed: the term ends, and a campaign creates the Lease
     again, rather than the only replica waiting for ever with its writes held."""
     settings = _settings()
-    async with StallingProxy(kube.host) as proxy:
-        cfg = await load_configuration(str(kubeconfig))
-        cfg.host = proxy.url
-        async with Gateway(cfg) as partitioned:
-            elector = LeaderElector(partitioned, OPS, settings, identity="cut-off")
-            async with _running(elector):
-                term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
-                proxy.flowing.clear()
-                async with asyncio.timeout(scaled(30)):
-                    while elector.leading():
-                        await asyncio.sleep(0.01)
-                await kube.delete(COORDINATION_LEASE, OPS, settings.name)
-                proxy.flowing.set()
-                await asyncio.wait_for(elector.wait_lost(term), scaled(30))
-                elector.stood_down()  # as the operator does once the term's actors stopped
-                assert await asyncio.wait_for(elector.wait_leading(), scaled(30)) == term + 1
+    async with _behind_proxy(kube, kubeconfig) as (proxy, partitioned):
+        elector = LeaderElector(partitioned, OPS, settings, identity="cut-off")
+        async with _running(elector):
+            term = await asyncio.wait_for(elector.wait_leading(), scaled(10))
+            proxy.flowing.clear()
+            await _until_leading(elector, False)
+            await kube.delete(COORDINATION_LEASE, OPS, settings.name)
+            proxy.flowing.set()
+            await asyncio.wait_for(elector.wait_lost(term), scaled(30))
+            elector.stood_down()  # as the operator does once the term's actors stopped
+            assert await asyncio.wait_for(elector.wait_leading(), scaled(30)) == term + 1
     assert (await _holder(kube, settings.name))["holderIdentity"] == "cut-off"
 
 

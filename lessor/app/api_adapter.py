@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lessor.actors.api import AlreadyExists, ApiFailure, Conflict, Kind, NotFound, Object
-from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway import ApiError, Gateway, Resource, admitted
 from lessor.gateway.client import FIELD_MANAGER, Fence
 from lessor.gateway.informer import slim
 from lessor.leadership.election import NotLeader, fence_denial
@@ -73,9 +73,11 @@ class GatewayApi:
             raise NotFound(str(err), reason="NotFound", status=404) from err
 
     async def _writable(self, kind: Kind, what: str) -> tuple[Resource, Fence]:
-        """The kind's resource and the fence for `what`, which is asked now and again at the send."""
-        self.fence(what)
-        return await self._resource(kind), functools.partial(self.fence, what)
+        """The kind's resource and the fence for `what`, which is asked now (a paused fence is waited out:
+        `admitted`) and again at the send."""
+        fence = functools.partial(self.fence, what)
+        await admitted(fence)
+        return await self._resource(kind), fence
 
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
         try:

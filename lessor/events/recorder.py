@@ -54,7 +54,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import Kind
 from lessor.actors.events import NORMAL
-from lessor.gateway import ApiError, Gateway
+from lessor.gateway import ApiError, Gateway, admitted
 from lessor.gateway.resources import EVENT
 from lessor.model.views import Meta
 
@@ -92,13 +92,13 @@ class GatewaySink:
 
     async def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         what = f"create Event in {namespace}"
-        self.fence(what)
-        return await self.gateway.create(EVENT, namespace, body, fence=functools.partial(self.fence, what))
+        await admitted(fence := functools.partial(self.fence, what))
+        return await self.gateway.create(EVENT, namespace, body, fence=fence)
 
     async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         what = f"patch Event {namespace}/{name}"
-        self.fence(what)
-        return await self.gateway.merge_patch(EVENT, namespace, name, patch, fence=functools.partial(self.fence, what))
+        await admitted(fence := functools.partial(self.fence, what))
+        return await self.gateway.merge_patch(EVENT, namespace, name, patch, fence=fence)
 
 
 def micro_time(moment: datetime) -> str:

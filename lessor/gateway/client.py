@@ -66,6 +66,26 @@ request's bytes go to the connection (after any wait for a pooled connection), w
 question and the socket write. A request it refuses is never sent."""
 
 
+class FencePaused(Exception):
+    """A fence's refusal that may yet lift: the leader could not renew its term in time, but may still prove
+    that nobody else led meanwhile. A fenced request refused so is not sent and not failed: it waits for
+    `resumed()` (True: ask the fence again; False: the refusal is final, and this error is raised)."""
+
+    async def resumed(self) -> bool:
+        return False
+
+
+async def admitted(fence: Fence) -> None:
+    """Ask `fence` now, waiting out a pause (`FencePaused`) for as long as it may lift; raise its final refusal."""
+    while True:
+        try:
+            fence()
+            return
+        except FencePaused as paused:
+            if not await paused.resumed():
+                raise
+
+
 class ApiError(Exception):
     """A non-2xx answer, with the API server's Status fields kept for the caller to decide. `retried`: the
     reasons of the retries before this answer (retries.py), in order; empty when it is the first answer.
@@ -378,6 +398,11 @@ class Gateway:
                 status, answer, asked_wait = await self._attempt(verb, kind, method, path, params, data,
                                                                  content_type, accept, timeout, writes, fence)
             except _Refused as refused:  # the fence's word, whatever its type: never a transient failure
+                if isinstance(refused.error, FencePaused):
+                    paused_at = time.monotonic()
+                    if await refused.error.resumed():
+                        began += time.monotonic() - paused_at  # a pause spends none of the retry bound
+                        continue
                 raise refused.error from None
             except (aiohttp.ClientError, OSError, TimeoutError) as err:
                 reason = failure_reason(err)

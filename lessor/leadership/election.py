@@ -16,6 +16,11 @@ leader runs the object actors and writes. The rules (client-go's
   is sent, not when it queues, and the step-down drops the writes still
   queued. `renew_deadline < lease_duration`, so the old leader has stopped
   writing before anyone else may take over.
+- Past the deadline the term is suspended, not ended (`_suspend`): writes
+  wait unsent (`Suspended`) while the leader renews under the resourceVersion
+  of its last Lease write. Success proves nobody wrote the Lease, so nobody
+  led: the fence reopens from that renewal, as from any. A conflict or a
+  Lease gone ends the term, and the waiting writes are refused.
 - On SIGTERM renewals stop but the fence stays as time set it, so the actors
   being stopped may finish their writes; `release()` (after they stopped)
   closes the fence, then clears the holder and
@@ -51,7 +56,8 @@ from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from lessor.actors.api import ApiFailure
-from lessor.gateway import ApiError, Gateway, Resource
+from lessor.gateway import ApiError, FencePaused, Gateway, Resource
+from lessor.gateway.retries import NO_RETRIES, Retries
 from lessor.mailbox import Expected
 from lessor.model.fields import mapping_at
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD, HOLDER_USERNAME
@@ -70,6 +76,9 @@ POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 JITTER = 1.2
 """client-go's JitterFactor: candidates retry after retry_period × U(1, 1.2)."""
+SUSPENDED_RETRY = 0.25
+"""A suspended leader tries to renew 4 times a retry period: each try is a single send, and the sooner it renews
+once the API server answers, the sooner its held writes go."""
 
 
 class NotLeader(ApiFailure, Expected):
@@ -84,6 +93,18 @@ class NotLeader(ApiFailure, Expected):
             super().__init__(f"not the leader: {what} refused by the API server: {by_server}",
                              reason="NotLeader", status=403)
         self.by_server = by_server
+
+
+class Suspended(NotLeader, FencePaused):
+    """A write asked for while the term is suspended (its fence closed by time, the term not ended): not sent
+    now, and asked again once the fence reopens (`resumed()` True), or refused for good if the term ended."""
+
+    def __init__(self, what: str, outcome: asyncio.Future[bool]) -> None:
+        super().__init__(what)
+        self._outcome = outcome
+
+    async def resumed(self) -> bool:
+        return await asyncio.shield(self._outcome)  # one waiter cancelled does not decide for the others
 
 
 def fence_denial(status: int, message: str) -> bool:
@@ -108,26 +129,55 @@ def boot_clock() -> float:
 class TermFence:
     """Fencing by time: writes may be sent only before the current term's deadline, read from `clock` at
     the moment of asking, so nothing that happened meanwhile (a blocked loop, a paused process, a renewal
-    task that never got to run) can leave it open past the deadline."""
+    task that never got to run) can leave it open past the deadline.
+
+    Past the deadline of a term that has not ended (`hold_term`, until `close` or `stop_resuming`) a write
+    is `Suspended` rather than refused: it waits, unsent, for the fence to reopen or the term to end. Which
+    of the two it is, is decided by whether the fence is open when asked, never by the wait: a write that
+    waited asks again, and is sent only if the deadline of the renewal that reopened it lies ahead."""
 
     def __init__(self, clock: Callable[[], float] = boot_clock) -> None:
         self._clock = clock
         self._until = float("-inf")
+        self._resumable = False  # a term holds: closed by time, the fence may yet reopen
+        self._reopened: asyncio.Future[bool] | None = None  # what suspended writes wait for
 
     def open_until(self, instant: float) -> None:
         """A renewal that started at `instant - renew_deadline` succeeded."""
         self._until = instant
+        self._settle(True)
+
+    def hold_term(self) -> None:
+        """A term began: past a deadline, writes wait for the next renewal rather than fail."""
+        self._resumable = True
+
+    def stop_resuming(self) -> None:
+        """Renewals stopped (SIGTERM): the fence stays open as time set it, and closes for good then."""
+        self._resumable = False
+        self._settle(False)
 
     def close(self) -> None:
+        """The term ended: closed for good, and the writes that waited are refused."""
         self._until = float("-inf")
+        self.stop_resuming()
+
+    def _settle(self, reopened: bool) -> None:
+        if self._reopened is not None and not self._reopened.done():
+            self._reopened.set_result(reopened)
+        self._reopened = None
 
     def is_open(self) -> bool:
         return self._clock() < self._until
 
     def check(self, what: str) -> None:
-        """Raise `NotLeader` unless `what` may be sent now."""
-        if not self.is_open():
+        """Raise `NotLeader` unless `what` may be sent now (`Suspended`, if the fence may reopen)."""
+        if self.is_open():
+            return
+        if not self._resumable:
             raise NotLeader(what)
+        if self._reopened is None:
+            self._reopened = asyncio.get_running_loop().create_future()
+        raise Suspended(what, self._reopened)
 
 
 @dataclass(frozen=True)
@@ -316,8 +366,9 @@ class LeaderElector:
             if self._refusal_check is not None:
                 self._refusal_check.cancel()
             # Renewals stop, but the fence stays as time set it: the actors being stopped may finish
-            # their writes, which no other replica can contest before our lease runs out. `release`
-            # closes it before handing over.
+            # their writes, which no other replica can contest before our lease runs out; past it, none
+            # waits for a renewal that will not come. `release` closes it before handing over.
+            self._fence.stop_resuming()
             self._release_due = self.leading()
 
     async def release(self) -> None:
@@ -385,25 +436,68 @@ class LeaderElector:
                 pass
         log.info("became the leader (%s)", self.identity)
         self._term += 1
+        self._fence.hold_term()
         self._metrics.leader.set(1)
         self._metrics.transitions.labels("leader").inc()
         self._notify()
 
     async def _lead(self) -> None:
-        """Renew every retry_period; return once the fence closed."""
-        while self.leading():
-            await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
-            while (remaining := self._deadline - self._clock()) > 0:
-                if await self._attempt(timeout=remaining):
-                    break
+        """Renew every retry_period; return once the term ended."""
+        while True:
+            while self.leading():
                 await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
-        if self._ended < self._term:  # else `refused` stepped down already, and said why
-            log.warning("lost leadership (%s): could not renew within %gs", self.identity,
-                        self.settings.renew_deadline)
+                while (remaining := self._deadline - self._clock()) > 0:
+                    if await self._attempt(timeout=remaining):
+                        break
+                    await asyncio.sleep(min(self.settings.retry_period, max(0.0, self._deadline - self._clock())))
+            if self._ended >= self._term:  # `refused` stepped down already, and said why
+                break
+            if not await self._suspend():
+                log.warning("lost leadership (%s): could not renew within %gs, and the Lease was written by "
+                            "another since", self.identity, self.settings.renew_deadline)
+                break
         self._step_down()
 
+    async def _suspend(self) -> bool:
+        """The renew deadline passed: the fence is closed, yet the term need not end. Nobody else can have led
+        unless someone wrote the Lease, and a renewal under the resourceVersion of our last write proves that
+        nobody did (any write changes it): then the term resumes, its actors never stopped (stopping and
+        starting them all cost a storm's convergence tens of seconds after a 10 s API server outage). Until
+        then writes wait, unsent (`Suspended`). A conflict (someone wrote the Lease: a follower took it, or
+        took it and released it) or a Lease gone ends the term, as does `release`. Returns whether the term
+        resumed; the fence reopened then, until the renew deadline of the renewal that resumed it."""
+        sent: set[str] = set()  # the renewTimes of the renewals sent meanwhile
+        self._deadline = float("-inf")
+        log.warning("leadership suspended (%s): could not renew within %gs; writes wait until the Lease is renewed "
+                    "as last written (nobody else led) or taken by another", self.identity,
+                    self.settings.renew_deadline)
+        while True:
+            # One send per attempt, tried often: a term resumed is fenced from when its renewal was sent,
+            # so a send retried for seconds inside the gateway would resume it with seconds already spent.
+            started = self._clock()
+            try:
+                async with asyncio.timeout(self.settings.renew_deadline):
+                    renewed = await self._renew_as_written(started, NO_RETRIES, sent)
+                    if not renewed and await self._landed(sent):
+                        continue  # a renewal of ours whose answer was lost: renew from it
+            except Exception as err:  # no answer, or not the Lease's: try again
+                if isinstance(err, ApiError) and err.not_found:  # deleted: a campaign creates it again
+                    log.warning("leader election (suspended): the Lease %s/%s is gone", self.namespace,
+                                self.settings.name)
+                    return False
+                asked = err.retry_after if isinstance(err, ApiError) else None
+                log.debug("leader election (suspended): %s", err)
+                await asyncio.sleep(asked if asked is not None else
+                                    SUSPENDED_RETRY * self.settings.retry_period * random.uniform(1.0, JITTER))
+                continue
+            if renewed:
+                log.info("leadership resumed (%s): the Lease was renewed as last written, nobody led meanwhile",
+                         self.identity)
+            return renewed
+
     def _step_down(self) -> None:
-        """Close the fence and drop the writes queued for a slot: refused now, not when a slot frees."""
+        """Close the fence for good (the writes that wait for it are refused) and drop the writes queued for a
+        slot: refused now, not when a slot frees."""
         self._fence.close()
         self._deadline = float("-inf")
         self.gateway.drop_queued_writes()
@@ -468,12 +562,26 @@ class LeaderElector:
         await self._replace(lease, spec, started)
         return True
 
-    async def _replace(self, lease: Mapping[str, Any], spec: dict[str, Any], started: float) -> None:
+    async def _replace(self, lease: Mapping[str, Any], spec: dict[str, Any], started: float,
+                       retries: Retries | None = None) -> None:
         """Write `lease` with `spec` and this replica's holder annotations, under the resourceVersion it carries."""
         metadata = _holder_annotations(mapping_at(lease, "metadata"), self.authenticated, self.advertise)
-        self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}), started)
+        self._won(await self._write("update", "PUT", {**lease, "metadata": metadata, "spec": spec}, retries), started)
 
-    async def _renew_as_written(self, started: float) -> bool:
+    async def _landed(self, sent: set[str]) -> bool:
+        """Whether the Lease is as one of our renewals in `sent` wrote it, whose answer we never had (a send
+        timed out, yet reached the API server): the next renewal then conflicts with our own write. Each was
+        sent under the resourceVersion of our last write, so it landed only if nobody wrote in between; the
+        Lease still holding it shows that nobody did since. Then it becomes the write renewed from."""
+        lease = await self.gateway.request("get", COUNTED_AS, "GET", self._path(self.settings.name),
+                                           retries=NO_RETRIES)
+        if _holder(lease) != self.identity or mapping_at(lease, "spec").get("renewTime") not in sent:
+            return False
+        self._lease = lease
+        return True
+
+    async def _renew_as_written(self, started: float, retries: Retries | None = None,
+                                sent: set[str] | None = None) -> bool:
         """A renewal in one round trip: the Lease as this replica last wrote it, with a new `renewTime`, under
         that write's resourceVersion. On a loaded API server a read and a write per renewal took long enough
         to miss the renew deadline (leaders stepped down under `bench failover`'s CPU hogs). A conflict means
@@ -483,8 +591,10 @@ class LeaderElector:
             return False
         spec = {**mapping_at(lease, "spec"), "renewTime": _micro_time(),
                 "leaseDurationSeconds": max(1, round(self.settings.lease_duration))}
+        if sent is not None:
+            sent.add(spec["renewTime"])
         try:
-            await self._replace(lease, spec, started)
+            await self._replace(lease, spec, started, retries)
         except ApiError as err:
             if err.status != 409:
                 raise
@@ -561,10 +671,11 @@ class LeaderElector:
         self._held_until = started + self.settings.lease_duration
         self._fence.open_until(self._deadline)
 
-    async def _write(self, verb: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _write(self, verb: str, method: str, body: dict[str, Any],
+                     retries: Retries | None = None) -> dict[str, Any]:
         """Create or replace, with the resourceVersion read (optimistic concurrency)."""
         path = self._path(self.settings.name if method == "PUT" else None)
-        return await self.gateway.request(verb, COUNTED_AS, method, path, body=body)
+        return await self.gateway.request(verb, COUNTED_AS, method, path, body=body, retries=retries)
 
     async def _watch(self) -> None:
         """Wake the campaign when the Lease changes (released), instead of at the next retry."""

@@ -232,3 +232,47 @@ async def test_a_write_begun_after_the_fence_closed_never_queues() -> None:
             await api.merge_patch(CLIENT, NS, "late", _patch("late"))
         assert gateway.queued_writes == 0 and not gateway.requests
     assert not server.received
+
+
+async def test_a_suspended_write_waits_unsent_and_goes_only_if_the_fence_is_open_when_asked_again() -> None:
+    """A term past its deadline and not ended (suspended): a write waits, unsent, whether it is an actor's
+    (asked as it starts) or one already in the gateway (asked as it is sent). A renewal that reopened the
+    fence until a deadline already past (the process paused while the renewal was answered) wakes them, and
+    each asks again: still closed, it waits on. The term's end refuses them, never sent. In the next term, a
+    write that waited goes once a renewal reopens the fence."""
+    clock = FakeClock()
+    fence = TermFence(clock)
+    asked: dict[str, list[bool]] = {}
+
+    def recorded(what: str) -> None:
+        asked.setdefault(what.rsplit("/", 1)[-1], []).append(fence.is_open())
+        fence.check(what)
+
+    async with fake_api() as (server, gateway):
+        server.release.set()
+        api = GatewayApi(gateway, recorded)
+        fence.open_until(clock.now + 10)
+        fence.hold_term()
+        clock.now += 11  # the renew deadline passed; the term goes on
+        waiting = [asyncio.create_task(api.merge_patch(CLIENT, NS, "actor", _patch("actor"))),
+                   asyncio.create_task(gateway.merge_patch(CONFIGMAP, NS, "gateway", _patch("gateway"),
+                                                           fence=lambda: recorded("patch ConfigMap lab/gateway")))]
+        await _until(lambda: asked == {"actor": [False], "gateway": [False]})
+        fence.open_until(clock.now - 1)  # a renewal answered too late to open anything
+        await _until(lambda: all(len(a) == 2 for a in asked.values()))
+        assert asked == {"actor": [False, False], "gateway": [False, False]}
+        assert not any(w.done() for w in waiting)
+        fence.close()  # the term ended: a conflict, or the Lease gone
+        for write in waiting:
+            with pytest.raises(NotLeader):
+                await write
+
+        fence.open_until(clock.now + 10)  # the next term
+        fence.hold_term()
+        clock.now += 11
+        resumed = asyncio.create_task(api.merge_patch(CLIENT, NS, "resumed", _patch("resumed")))
+        await _until(lambda: "resumed" in asked)
+        fence.open_until(clock.now + 10)  # a renewal under the last write's resourceVersion succeeded
+        await resumed
+
+    assert not server.sent("actor") and not server.sent("gateway") and server.sent("resumed"), server.received

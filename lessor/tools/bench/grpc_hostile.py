@@ -15,7 +15,6 @@ import asyncio
 import base64
 import collections
 import contextlib
-import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -51,8 +50,9 @@ def _b64(data: bytes) -> str:
 
 
 def _garbage(i: int) -> bytes:
-    """Bodies that do not decode: random bytes, truncated fields, wrong wire types, bad UTF-8, a 2 GiB length."""
-    return (os.urandom(1 + i % 64), b"\x0a\xff\xff\xff\xff\x07", b"\x12\x05ab", b"\x0a\x02\xc3\x28",
+    """Bodies that do not decode: an unending varint, truncated fields, wrong wire types, bad UTF-8, a 2 GiB
+    length (none may happen to decode, as random bytes can, so that every answer is INVALID_ARGUMENT)."""
+    return (b"\xff" * (1 + i % 64), b"\x0a\xff\xff\xff\xff\x07", b"\x12\x05ab", b"\x0a\x02\xc3\x28",
             b"\x0f" * 9, bytes(range(256)))[i % 6]
 
 

@@ -37,7 +37,8 @@ BENCHMARKS = {
     "topology": "the topology: selector queries at 100k exporters and 1k policies, build time from 50k objects",
     "templates": "the template budget: a provider override rendered in a plain sandbox, budgeted, and offloaded",
     "grpc": "Jumpstarter's protocol on `lessor run --grpc-port`: CreateLease to Ready over gRPC, and the router's "
-            "MB/s and added latency per frame against a direct TCP copy in the same run (needs the [jumpstarter] extra)",
+            "MB/s and added latency per frame against a direct TCP copy in the same run; --hostile: what a hostile caller "
+            "can send, with the codes, log lines, RSS and another client's latency (needs the [jumpstarter] extra)",
 }
 
 

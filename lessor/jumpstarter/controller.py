@@ -26,6 +26,7 @@ from .backend import Backend
 from .guard import Refusal, authenticate, guarded, guarded_stream, in_namespace
 from .leases import active, create_lease, lease_ref, own_lease, own_leases, release
 from .messages import STATUS_NAMES, controller_lease_message, ready_reason, selector_of
+from .quota import StreamQuota
 from .router import Router, TooManyPairs
 from .tokens import Subject
 
@@ -33,9 +34,10 @@ from .tokens import Subject
 class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
     """The exporter's half of `jumpstarter.v1.ControllerService`."""
 
-    def __init__(self, backend: Backend, router: Router) -> None:
+    def __init__(self, backend: Backend, router: Router, quota: StreamQuota | None = None) -> None:
         self.backend = backend
         self.router = router
+        self.quota = quota or StreamQuota()  # each caller's open Status and Listen streams, bounded
         self._beats: dict[tuple[str, str], float] = {}  # exporter → loop time of its last heartbeat write
 
     async def _beat(self, subject: Subject) -> None:
@@ -98,6 +100,11 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         "not leased", and starts the next only after that; without it, it would keep serving the ended
         lease and never listen for the new one."""
         subject = await authenticate(self.backend, context, "exporter")
+        with self.quota.holding(subject, "Status"):
+            async for response in self._status(subject):
+                yield response
+
+    async def _status(self, subject: Subject) -> AsyncIterator[Any]:
         last: Any = None
         beat = 0.0
         loop = asyncio.get_running_loop()
@@ -131,18 +138,19 @@ class ControllerService(jumpstarter_pb2_grpc.ControllerServiceServicer):
         """The router endpoint and token of every Dial to this exporter, while it holds `lease_name`;
         `lastSeen` kept fresh. Ends when the lease ends or moves (the exporter then stops serving it)."""
         subject = await authenticate(self.backend, context, "exporter")
-        async with self.router.listen(subject.namespace, subject.name) as dials:
-            while True:
-                await self._beat(subject)
-                held = self._held(subject)
-                if request.lease_name and held != request.lease_name:
-                    return
-                try:  # asyncio.timeout, not wait_for, which can swallow a cancellation in 3.11
-                    async with asyncio.timeout(1.0):
-                        dial = await dials.get()
-                except TimeoutError:
-                    continue
-                yield dial
+        with self.quota.holding(subject, "Listen"):
+            async with self.router.listen(subject.namespace, subject.name) as dials:
+                while True:
+                    await self._beat(subject)
+                    held = self._held(subject)
+                    if request.lease_name and held != request.lease_name:
+                        return
+                    try:  # asyncio.timeout, not wait_for, which can swallow a cancellation in 3.11
+                        async with asyncio.timeout(1.0):
+                            dial = await dials.get()
+                    except TimeoutError:
+                        continue
+                    yield dial
 
     @guarded
     async def Dial(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

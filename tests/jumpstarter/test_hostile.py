@@ -207,3 +207,51 @@ async def test_a_client_holds_at_most_its_pairs_and_gets_them_back_when_their_st
         again = await controller.Dial(jumpstarter_pb2.DialRequest(lease_name=name), metadata=hoarder)
         assert again.router_token
         listen.cancel()
+
+
+async def test_a_caller_holds_at_most_its_streams_others_are_untouched_and_strangers_hold_none(lab: Lab) -> None:
+    """One Exporter's token opening stream after stream: past its bound, RESOURCE_EXHAUSTED naming it, while
+    another exporter still streams, a caller without a valid token holds none, and a stream closed is one
+    the caller may open again."""
+    from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, jumpstarter_pb2_grpc
+
+    from lessor.jumpstarter.quota import STREAMS_PER_CALLER
+    from tests.jumpstarter.test_grpc import an_exporter
+    from tests.slowness import scaled
+
+    await an_exporter(lab, "flooder", {"board": "flood"})
+    await an_exporter(lab, "bystander", {"board": "quiet"})
+    flooder = metadata("Exporter", "flooder", token_of(await credentials(lab, "exporter", "flooder")))
+    bystander = metadata("Exporter", "bystander", token_of(await credentials(lab, "exporter", "bystander")))
+    async with channel(lab) as ch:
+        controller = jumpstarter_pb2_grpc.ControllerServiceStub(ch)
+        held = [controller.Status(jumpstarter_pb2.StatusRequest(), metadata=flooder) for _ in range(STREAMS_PER_CALLER)]
+        for stream in held:
+            assert not (await stream.read()).leased  # open and answered: held by the server
+        for extra in (controller.Status(jumpstarter_pb2.StatusRequest(), metadata=flooder),
+                      controller.Listen(jumpstarter_pb2.ListenRequest(), metadata=flooder)):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await extra.read()
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, caught.value.details()
+            assert f"holds {STREAMS_PER_CALLER} open streams" in (caught.value.details() or "")
+        other = controller.Status(jumpstarter_pb2.StatusRequest(), metadata=bystander)
+        assert not (await other.read()).leased  # another caller is untouched
+        for _ in range(3):  # without a valid token: refused at once, nothing held
+            stranger = controller.Status(jumpstarter_pb2.StatusRequest(),
+                                         metadata=metadata("Exporter", "flooder", "not.a.token"))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stranger.read()
+            assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        held.pop().cancel()
+        deadline = asyncio.get_running_loop().time() + scaled(10)
+        while True:  # the server sees the cancellation a moment later
+            again = controller.Status(jumpstarter_pb2.StatusRequest(), metadata=flooder)
+            try:
+                assert not (await again.read()).leased
+                break
+            except grpc.aio.AioRpcError as err:
+                assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err.details()
+                assert asyncio.get_running_loop().time() < deadline, "the closed stream was never given back"
+                await asyncio.sleep(0.1)
+        for stream in (*held, other, again):
+            stream.cancel()

@@ -5,6 +5,9 @@
 - The router: a Dial of the granted lease, the exporter's Listen and the two RouterService streams, as the
   tools use them; bytes per second one way in `--frame-kib` frames, and the round trip of a small frame
   (each way through the router), against a direct TCP connection on loopback in the same run.
+- `--hostile`: instead, what any caller can send (grpc_hostile.py): malformed bodies, crafted tokens, stream
+  floods and a router reader that never reads, with the codes answered, log lines, RSS and another client's
+  latency.
 - `--through follower`: two replicas with leader election, and every call sent to the one that does not
   lead, which relays it to the leader (as a Service in front of a Deployment of two may do).
 
@@ -32,6 +35,7 @@ from lessor.gateway import ApiError, Gateway, Resource
 from lessor.gateway.resources import CLIENT, EXPORTER, NAMESPACE, POLICY
 from lessor.app.install import install
 from lessor.jumpstarter.settings import require_extra
+from lessor.tools.bench import grpc_hostile
 from lessor.tools.bench.common import (is_leader, machine, metrics_text, percentile, say, start_operator, stop_operator,
                                        wait_http)
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
@@ -50,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--through", choices=("leader", "follower"), default="leader",
                         help="send every call to the leader (one replica, no election) or to a follower of two "
                              "replicas, which relays it to the leader (default: %(default)s)")
+    grpc_hostile.add_arguments(parser)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -71,8 +76,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         say("two replicas: calls go to the follower, which relays them to the leader")
                     client, agent = await _token(kube, CLIENT, "c", "client"), await _token(kube, EXPORTER, "e",
                                                                                             "exporter")
-                    result = await _measure(args, replicas[-1].endpoint, (certs / "ca.crt").read_bytes(), client,
-                                            agent, kube)
+                    ca = (certs / "ca.crt").read_bytes()
+                    if args.hostile:
+                        operator = grpc_hostile.Operator(replicas[-1].proc.pid, replicas[-1].log)
+                        result = await grpc_hostile.hostile(args, replicas[-1].endpoint, ca, client, agent, operator)
+                    else:
+                        result = await _measure(args, replicas[-1].endpoint, ca, client, agent, kube)
                     if args.through == "follower":
                         if await asyncio.to_thread(replicas[-1].leading):
                             raise RuntimeError("the follower became the leader during the run: its figures are "
@@ -81,6 +90,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 finally:
                     for replica in replicas:
                         await stop_operator(replica.proc)
+    if args.hostile:
+        return {"benchmark": "grpc", "mode": "hostile", "machine": machine(),
+                "setup": {"bad_calls": args.bad_calls, "bad_tokens": args.bad_tokens, "streams": args.streams,
+                          "router_mib": args.router_mib, "through": args.through}, **result}
     return {"benchmark": "grpc", "machine": machine(),
             "setup": {"leases": args.leases, "megabytes": args.megabytes, "frame_kib": args.frame_kib,
                       "pings": args.pings, "through": args.through}, **result}
@@ -102,6 +115,7 @@ class _Replica:
     proc: subprocess.Popen[bytes]
     endpoint: str
     metrics: int
+    log: Path
 
     @classmethod
     async def start(cls, kubeconfig: Path, folder: Path, certs: Path, *, elect: bool) -> _Replica:
@@ -111,7 +125,7 @@ class _Replica:
         proc = start_operator(kubeconfig, folder, health, metrics, *(() if elect else ("--no-leader-elect",)),
                               "--grpc-port", str(port), "--grpc-advertise", endpoint, "--grpc-cert-dir", str(certs))
         await wait_http(f"http://127.0.0.1:{health}/readyz", proc)
-        return cls(proc, endpoint, metrics)
+        return cls(proc, endpoint, metrics, folder / "operator.log")
 
     def leading(self) -> bool:
         return is_leader(self.metrics)

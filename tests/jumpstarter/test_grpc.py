@@ -778,7 +778,7 @@ async def test_jmp_auth_rotate_writes_a_new_token_and_an_expired_token_is_refuse
 @pytest.fixture
 def check_at_every_observation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each observation of a Client reads its Secret (not at most once a minute): the test's observation heals."""
-    monkeypatch.setattr("lessor.actors.leasing.credentials.CHECK_EVERY", 0.0)
+    monkeypatch.setattr("lessor.actors.leasing.credentials.CHECK_EVERY", 0.0, raising=False)  # raising: the old code had none
 
 
 async def observe(lab: Lab, name: str, mark: str) -> None:
@@ -831,21 +831,21 @@ async def test_an_expired_token_is_minted_again_by_the_clients_actor(lab: Lab) -
 async def test_credentials_names_what_is_missing_and_never_writes_an_expired_token(lab: Lab) -> None:
     """The actor reads its Secret again only at an observation a minute after its last read: before that, the
     command meets the Secret as the test left it."""
-    client = await a_client(lab, "kim")
-    out = lab.folder / "kim.yaml"
-    command = (str(LESSOR), "credentials", "client", "kim", "-n", NS, "--kubeconfig", str(lab.kubeconfig), "-o",
+    client = await a_client(lab, "kit")
+    out = lab.folder / "kit.yaml"
+    command = (str(LESSOR), "credentials", "client", "kit", "-n", NS, "--kubeconfig", str(lab.kubeconfig), "-o",
                str(out))
     expired = await expired_token(lab, client)
-    await lab.kube.merge_patch(SECRET, NS, "kim-client", {"data": {"token": base64.b64encode(expired.encode()).decode()}})
+    await lab.kube.merge_patch(SECRET, NS, "kit-client", {"data": {"token": base64.b64encode(expired.encode()).decode()}})
     done = await run(*command)
     assert done.returncode == 1 and "expired at" in done.stdout and "Traceback" not in done.stdout, done.stdout
     assert not out.exists()
-    await lab.kube.merge_patch(SECRET, NS, "kim-client", {"data": {"token": None}})
+    await lab.kube.merge_patch(SECRET, NS, "kit-client", {"data": {"token": None}})
     done = await run(*command)
     assert done.returncode == 1 and "has no key 'token'" in done.stdout, done.stdout
-    await lab.kube.delete(SECRET, NS, "kim-client")
+    await lab.kube.delete(SECRET, NS, "kit-client")
     done = await run(*command)
-    assert done.returncode == 1 and "Secret lab/kim-client" in done.stdout and "does not exist" in done.stdout, \
+    assert done.returncode == 1 and "Secret lab/kit-client" in done.stdout and "does not exist" in done.stdout, \
         done.stdout
     assert not out.exists()
 

@@ -43,6 +43,11 @@ class AlreadyExists(ApiFailure):
 class Api(Protocol):
     async def get(self, kind: Kind, namespace: str, name: str) -> Object | None: ...
 
+    async def any_in(self, kind: Kind, namespace: str) -> bool:
+        """Whether `namespace` holds an object of `kind`, read from the API server now (a consistent read, not a
+        cache): what a watch may not have delivered yet."""
+        ...
+
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object: ...
 
     async def merge_patch(self, kind: Kind, namespace: str, name: str, patch: Object,

@@ -25,6 +25,10 @@ class Credentials(Protocol):
 
     async def mint(self, kind: str, namespace: str, name: str, uid: str) -> str: ...
 
+    def renew_at(self, token: str) -> float | None:
+        """When (epoch seconds) a token should be minted again: before it expires; None when it never does."""
+        ...
+
 
 T = TypeVar("T")
 

@@ -340,7 +340,7 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
                    "of `lessor credentials` (default: localhost:PORT)")
     p.add_argument("--grpc-cert-dir", type=Path, metavar="DIR",
                    help="with --grpc-port: serve DIR/tls.crt and DIR/tls.key, which must name the endpoint's host "
-                   "(default: a development CA and a certificate for localhost and 127.0.0.1)")
+                   "(default: a certificate for localhost and 127.0.0.1 of the development CA kept in --grpc-ca-dir)")
     p.add_argument("--grpc-token-lifetime", type=_seconds, metavar="DURATION",
                    help="with --grpc-port: how long a minted token is valid (its exp claim, e.g. 8760h as upstream's "
                    "default); a client renews its own with `jmp auth rotate` (RotateToken), and an expired token is "
@@ -358,6 +358,10 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
                    help="with --grpc-port: how long a follower holds a call while no leader answers (the leader "
                    "crashed, an election is under way) before answering UNAVAILABLE; a replica that becomes the "
                    "leader meanwhile serves the held calls itself (default: --leader-elect-lease-duration + 10s)")
+    p.add_argument("--grpc-ca-dir", type=Path, metavar="DIR",
+                   help="without --grpc-cert-dir: keep the development CA in DIR (ca.crt, ca.key), made at the first "
+                   "start and reused at every later one, so that configs made with it stay valid (default: "
+                   "$XDG_CACHE_HOME/lessor/grpc-ca, that is ~/.cache/lessor/grpc-ca)")
     p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
                    help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
                    "--ca-file`")
@@ -448,6 +452,7 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
         grpc = None if args.grpc_port is None else GrpcSettings(
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,
+            **({"ca_dir": args.grpc_ca_dir} if args.grpc_ca_dir else {}),
             token_lifetime=args.grpc_token_lifetime, forward_to_leader=args.grpc_forward_to_leader,
             leader_wait=args.grpc_leader_wait,
         )

@@ -78,6 +78,9 @@ class MemoryApi:
         found = self.objects.get((kind.kind, namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
+    async def any_in(self, kind: Kind, namespace: str) -> bool:
+        return any(k == kind.kind and ns == namespace for k, ns, _ in self.objects)
+
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         body = copy.deepcopy(body)
         meta = body.setdefault("metadata", {})

@@ -69,7 +69,7 @@ from .protocol import (
 from ..object_actor import GaveUp, Gone, Lost, ObjectActor, Written, commit
 from ..observed import Observed
 from .agent import AgentReport, agent_status
-from .credentials import ensure_credential
+from .credentials import CredentialState, RenewCredential, ensure_credential
 from .exporter_state import may_take
 from ..queries import TOPOLOGY, GetObject
 from .world import ReadyHolders, WaitingLeases
@@ -117,7 +117,7 @@ class _Heal:
 
 class ExporterActor(ObjectActor):
     __slots__ = ("holder", "queue", "offer", "tickets", "deciding", "allow_disabled", "verified", "evicting",
-                 "grant_due", "unheard", "patience")
+                 "grant_due", "unheard", "patience", "credential")
     kind = EXPORTER  # given up on a version (`guard`): its leaseRef stays, as its lease's commit point
     view_kind = ExporterView
 
@@ -134,6 +134,7 @@ class ExporterActor(ObjectActor):
         self.grant_due: str | None = None  # the holder, told Granted once `evicting` is empty
         self.unheard = NO_NAMES  # waiting leases told `ExporterRestarted` that have not answered: no offer before
         self.patience = 0  # offer timeouts the outstanding offer has already outlived (each wait twice the last)
+        self.credential = CredentialState()  # its Jumpstarter token's Secret, healed (credentials.py)
 
     # --- life ---------------------------------------------------------------------------
 
@@ -160,7 +161,7 @@ class ExporterActor(ObjectActor):
             if lease != holder:
                 self._evict(lease, holder or "")
         await self._update_online()
-        await ensure_credential(self, "exporter")
+        await ensure_credential(self, "exporter", self.credential)
         if self.holder is not None and self.holder.lease != adopted:  # `_verify` found another holder
             holder_obj = LeaseView.maybe(
                 await self.ask(TOPOLOGY, GetObject(LEASE.kind, self.namespace, self.holder.lease)))
@@ -189,6 +190,8 @@ class ExporterActor(ObjectActor):
                 await self._observed_lease(message.name, message.object)
             case Want():
                 self._want(message)
+            case RenewCredential():
+                await ensure_credential(self, "exporter", self.credential, renew=True)
             case Settle(lease=lease):
                 if self.holder is not None and self.holder.lease == lease:
                     self._tell_granted(lease)
@@ -280,7 +283,7 @@ class ExporterActor(ObjectActor):
             await self._update_online()
             if self.obj is not None and self._available() != was:
                 self._tell_waiters()
-            await ensure_credential(self, "exporter")
+            await ensure_credential(self, "exporter", self.credential)
         self._schedule_decision()
 
     async def _agent_report(self, report: AgentReport) -> bool:

@@ -41,7 +41,7 @@ from lessor.model.keys import actor_address
 from lessor.model.times import format_time
 from lessor.model.views.leasing import ExporterView, LeaseView
 
-from ..api import CLIENT, EXPORTER, LEASE, POLICY, Conflict, NotFound
+from ..api import CLIENT, EXPORTER, LEASE, POLICY, ApiFailure, Conflict, NotFound
 from ..conditions import merge_condition, new_condition, remove_condition, same_conditions
 from ..context import Context, Slot
 from ..events import NORMAL, severity
@@ -154,7 +154,7 @@ class _Resolved:
 class LeaseActor(ObjectActor):
     __slots__ = ("request", "parsed", "exporter", "plan", "resolved", "wanted", "offers", "choosing", "accepting",
                  "pending", "states", "settling", "settle_due", "rechecks", "story", "owed", "decided", "pending_armed",
-                 "refreshed_at")
+                 "refreshed_at", "open_confirmed")
     kind = LEASE
     view_kind = LeaseView
 
@@ -179,6 +179,7 @@ class LeaseActor(ObjectActor):
         self.decided = False  # the last evaluation reached a decision (not deferred: see `_SETTLE`)
         self.pending_armed = False  # the grace before Pending is shown is running (re-evaluations do not restart it)
         self.refreshed_at: datetime | None = None  # when the Pending message was last written, or found as it was
+        self.open_confirmed = False  # the API server had no policy in the namespace after this lease was created
 
     # --- life ---------------------------------------------------------------------------
 
@@ -443,6 +444,17 @@ class LeaseActor(ObjectActor):
         if self.owed and self.decided:
             self._answer_owed()
 
+    async def _open(self) -> bool:
+        """Whether "no policy in the namespace" may be counted on now. It is a verdict on absence: a policy
+        applied with the lease may still be on its way (another watch), and open access would grant what it
+        forbids. One consistent read of the API server, made after this lease was created, settles it at once: a
+        policy created before the lease is in it. Only when it finds one that the topology lacks (or the read
+        fails) does the lease wait, for that policy's event or the settle time (`_SETTLE`)."""
+        if not self.open_confirmed:
+            with contextlib.suppress(ApiFailure):
+                self.open_confirmed = not await self.ctx.api.any_in(POLICY, self.namespace)
+        return self.open_confirmed
+
     def _answer_owed(self) -> None:
         """Tell each restarted exporter that asked where this lease stands: `Want` where it is a candidate,
         else `Withdraw` (scheduled, holding another, ended, or not approved there)."""
@@ -485,9 +497,7 @@ class LeaseActor(ObjectActor):
         self.states = {e.name: e for e in exporters}
         client_labels = view.client.labels if view.client is not None else None
         policies = view.policies
-        if policies.open and request.created and now < request.created + _SETTLE:
-            # "No policy in the namespace" is a verdict on absence too: a policy applied with the lease may
-            # still be on its way (another watch), and open access would grant what it forbids.
+        if policies.open and request.created and now < request.created + _SETTLE and not await self._open():
             self.schedule("evaluate", _Evaluate(), at=request.created + _SETTLE)
             self.decided = False
             return

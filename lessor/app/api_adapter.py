@@ -89,6 +89,15 @@ class GatewayApi:
                 return None
             raise _translate(err) from err
 
+    async def any_in(self, kind: Kind, namespace: str) -> bool:
+        try:
+            resource = await self._resource(kind)
+            page = await self.gateway.request("list", resource.kind, "GET", resource.path(namespace),
+                                              params={"limit": 1})
+            return bool(page.get("items"))
+        except ApiError as err:
+            raise _translate(err) from err
+
     async def create(self, kind: Kind, namespace: str, body: Object) -> Object:
         try:
             resource, fence = await self._writable(kind, what := f"create {kind.kind} {namespace}")

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from lessor.leadership.election import Leadership
 from lessor.model.labels import HOLDER_GRPC, HOLDER_POD
-from lessor.tls.certs import CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
+from lessor.tls.certs import CA_FILE, CERT_FILE, DEVELOPMENT_HOSTS, KEY_FILE, CertificateAuthority
 
 from .backend import Backend
 from .client import ClientService
@@ -97,12 +97,15 @@ def _refusing(handler: grpc.RpcMethodHandler,
 
 
 def server_credentials(settings: GrpcSettings) -> grpc.ServerCredentials:
-    """The cert dir's pair, or a fresh development CA's certificate (its PEM written to `ca_out`)."""
+    """The cert dir's pair, or a certificate of the development CA kept in `ca_dir` (its PEM written to
+    `ca_out`): the same CA at every start, so the configs that trust it keep working."""
     if settings.cert_dir is not None:
         cert = (settings.cert_dir / CERT_FILE).read_bytes()
         key = (settings.cert_dir / KEY_FILE).read_bytes()
     else:
-        ca = CertificateAuthority("lessor-grpc-ca")
+        ca = CertificateAuthority.kept_in(settings.ca_dir, "lessor-grpc-ca")
+        log.info("Jumpstarter gRPC: a certificate of the development CA kept in %s (%s)", settings.ca_dir,
+                 settings.ca_dir / CA_FILE)
         pair = ca.issue("lessor-grpc", hosts=DEVELOPMENT_HOSTS, server=True)
         cert, key = pair.cert_pem, pair.key_pem
         if settings.ca_out is not None:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
 LEADER_WAIT_MARGIN = 10.0
 """Seconds past the leader Lease's duration that a follower holds calls by default: the candidates' retry
 period and the API server's answers, with room for a busy node."""
+
+
+def development_ca_dir() -> Path:
+    """`$XDG_CACHE_HOME/lessor/grpc-ca` (`~/.cache/lessor/grpc-ca`): the default home of the development CA."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "lessor" / "grpc-ca"
 
 
 @dataclass(frozen=True)
@@ -21,6 +28,9 @@ class GrpcSettings:
     """Serve DIR/tls.crt and DIR/tls.key; None: a development CA and a certificate for localhost and 127.0.0.1."""
     ca_out: Path | None = None
     """Without cert_dir: write the development CA's PEM here, for `lessor credentials --ca-file`."""
+    ca_dir: Path = field(default_factory=lambda: development_ca_dir())
+    """Without cert_dir: where the development CA is kept (`ca.crt`, `ca.key`) and reused at every start, so that
+    the configs made with it stay valid."""
     token_lifetime: float | None = None
     """Seconds a minted token is valid (its `exp`); None: no expiry (a new signing key revokes it)."""
     advertise: str | None = None

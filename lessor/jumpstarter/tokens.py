@@ -200,6 +200,20 @@ class Minter:
         assert key is not None
         return mint(key, Subject(kind, namespace, name, uid), lifetime=self.lifetime)
 
+    def renew_at(self, token: str) -> float | None:
+        """The start of the token's last tenth of life (at once for a token that is not lessor's JWT)."""
+        try:
+            claims = json.loads(_unb64(token.split(".")[1]))
+        except (IndexError, ValueError):
+            return 0.0
+        if not isinstance(claims, Mapping):
+            return 0.0
+        exp, iat = claims.get("exp"), claims.get("iat")
+        if not isinstance(exp, int | float):
+            return None
+        issued = iat if isinstance(iat, int | float) else exp
+        return float(exp - (exp - issued) / 10)
+
 
 async def rotate(gateway: Gateway, api: Api, namespace: str, say: Callable[[str], None]) -> int:
     """`lessor credentials rotate-key`: a new signing key, and every credential lessor made is minted again.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ _VALIDITY = dt.timedelta(days=365)
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 CA_FILE = "ca.crt"
+CA_KEY_FILE = "ca.key"  # a kept development CA's key (`CertificateAuthority.kept_in`)
 DEVELOPMENT_HOSTS = ("127.0.0.1", "localhost")
 """What a development certificate names, when no folder is given."""
 
@@ -48,6 +50,11 @@ def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     )
 
 
+def _public(key: object) -> bytes:
+    assert isinstance(key, ec.EllipticCurvePublicKey | rsa.RSAPublicKey)
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
 def _name(common_name: str, organization: str | None = None) -> x509.Name:
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organization:
@@ -58,7 +65,11 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
 class CertificateAuthority:
     """A self-signed CA that signs the serving and client certificates of one control plane."""
 
-    def __init__(self, common_name: str = "lessor-local-ca") -> None:
+    def __init__(self, common_name: str = "lessor-local-ca", *,
+                 kept: tuple[ec.EllipticCurvePrivateKey, x509.Certificate] | None = None) -> None:
+        if kept is not None:
+            self._key, self._cert = kept
+            return
         self._key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         self._cert = (
@@ -83,6 +94,29 @@ class CertificateAuthority:
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
             .sign(self._key, hashes.SHA256())
         )
+
+    @classmethod
+    def kept_in(cls, directory: Path, common_name: str) -> CertificateAuthority:
+        """The CA kept in `directory` (`ca.crt`, `ca.key`), made and written there if it is missing, unreadable
+        or expired: what a development server's clients were told to trust stays valid across its restarts."""
+        cert_path, key_path = directory / CA_FILE, directory / CA_KEY_FILE
+        try:
+            cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+            if (isinstance(key, ec.EllipticCurvePrivateKey) and cert.not_valid_after_utc > dt.datetime.now(dt.UTC)
+                    and _public(cert.public_key()) == _public(key.public_key())):
+                return cls(common_name, kept=(key, cert))
+        except (OSError, ValueError):
+            pass
+        ca = cls(common_name)
+        directory.mkdir(parents=True, exist_ok=True)
+        for path, data, mode in ((key_path, _key_pem(ca._key), 0o600), (cert_path, ca.cert_pem, 0o644)):
+            temporary = path.with_name(f".{path.name}.{os.getpid()}")  # whole files only: another start may read
+            temporary.write_bytes(b"")
+            temporary.chmod(mode)
+            temporary.write_bytes(data)
+            os.replace(temporary, path)
+        return ca
 
     @property
     def cert_pem(self) -> bytes:

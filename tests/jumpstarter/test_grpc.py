@@ -774,6 +774,81 @@ async def test_jmp_auth_rotate_writes_a_new_token_and_an_expired_token_is_refuse
         assert caught.value.details() == "the bearer token has expired"
 
 
+@pytest.fixture
+def check_at_every_observation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each observation of a Client reads its Secret (not at most once a minute): the test's observation heals."""
+    monkeypatch.setattr("lessor.actors.leasing.credentials.CHECK_EVERY", 0.0, raising=False)  # raising: the old code had none
+
+
+async def observe(lab: Lab, name: str, mark: str) -> None:
+    """A change of the Client's, so that its actor observes it (as any edit of the user's would)."""
+    await lab.kube.merge_patch(CLIENT, NS, name, {"metadata": {"annotations": {"test/mark": mark}}})
+
+
+async def secret_token(lab: Lab, name: str) -> str | None:
+    try:
+        secret = await lab.kube.get(SECRET, NS, name)
+    except ApiError as err:
+        assert err.not_found
+        return None
+    return base64.b64decode((secret.get("data") or {}).get("token") or "").decode() or None
+
+
+async def expired_token(lab: Lab, client: Mapping[str, Any]) -> str:
+    key = load_key(base64.b64decode((await lab.kube.get(SECRET, OPS, "lessor-jumpstarter-signing-key"))["data"][
+        "key.pem"]))
+    return mint(key, Subject("client", NS, client["metadata"]["name"], client["metadata"]["uid"]), lifetime=-60)
+
+
+@pytest.mark.usefixtures("check_at_every_observation")
+async def test_a_deleted_or_emptied_credential_secret_is_made_again_at_the_next_observation(lab: Lab) -> None:
+    await a_client(lab, "ivy")
+    first = await secret_token(lab, "ivy-client")
+    await lab.kube.delete(SECRET, NS, "ivy-client")
+    await observe(lab, "ivy", "1")
+    again = await eventually(lambda: secret_token(lab, "ivy-client"), lambda t: t is not None, "ivy's Secret again")
+    assert again != first
+    await lab.kube.merge_patch(SECRET, NS, "ivy-client", {"data": {"token": None}})
+    await observe(lab, "ivy", "2")
+    await eventually(lambda: secret_token(lab, "ivy-client"), lambda t: t is not None, "ivy's token again")
+    assert token_of(await credentials(lab, "client", "ivy")) == await secret_token(lab, "ivy-client")
+
+
+@pytest.mark.usefixtures("check_at_every_observation")
+async def test_an_expired_token_is_minted_again_by_the_clients_actor(lab: Lab) -> None:
+    client = await a_client(lab, "jay")
+    expired = await expired_token(lab, client)
+    await lab.kube.merge_patch(SECRET, NS, "jay-client", {"data": {"token": base64.b64encode(expired.encode()).decode()}})
+    await observe(lab, "jay", "1")
+    fresh = await eventually(lambda: secret_token(lab, "jay-client"), lambda t: t is not None and t != expired,
+                             "a new token for jay")
+    async with channel(lab) as ch:
+        await client_pb2_grpc.ClientServiceStub(ch).ListLeases(
+            client_pb2.ListLeasesRequest(parent=f"namespaces/{NS}"), metadata=metadata("Client", "jay", fresh))
+
+
+async def test_credentials_names_what_is_missing_and_never_writes_an_expired_token(lab: Lab) -> None:
+    """The actor reads its Secret again only at an observation a minute after its last read: before that, the
+    command meets the Secret as the test left it."""
+    client = await a_client(lab, "kit")
+    out = lab.folder / "kit.yaml"
+    command = (str(LESSOR), "credentials", "client", "kit", "-n", NS, "--kubeconfig", str(lab.kubeconfig), "-o",
+               str(out))
+    expired = await expired_token(lab, client)
+    await lab.kube.merge_patch(SECRET, NS, "kit-client", {"data": {"token": base64.b64encode(expired.encode()).decode()}})
+    done = await run(*command)
+    assert done.returncode == 1 and "expired at" in done.stdout and "Traceback" not in done.stdout, done.stdout
+    assert not out.exists()
+    await lab.kube.merge_patch(SECRET, NS, "kit-client", {"data": {"token": None}})
+    done = await run(*command)
+    assert done.returncode == 1 and "has no key 'token'" in done.stdout, done.stdout
+    await lab.kube.delete(SECRET, NS, "kit-client")
+    done = await run(*command)
+    assert done.returncode == 1 and "Secret lab/kit-client" in done.stdout and "does not exist" in done.stdout, \
+        done.stdout
+    assert not out.exists()
+
+
 async def test_rotating_the_key_mints_every_credential_again_and_refuses_the_old_tokens(lab: Lab) -> None:
     """Last in this module: every token before it is replaced."""
     await a_client(lab, "zed")

@@ -197,28 +197,48 @@ async def test_a_policy_created_after_a_waiting_lease_ends_it_when_too_short(kub
     assert ready(await kube.get(LEASE, namespace, "short"))
 
 
-async def test_a_lease_applied_with_its_policy_is_not_granted_under_open_access_first(
+@pytest.fixture
+def no_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settle time an hour long: a lease decided within the test was not waiting for it."""
+    monkeypatch.setattr("lessor.actors.leasing.lease._SETTLE", dt.timedelta(hours=1))
+
+
+@pytest.mark.usefixtures("no_settle")
+async def test_a_lease_applied_just_after_its_policy_is_not_granted_under_open_access(
         kube: Gateway, namespace: str) -> None:
     """Found by `lessor dev`: its sample policy's watch event came after the lease's, and the lease, seeing no
-    policy at all, was granted under open access what the policy forbids. A young lease in a namespace without
-    policies waits the settle time before it counts on there being none."""
+    policy at all, was granted under open access what the policy forbids. The lease reads from the API server
+    whether the namespace has a policy before it counts on there being none, instead of waiting a settle time."""
     await exporter(kube, namespace, "e1", board="rpi")
     await client(kube, namespace, "alice", team="qa")
-    await lease(kube, namespace, "long", selector={"board": "rpi"}, duration="4h")
-    await asyncio.sleep(0.5)  # the policy a moment later, as a second watch may deliver it
     await policy(kube, namespace, "p", {"matchLabels": {"board": "rpi"}}, rule(20, team="qa", max_duration="2h"))
+    await lease(kube, namespace, "long", selector={"board": "rpi"}, duration="4h")
     got = await until(kube, namespace, "long", has("Unsatisfiable", "DurationExceeded"))
     assert not ready(got)
     assert "exporterRef" not in (got.get("status") or {})
 
 
-async def test_a_lease_in_a_namespace_without_policies_is_granted_under_open_access(
+@pytest.mark.usefixtures("no_settle")
+async def test_a_lease_in_a_namespace_without_policies_is_granted_under_open_access_without_a_settle_wait(
         kube: Gateway, namespace: str) -> None:
     await exporter(kube, namespace, "e1", board="rpi")
     await client(kube, namespace, "alice", team="qa")
     await lease(kube, namespace, "open", selector={"board": "rpi"}, duration="4h")
     got = await until(kube, namespace, "open", ready)
     assert got["status"]["exporterRef"]["name"] == "e1"
+
+
+async def test_a_policy_created_after_a_lease_was_granted_under_open_access_applies_to_later_leases(
+        kube: Gateway, namespace: str) -> None:
+    await exporter(kube, namespace, "e1", board="rpi")
+    await exporter(kube, namespace, "e2", board="rpi")
+    await client(kube, namespace, "alice", team="qa")
+    await lease(kube, namespace, "first", selector={"board": "rpi"}, duration="4h")
+    assert (await until(kube, namespace, "first", ready))["status"]["exporterRef"]["name"] in {"e1", "e2"}
+    await policy(kube, namespace, "p", {"matchLabels": {"board": "rpi"}}, rule(20, team="qa", max_duration="2h"))
+    await lease(kube, namespace, "second", selector={"board": "rpi"}, duration="4h")
+    await until(kube, namespace, "second", has("Unsatisfiable", "DurationExceeded"))
+    assert ready(await kube.get(LEASE, namespace, "first"))
 
 
 async def test_a_policy_without_limit_is_used_when_the_limited_one_is_too_short(kube: Gateway, namespace: str) -> None:

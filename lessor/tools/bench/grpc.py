@@ -51,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--megabytes", type=int, default=64, help="bytes sent one way through the router (default: %(default)s)")
     parser.add_argument("--frame-kib", type=int, default=32, help="payload per frame (default: %(default)s)")
     parser.add_argument("--pings", type=int, default=500, help="round trips of a small frame (default: %(default)s)")
+    parser.add_argument("--no-policy", action="store_true",
+                        help="no ExporterAccessPolicy in the lab's namespace (open access) instead of one for all")
     parser.add_argument("--through", choices=("leader", "follower"), default="leader",
                         help="send every call to the leader (one replica, no election) or to a follower of two "
                              "replicas, which relays it to the leader (default: %(default)s)")
@@ -64,7 +66,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with ControlPlane(tmp / "cp", ensure_binaries(say), controller_manager=False, progress=say) as cp:
             async with await Gateway.connect(str(cp.kubeconfig)) as kube:
                 await install(kube, "lessor-system", progress=say)
-                await _lab(kube)
+                await _lab(kube, policy=not args.no_policy)
                 certs = _certificates(tmp / "certs")
                 replicas: list[_Replica] = []
                 try:
@@ -96,7 +98,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                           "router_mib": args.router_mib, "through": args.through}, **result}
     return {"benchmark": "grpc", "machine": machine(),
             "setup": {"leases": args.leases, "megabytes": args.megabytes, "frame_kib": args.frame_kib,
-                      "pings": args.pings, "through": args.through}, **result}
+                      "pings": args.pings, "through": args.through,
+                      "policy": not args.no_policy}, **result}
 
 
 def _certificates(folder: Path) -> Path:
@@ -142,10 +145,11 @@ class _Replica:
             await asyncio.sleep(0.2)
 
 
-async def _lab(kube: Gateway) -> None:
+async def _lab(kube: Gateway, *, policy: bool) -> None:
     await kube.create(NAMESPACE, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "all"},
-                                   "spec": {"exporterSelector": {}, "policies": [{"from": [{"clientSelector": {}}]}]}})
+    if policy:
+        await kube.create(POLICY, NS, {"apiVersion": API, "kind": "ExporterAccessPolicy", "metadata": {"name": "all"},
+                                       "spec": {"exporterSelector": {}, "policies": [{"from": [{"clientSelector": {}}]}]}})
     await kube.create(CLIENT, NS, {"apiVersion": API, "kind": "Client", "metadata": {"name": "c"}})
     await kube.create(EXPORTER, NS, {"apiVersion": API, "kind": "Exporter",
                                      "metadata": {"name": "e", "labels": {"board": "bench"}}})

@@ -143,7 +143,8 @@ async def _with_operator(args: argparse.Namespace, cp: ControlPlane, out: Path, 
         _say(f"tracing the operator into Zipkin and {traces}: `lessor trace lease NAMESPACE/NAME` prints "
              "one lease's trace")
     grpc_ca = (args.dir / "grpc-ca.pem").resolve()  # Jumpstarter's tools trust the development CA through it
-    grpc = ["--grpc-port", str(args.grpc_port), "--grpc-ca-out", str(grpc_ca)] if args.grpc else []
+    grpc = ["--grpc-port", str(args.grpc_port), "--grpc-ca-out", str(grpc_ca),  # the CA kept with the dev state
+            "--grpc-ca-dir", str((args.dir / "grpc-ca").resolve())] if args.grpc else []
     operator = Child("lessor run", [
         sys.executable, "-m", "lessor", "run", "--kubeconfig", str(out),
         "--operator-namespace", args.operator_namespace, "--bind-address", "127.0.0.1",

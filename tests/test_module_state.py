@@ -28,8 +28,6 @@ READERS = frozenset({"len", "iter", "sorted", "set", "frozenset", "list", "tuple
 
 ALLOWED: dict[tuple[str, str], str] = {
     # (module, name): why it is safe to share between operators
-    ("lessor.actors.leasing.credentials", "_failed"):
-        "another change bounds it (issue 39 item 2); left to it",
     ("lessor.actors.provisioning.provider", "_compile"):
         "bounded (256) memo of a pure function of the provider's canonical JSON, an immutable str",
     ("lessor.actors.provisioning.handle_index", "_regexes"):

@@ -27,13 +27,15 @@ from lessor.jumpstarter.settings import GrpcSettings
 from lessor.jumpstarter.tokens import InvalidToken
 from lessor.tls.certs import CertificateAuthority
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
-from lessor.tools.controlplane.dex import CLIENT_ID, USER, Dex
+from lessor.tools.controlplane.dex import CLIENT_ID, PASSWORD, USER, Dex
 from lessor.tools.controlplane.processes import free_port
-from tests.jumpstarter.test_grpc import API, NS, OPS, Lab, channel, metadata
+from tests.jumpstarter.test_grpc import API, JMP, NS, OPS, Lab, channel, metadata, run
 
 pytestmark = pytest.mark.apiserver
 
 OTHER_APP = "other-app"
+NAME = "admin"
+"""Dex's `name` claim of USER: the claim the username maps from, as jmp asks for `openid profile` only."""
 PREFIX = "dex:"
 
 
@@ -48,7 +50,7 @@ def auth_config(dex: Dex) -> dict[str, object]:
     """The Jumpstarter controller's config shape: `authentication.jwt` in Kubernetes' format."""
     return {"authentication": {"internal": {"prefix": "internal:"}, "jwt": [{
         "issuer": {"url": dex.issuer, "audiences": [CLIENT_ID]},
-        "claimMappings": {"username": {"claim": "email", "prefix": PREFIX}}}]},
+        "claimMappings": {"username": {"claim": "name", "prefix": PREFIX}}}]},
         "provisioning": {"enabled": True}}
 
 
@@ -119,18 +121,18 @@ def _with(token: str, part: int, change: dict[str, object]) -> str:
 
 async def test_a_dex_login_acts_as_the_client_whose_username_it_maps_to(lab: OidcLab) -> None:
     assert lab.dex is not None
-    await _client(lab, "alice", PREFIX + USER)
+    await _client(lab, "alice", PREFIX + NAME)
     await _client(lab, "bob", None)
     token = await lab.dex.password_token()
     assert await _list(lab, "alice", token) == (grpc.StatusCode.OK, "")
     code, details = await _list(lab, "bob", token)
     assert code == grpc.StatusCode.UNAUTHENTICATED
-    assert f"{PREFIX}{USER} is not Client {NS}/bob's spec.username" in details
+    assert f"{PREFIX}{NAME} is not Client {NS}/bob's spec.username" in details
 
 
 async def test_bad_oidc_tokens_are_unauthenticated_naming_the_reason(lab: OidcLab) -> None:
     assert lab.dex is not None
-    await _client(lab, "carol", PREFIX + USER)
+    await _client(lab, "carol", PREFIX + NAME)
     token = await lab.dex.password_token()
     other = await lab.dex.password_token(client=OTHER_APP)
     cases = {
@@ -153,7 +155,7 @@ async def test_an_expired_token_and_a_rotation_are_told_apart(lab: OidcLab) -> N
     with pytest.raises(InvalidToken, match="the token expired .* s ago"):
         await later.username(token)
     now = Issuers(AuthConfig.load(lab.auth), refetch_every=3600)
-    assert await now.username(token) == PREFIX + USER
+    assert await now.username(token) == PREFIX + NAME
     assert now.fetches == 1
     for _ in range(5):
         with pytest.raises(InvalidToken, match="key id 'rotated' is not among"):
@@ -175,7 +177,7 @@ async def test_a_first_login_provisions_the_client_it_names(lab: OidcLab) -> Non
     token = await lab.dex.password_token()
     assert await _list(lab, "erin", token) == (grpc.StatusCode.OK, "")
     made = await lab.kube.get(CLIENT, NS, "erin")
-    assert made is not None and made["spec"] == {"username": PREFIX + USER}
+    assert made is not None and made["spec"] == {"username": PREFIX + NAME}
 
 
 async def test_the_login_service_answers_what_jmp_login_reads(lab: OidcLab) -> None:
@@ -187,3 +189,17 @@ async def test_the_login_service_answers_what_jmp_login_reads(lab: OidcLab) -> N
     assert got["grpcEndpoint"] == lab.endpoint and got["namespace"] == NS
     assert got["oidc"] == [{"issuer": lab.dex.issuer, "clientId": CLIENT_ID, "audiences": [CLIENT_ID]}]
     assert got["caBundle"] == lab.ca.read_text()
+
+
+async def test_the_real_jmp_login_gets_a_token_that_lists_leases(lab: OidcLab, tmp_path: Path) -> None:
+    """`jmp login frank@HOST:PORT --username --password` (0.9.0): the login service, then Dex's password grant;
+    the config it saves works with `jmp get leases`, and Client frank is provisioned on that first call."""
+    env_home = tmp_path / "jmp"
+    done = await run(str(JMP), "login", f"frank@{lab.login}", "-k", "--nointeractive", "--unsafe",
+                     "--username", USER, "--password", PASSWORD, env={"JMP_CLIENT_CONFIG_HOME": str(env_home)})
+    assert done.returncode == 0, done.stdout
+    listed = await run(str(JMP), "get", "leases", "--client", "frank",
+                       env={"JMP_CLIENT_CONFIG_HOME": str(env_home)})
+    assert listed.returncode == 0, listed.stdout
+    made = await lab.kube.get(CLIENT, NS, "frank")
+    assert made["spec"] == {"username": PREFIX + NAME}

@@ -33,7 +33,11 @@ _PASSWORD_HASH = "$2a$10$2b2cU8CPhOTaGrs1HRQuAueS7JTT5ZHsHSzYiFPm1leZck7Mc8T4W"
 """bcrypt of PASSWORD, as in Dex's own example configuration."""
 USER = "admin@example.com"
 CLIENT_ID = "jumpstarter-cli"
-CLIENT_SECRET = "jumpstarter-cli-secret"
+
+
+def secret(client: str) -> str:
+    """The client's secret: none for CLIENT_ID, a public client as jmp uses it (it sends no secret)."""
+    return "" if client == CLIENT_ID else f"{client}-secret"
 
 
 def ensure_dex(progress: Callable[[str], None] | None = None) -> Path:
@@ -86,7 +90,7 @@ class Dex:
             "enablePasswordDB": True,
             "staticPasswords": [{"email": USER, "hash": _PASSWORD_HASH, "username": "admin",
                                  "userID": "08a8684b-db88-4b73-90a9-3cd1661f5466"}],
-            "staticClients": [{"id": c, "name": c, "secret": f"{c}-secret", "public": True,
+            "staticClients": [{"id": c, "name": c, "secret": secret(c), "public": c == CLIENT_ID,
                                "redirectURIs": ["http://localhost:8085/callback", "/device/callback"]}
                               for c in self.clients],
         }
@@ -128,7 +132,7 @@ class Dex:
         import aiohttp
 
         form = {"grant_type": "password", "username": user, "password": password,
-                "scope": "openid email profile", "client_id": client, "client_secret": f"{client}-secret"}
+                "scope": "openid email profile", "client_id": client, "client_secret": secret(client)}
         async with aiohttp.ClientSession() as session:
             async with session.post(f"{self.issuer}/token", data=form) as response:
                 body = await response.json(content_type=None)

@@ -455,6 +455,10 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
 
         if args.grpc_port is not None:
             require_extra()
+        if args.grpc_auth_config is not None:  # a mistake in it is named now, not when the endpoint starts
+            from lessor.jumpstarter.oidc import AuthConfig
+
+            AuthConfig.load(args.grpc_auth_config)
         grpc = None if args.grpc_port is None else GrpcSettings(
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from lessor.tls.certs import CertificateAuthority
 from lessor.tools.controlplane import ControlPlane, ensure_binaries
 from lessor.tools.controlplane.dex import CLIENT_ID, PASSWORD, USER, Dex
 from lessor.tools.controlplane.processes import free_port
-from tests.jumpstarter.test_grpc import API, JMP, NS, OPS, Lab, channel, metadata, run
+from tests.jumpstarter.test_grpc import API, JMP, LESSOR, NS, OPS, Lab, channel, metadata, run
+from tests.slowness import scaled
 
 pytestmark = pytest.mark.apiserver
 
@@ -203,3 +205,13 @@ async def test_the_real_jmp_login_gets_a_token_that_lists_leases(lab: OidcLab, t
     assert listed.returncode == 0, listed.stdout
     made = await lab.kube.get(CLIENT, NS, "frank")
     assert made["spec"] == {"username": PREFIX + NAME}
+
+
+def test_lessor_run_names_a_mistake_in_the_auth_config_before_starting(tmp_path: Path) -> None:
+    (tmp_path / "auth.yaml").write_text(yaml.safe_dump({"authentication": {"jwt": [{"issuer": {
+        "url": "https://idp.example", "audiences": ["a"]}, "claimMappings": {"username": {"expression": "x"}}}]}}))
+    done = subprocess.run([str(LESSOR), "run", "--grpc-port", str(free_port()), "--grpc-auth-config",
+                           str(tmp_path / "auth.yaml"), "--kubeconfig", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=scaled(60))
+    assert done.returncode == 1
+    assert "claimMappings.username.expression: CEL expressions are not supported" in done.stderr

@@ -362,6 +362,17 @@ def _grpc_args(p: argparse.ArgumentParser) -> None:
                    help="without --grpc-cert-dir: keep the development CA in DIR (ca.crt, ca.key), made at the first "
                    "start and reused at every later one, so that configs made with it stay valid (default: "
                    "$XDG_CACHE_HOME/lessor/grpc-ca, that is ~/.cache/lessor/grpc-ca)")
+    p.add_argument("--grpc-auth-config", type=Path, metavar="FILE",
+                   help="with --grpc-port: also accept OIDC tokens from the issuers in FILE, a YAML file in the "
+                   "Jumpstarter controller's config shape: authentication.jwt lists Kubernetes' JWT authenticators "
+                   "(issuer.url, issuer.audiences, claimMappings.username.claim and .prefix); a token's mapped "
+                   "username must be the Client's or Exporter's spec.username. See docs/jumpstarter-grpc.md")
+    p.add_argument("--grpc-login-port", type=int, metavar="PORT",
+                   help="with --grpc-port: serve the login service that `jmp login CLIENT@HOST:PORT` reads "
+                   "(GET /v1/auth/config over HTTPS with the gRPC certificate: the gRPC endpoint, the CA bundle, "
+                   "and the issuers of --grpc-auth-config). Default: not served")
+    p.add_argument("--grpc-login-namespace", default="default", metavar="NAMESPACE",
+                   help="with --grpc-login-port: the namespace it tells `jmp login` (default: %(default)s)")
     p.add_argument("--grpc-ca-out", type=Path, metavar="FILE",
                    help="without --grpc-cert-dir: write the development CA's PEM here, for `lessor credentials "
                    "--ca-file`")
@@ -449,12 +460,17 @@ async def _dispatch(args: argparse.Namespace) -> int | None:
 
         if args.grpc_port is not None:
             require_extra()
+        if args.grpc_auth_config is not None:  # a mistake in it is named now, not when the endpoint starts
+            from lessor.jumpstarter.oidc import AuthConfig
+
+            AuthConfig.load(args.grpc_auth_config)
         grpc = None if args.grpc_port is None else GrpcSettings(
             port=args.grpc_port, endpoint=args.grpc_endpoint or f"localhost:{args.grpc_port}",
             cert_dir=args.grpc_cert_dir, ca_out=args.grpc_ca_out, advertise=args.grpc_advertise,
             **({"ca_dir": args.grpc_ca_dir} if args.grpc_ca_dir else {}),
             token_lifetime=args.grpc_token_lifetime, forward_to_leader=args.grpc_forward_to_leader,
-            leader_wait=args.grpc_leader_wait,
+            leader_wait=args.grpc_leader_wait, auth_config=args.grpc_auth_config,
+            login_port=args.grpc_login_port, login_namespace=args.grpc_login_namespace,
         )
         webhook = None if args.no_webhook else WebhookSettings(
             port=args.webhook_port, cert_dir=args.webhook_cert_dir,

@@ -17,6 +17,7 @@ from lessor.actors.api import Api
 from lessor.jumpstarter.guard import Refusal
 from lessor.jumpstarter.server import not_leading, serving
 from lessor.jumpstarter.settings import GrpcSettings
+from lessor.jumpstarter.oidc import AuthConfig, Issuers
 from lessor.jumpstarter.tokens import Minter, SigningKey
 
 if TYPE_CHECKING:
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
 class OperatorBackend:
     """`Backend` on a running operator: the leader's actor system, its API and its informer caches."""
 
-    def __init__(self, operator: Operator, signing_key: SigningKey) -> None:
+    def __init__(self, operator: Operator, signing_key: SigningKey, issuers: Issuers | None = None) -> None:
         self.operator = operator
         self.api: Api = operator.context.api
         self.signing_key = signing_key
+        self.issuers = issuers
         self.heartbeat_timeout: timedelta = operator.context.heartbeat_timeout
 
     async def ask(self, address: str, message: Any) -> Any:
@@ -59,6 +61,7 @@ async def grpc_endpoint(operator: Operator, settings: GrpcSettings, bind_address
     key = minter.key if isinstance(minter, Minter) else SigningKey(operator.context.api,
                                                                    operator.config.operator_namespace)
     election = operator.config.leader_election
-    async with serving(OperatorBackend(operator, key), operator.leadership, operator.registry, settings,
+    issuers = None if settings.auth_config is None else Issuers(AuthConfig.load(settings.auth_config))
+    async with serving(OperatorBackend(operator, key, issuers), operator.leadership, operator.registry, settings,
                        bind_address, lease_duration=election.lease_duration if election is not None else None) as server:
         yield server

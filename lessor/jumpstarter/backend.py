@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from lessor.actors.api import Api
 
+from .oidc import Issuers
 from .tokens import SigningKey
 
 Object = Mapping[str, Any]
@@ -18,6 +19,8 @@ class Backend(Protocol):
 
     api: Api
     signing_key: SigningKey
+    issuers: Issuers | None
+    """The configured OIDC issuers (--grpc-auth-config); None: lessor's own tokens only."""
     heartbeat_timeout: timedelta
 
     async def ask(self, address: str, message: Any) -> Any:

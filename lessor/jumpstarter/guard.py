@@ -11,7 +11,7 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -24,8 +24,9 @@ from lessor.mailbox import AskTimeout, MailboxError
 from lessor.model.kinds import CLIENT, EXPORTER
 from lessor.model.views import Meta
 
-from .backend import Backend
-from .tokens import KINDS, InvalidToken, Subject, verify
+from .backend import Backend, Object
+from .oidc import unverified_issuer
+from .tokens import ISSUER, KINDS, InvalidToken, Subject, verify
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,8 @@ async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind
         raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
                       "no bearer token: send the metadata 'authorization: Bearer <token>' "
                       "(lessor credentials client|exporter NAME writes a config with it)")
+    if backend.issuers is not None and backend.issuers.handles(unverified_issuer(token)):
+        return await _oidc_subject(backend, metadata, token, kind)
     key = await backend.signing_key.get()
     if key is None:
         raise Refusal(grpc.StatusCode.UNAUTHENTICATED, "lessor has issued no token yet, so this one is not lessor's")
@@ -136,11 +139,11 @@ async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind
     except InvalidToken as err:
         fresh = await backend.signing_key.get(refresh=True)  # the key may have been rotated since it was read
         if fresh is None or fresh is key:
-            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, _not_lessors(backend, token, err)) from None
         try:
             subject = verify(fresh.public_key(), token)
         except InvalidToken as again:
-            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(again)) from None
+            raise Refusal(grpc.StatusCode.UNAUTHENTICATED, _not_lessors(backend, token, again)) from None
     said = (metadata.get("jumpstarter-kind", KINDS[subject.kind]), metadata.get("jumpstarter-namespace",
             subject.namespace), metadata.get("jumpstarter-name", subject.name))
     if said != (KINDS[subject.kind], subject.namespace, subject.name):
@@ -160,6 +163,64 @@ async def authenticate(backend: Backend, context: grpc.aio.ServicerContext, kind
                       "an exporter's token cannot lease: this service is for clients" if kind == "client" else
                       "a client's token cannot act as an exporter: this service is for exporters")
     return subject
+
+
+def _not_lessors(backend: Backend, token: str, err: InvalidToken) -> str:
+    """Why a token lessor did not sign is refused: where OIDC issuers are configured, the issuer it names."""
+    iss = unverified_issuer(token)
+    if backend.issuers is None or iss is None or iss == ISSUER:
+        return str(err)
+    trusted = ", ".join(a.issuer for a in backend.issuers.config.jwt) or "none"
+    return f"{err}, and its issuer {iss!r} is not one lessor trusts (configured OIDC issuers: {trusted})"
+
+
+async def _oidc_subject(backend: Backend, metadata: Mapping[str, str], token: str, kind: str) -> Subject:
+    """The Client or Exporter that the call names (metadata jumpstarter-namespace and -name), if the token is
+    valid for a configured issuer and its mapped username is that object's `spec.username`, as upstream."""
+    assert backend.issuers is not None
+    try:
+        username = await backend.issuers.username(token)
+    except InvalidToken as err:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(err)) from None
+    said_kind = metadata.get("jumpstarter-kind", KINDS[kind])
+    namespace, name = metadata.get("jumpstarter-namespace"), metadata.get("jumpstarter-name")
+    subject_kind = next((k for k, v in KINDS.items() if v == said_kind), None)
+    if subject_kind is None or not namespace or not name:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"an OIDC token ({username}) says no object: the call needs the metadata jumpstarter-kind, "
+                      "jumpstarter-namespace and jumpstarter-name of the Client or Exporter it acts as")
+    of = CLIENT if subject_kind == "client" else EXPORTER
+    obj = backend.cached_one(of.kind, namespace, name) or await backend.api.get(of, namespace, name)
+    if obj is None and subject_kind == "client" and backend.issuers.config.provisioning:
+        obj = await _provision(backend, namespace, name, username)
+    if obj is None:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"{said_kind} {namespace}/{name} does not exist (the OIDC user is {username})")
+    spec = obj.get("spec") or {}
+    if spec.get("username") != username:
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED,
+                      f"the OIDC user {username} is not {said_kind} {namespace}/{name}'s spec.username "
+                      f"({spec.get('username')!r})")
+    if subject_kind != kind:
+        raise Refusal(grpc.StatusCode.PERMISSION_DENIED,
+                      "an exporter's token cannot lease: this service is for clients" if kind == "client" else
+                      "a client's token cannot act as an exporter: this service is for exporters")
+    return Subject(subject_kind, namespace, name, Meta.of(obj).uid)
+
+
+async def _provision(backend: Backend, namespace: str, name: str, username: str) -> Object:
+    """The Client made on a first OIDC login with `provisioning.enabled`, as upstream: the name the call
+    says, `spec.username` the token's user (a Client made meanwhile by another call is read instead)."""
+    log.info("provisioning Client %s/%s for OIDC user %s", namespace, name, username)
+    try:
+        return await backend.api.create(CLIENT, namespace, {
+            "apiVersion": CLIENT.api_version, "kind": CLIENT.kind, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"username": username}})
+    except AlreadyExists:
+        made = await backend.api.get(CLIENT, namespace, name)
+        if made is None:
+            raise
+        return made
 
 
 def invalid(message: str) -> Refusal:

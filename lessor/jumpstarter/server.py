@@ -27,6 +27,8 @@ from .client import ClientService
 from .controller import ControllerService
 from .forwarding import LEADER_METADATA, ForwardToLeader, LeaderLink, leader_trust
 from .guard import CallGuard
+from .login import auth_config_body, login_service, server_ssl
+from .oidc import AuthConfig
 from .router import Router, RouterService
 from .settings import LEADER_WAIT_MARGIN, GrpcSettings
 
@@ -96,20 +98,26 @@ def _refusing(handler: grpc.RpcMethodHandler,
         behaviour, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
 
 
-def server_credentials(settings: GrpcSettings) -> grpc.ServerCredentials:
-    """The cert dir's pair, or a certificate of the development CA kept in `ca_dir` (its PEM written to
-    `ca_out`): the same CA at every start, so the configs that trust it keep working."""
+def tls_material(settings: GrpcSettings) -> tuple[bytes, bytes, bytes | None]:
+    """(certificate, key, CA PEM or None): the cert dir's pair and its ca.crt, or a certificate of the
+    development CA kept in `ca_dir` (its PEM written to `ca_out`): the same CA at every start, so the
+    configs that trust it keep working."""
     if settings.cert_dir is not None:
-        cert = (settings.cert_dir / CERT_FILE).read_bytes()
-        key = (settings.cert_dir / KEY_FILE).read_bytes()
-    else:
-        ca = CertificateAuthority.kept_in(settings.ca_dir, "lessor-grpc-ca")
-        log.info("Jumpstarter gRPC: a certificate of the development CA kept in %s (%s)", settings.ca_dir,
-                 settings.ca_dir / CA_FILE)
-        pair = ca.issue("lessor-grpc", hosts=DEVELOPMENT_HOSTS, server=True)
-        cert, key = pair.cert_pem, pair.key_pem
-        if settings.ca_out is not None:
-            settings.ca_out.write_bytes(ca.cert_pem)
+        ca_file = settings.cert_dir / CA_FILE
+        return ((settings.cert_dir / CERT_FILE).read_bytes(), (settings.cert_dir / KEY_FILE).read_bytes(),
+                ca_file.read_bytes() if ca_file.is_file() else None)
+    ca = CertificateAuthority.kept_in(settings.ca_dir, "lessor-grpc-ca")
+    log.info("Jumpstarter gRPC: a certificate of the development CA kept in %s (%s)", settings.ca_dir,
+             settings.ca_dir / CA_FILE)
+    pair = ca.issue("lessor-grpc", hosts=DEVELOPMENT_HOSTS, server=True)
+    if settings.ca_out is not None:
+        settings.ca_out.write_bytes(ca.cert_pem)
+    return pair.cert_pem, pair.key_pem, ca.cert_pem
+
+
+def server_credentials(settings: GrpcSettings) -> grpc.ServerCredentials:
+    """The server's TLS credentials from `tls_material`."""
+    cert, key, _ = tls_material(settings)
     return grpc.ssl_server_credentials([(key, cert)])
 
 
@@ -132,12 +140,20 @@ async def serving(backend: Backend, leadership: Leadership, registry: CollectorR
     router_pb2_grpc.add_RouterServiceServicer_to_server(RouterService(router), server)
     client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(backend), server)
     host = f"[{bind_address}]" if ":" in bind_address else bind_address
-    server.add_secure_port(f"{host}:{settings.port}", server_credentials(settings))
+    cert, key, ca_pem = tls_material(settings)
+    server.add_secure_port(f"{host}:{settings.port}", grpc.ssl_server_credentials([(key, cert)]))
     await server.start()
     log.info("Jumpstarter gRPC on :%d (endpoint %s, this replica %s)", settings.port, settings.endpoint,
              settings.own_address)
     try:
-        yield server
+        async with contextlib.AsyncExitStack() as stack:
+            if settings.login_port is not None:
+                config = backend.issuers.config if backend.issuers is not None else AuthConfig()
+                body = auth_config_body(config, settings.endpoint, settings.login_namespace, ca_pem)
+                await stack.enter_async_context(login_service(body, bind_address, settings.login_port,
+                                                              server_ssl(cert, key)))
+                log.info("jmp login service (/v1/auth/config) on :%d", settings.login_port)
+            yield server
     finally:
         await server.stop(grace=1.0)
         if link is not None:

@@ -44,6 +44,15 @@ class GrpcSettings:
     before refusing it; None: the leader Lease's duration plus LEADER_WAIT_MARGIN, the longest a takeover
     takes when the election's requests are answered."""
 
+    auth_config: Path | None = None
+    """A YAML file in the Jumpstarter controller's shape (`authentication.internal`, `authentication.jwt`:
+    Kubernetes' JWT authenticators) whose issuers' OIDC tokens are accepted besides lessor's own; None: none."""
+    login_port: int | None = None
+    """Serve `GET /v1/auth/config` (what `jmp login client@HOST:PORT` reads) over HTTPS on this port, with
+    the gRPC certificate; None: no login service."""
+    login_namespace: str = "default"
+    """The namespace the login service tells `jmp login` new configs default to."""
+
     @property
     def own_address(self) -> str:
         return self.advertise or self.endpoint

@@ -125,10 +125,11 @@ class Done:
     stdout: str
 
 
-async def run(*args: str, timeout: float = 60) -> Done:
+async def run(*args: str, timeout: float = 60, env: Mapping[str, str] | None = None) -> Done:
     """A command of the user's, without blocking this loop (the operator and its gRPC server run on it)."""
     # the venv's commands on PATH, as in an activated venv (`jmp shell -- j ...` runs `j` from PATH)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           **(env or {})}
     process = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
                                                    stderr=asyncio.subprocess.STDOUT, env=env)
     try:

@@ -36,7 +36,8 @@ RUNTIME: dict[str, tuple[str, ...]] = {
     # The graph and its routing: no domain (a domain's own questions come from the app, topology/domain.py).
     "lessor.topology": ("lessor.actors", *_PURE),
     "lessor.admission": ("lessor.actors", "lessor.gateway", "lessor.shipped", "lessor.tls", *_PURE),
-    "lessor.jumpstarter": ("lessor.actors", "lessor.gateway", "lessor.leadership", "lessor.tls", *_PURE),
+    "lessor.jumpstarter": ("lessor.actors", "lessor.gateway", "lessor.health", "lessor.leadership", "lessor.tls",
+                           *_PURE),
 }
 
 

@@ -19,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ import logging
 
 import grpc
 from jumpstarter_protocol.jumpstarter.v1 import jumpstarter_pb2, router_pb2, router_pb2_grpc
+
+from lessor.health.memory import malloc_trim
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,15 @@ PAIRS_PER_CLIENT = 32
 `BYTES_IN_FLIGHT`, so this bounds what one client can make the server hold (`jmp shell` uses one)."""
 
 
+TRIM_AFTER = 1024 * 1024
+"""A pair that held this many payload bytes in one direction hands the C heap back when it ends (`malloc_trim`):
+glibc keeps big freed frames for reuse (past its first multi-MiB free it stops giving them back on its own), so
+a reader that never read left the server 40 MB bigger for good."""
+
+TRIM_EVERY = 1.0
+"""Seconds between two such trims at the most: pairs that end in a flood trim once, not once each."""
+
+
 class TooManyPairs(Exception):
     """The client holds `PAIRS_PER_CLIENT` pairs already (answered RESOURCE_EXHAUSTED)."""
 
@@ -60,6 +72,7 @@ class _Frames:
         self._queue: collections.deque[Any] = collections.deque()
         self._frames, self._size = frames, size
         self.held = 0  # payload bytes in the queue
+        self.peak = 0  # the most it held at once
         self._changed = asyncio.Event()
 
     async def put(self, frame: Any) -> None:
@@ -71,6 +84,13 @@ class _Frames:
     def put_nowait(self, frame: Any) -> None:
         self._queue.append(frame)
         self.held += len(getattr(frame, "payload", b"") or b"")
+        self.peak = max(self.peak, self.held)
+        self._changed.set()
+
+    def drop(self) -> None:
+        """Forget what is queued (the pair is over: nobody will read it)."""
+        self._queue.clear()
+        self.held = 0
         self._changed.set()
 
     async def get(self) -> Any:
@@ -111,6 +131,7 @@ class Router:
         self._listeners: dict[tuple[str, str], asyncio.Queue[Any]] = {}
         self._pairs: dict[str, tuple[_Pair, int]] = {}  # a token → its pair and its side (0: client)
         self._held: collections.Counter[tuple[str, str]] = collections.Counter()  # (namespace, client) → pairs
+        self._trimmed_at = -TRIM_EVERY
 
     def listening(self, namespace: str, exporter: str) -> bool:
         return (namespace, exporter) in self._listeners
@@ -161,6 +182,17 @@ class Router:
             self._held[key] -= 1
             if self._held[key] <= 0:
                 del self._held[key]
+            for side in pair.sides:
+                side.frames.drop()
+            if max(side.frames.peak for side in pair.sides) >= TRIM_AFTER:
+                self._hand_memory_back()
+
+    def _hand_memory_back(self) -> None:
+        """The frames a big pair held are garbage now: give the heap they used back to the system."""
+        now = time.monotonic()
+        if now - self._trimmed_at >= TRIM_EVERY:
+            self._trimmed_at = now
+            malloc_trim()
 
     def take(self, token: str) -> tuple[_Pair, _Side, _Side] | None:
         """Join the side of `token`: (pair, this side, the other side); None if the token is unknown or used."""

@@ -231,3 +231,75 @@ def test_label_and_annotation_keys_are_spelled_once_in_lessor_model_labels() -> 
     spelled = spelled_keys("lessor")
     assert [s for s in spelled if not s.startswith("lessor.tools.")] == []
     assert any("'failover.lessor.dev/group'" in s for s in spelled), "the checker sees a key spelled elsewhere"
+
+
+def _module_imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The modules of `known` that `module` imports, deferred and TYPE_CHECKING-only imports included; `from
+    package import submodule` counts as the submodule, not the package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = module.split(".")
+                base = parts if is_package else parts[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            names = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source
+                     for alias in node.names]
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through imports (strongly connected, more than one)."""
+    reach = {module: _reachable(graph, module) for module in graph}
+    groups = {frozenset(m for m in reach[module] if module in reach[m]) | {module} for module in graph}
+    return sorted(sorted(group) for group in groups if len(group) > 1)
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    return seen
+
+
+# The cycles still there (issue 39 item 1 asks for none): each only for annotations (TYPE_CHECKING) or deferred
+# into a function. No new one may come, and one that goes must leave this list.
+KNOWN_CYCLES = [
+    ["lessor.actors.leasing.resolution", "lessor.actors.leasing.wording"],  # wording annotates with Candidate, State
+    ["lessor.actors.provisioning.parameters", "lessor.actors.provisioning.provider"],  # annotates with Provider
+    ["lessor.mailbox.actor", "lessor.mailbox.cell", "lessor.mailbox.kind", "lessor.mailbox.services",
+     "lessor.mailbox.start_slots"],  # annotations only
+    ["lessor.templates.sandbox", "lessor.templates.vocabulary"],  # vocabulary parses with the sandbox, deferred
+    ["lessor.topology.dot", "lessor.topology.graph", "lessor.topology.routing"],  # they annotate with Topology
+]
+
+
+def test_no_import_cycle_deferred_or_not() -> None:
+    """Within the runtime as between its rooms, no two modules import each other, even inside a function or
+    under TYPE_CHECKING: a cycle is a layer that does not know which way it points."""
+    runtime = {module: path for path, module in runtime_modules()}
+    graph = {module: _module_imports(path, module, set(runtime)) for module, path in runtime.items()}
+    found = _cycles(graph)
+    assert found == KNOWN_CYCLES, "\n".join(" <-> ".join(group) for group in found)
+
+
+def test_the_cycle_finder_finds_a_deferred_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]

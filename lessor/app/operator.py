@@ -371,9 +371,14 @@ class Operator:
     def _grpc(self) -> contextlib.AbstractAsyncContextManager[object]:
         if self.config.grpc is None:
             return contextlib.nullcontext()
-        from .grpc_endpoint import grpc_endpoint  # grpc and the stubs only when the endpoint is enabled
+        # grpc and the stubs only when the endpoint is enabled
+        from .grpc_endpoint import OperatorBackend, grpc_endpoint, issuers_of, signing_key
 
-        return grpc_endpoint(self, self.config.grpc, self.config.bind_address)
+        settings, election = self.config.grpc, self.config.leader_election
+        backend = OperatorBackend(self.context, lambda: self.system, self.leadership, self.informers,
+                                  signing_key(self.context, self.config.operator_namespace), issuers_of(settings))
+        return grpc_endpoint(backend, self.registry, settings, self.config.bind_address,
+                             lease_duration=election.lease_duration if election is not None else None)
 
     async def _announce_ready(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))

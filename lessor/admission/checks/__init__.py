@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lessor.actors.provisioning.throttle import Throttle
-from lessor.admission import Registry
+from lessor.admission.registry import Registry
 from lessor.admission.checks.claims import ClaimChecker
 from lessor.admission.checks.leases import LeaseChecker
 from lessor.admission.checks.policies import PolicyChecker

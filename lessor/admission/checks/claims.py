@@ -15,7 +15,8 @@ from lessor.actors.provisioning.claim_spec import lifespan_errors
 from lessor.actors.provisioning.claim_updates import plan_claim_update
 from lessor.actors.provisioning.throttle import Throttle
 from lessor.actors.provisioning.provider import Provider, provider_from
-from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, FailurePolicy, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, FailurePolicy, Lookup
+from lessor.admission.results import Cause, CheckResult
 from lessor.admission.checks.fields import name_problem, operator_field, spec_changed
 from lessor.admission.checks.provided import (
     checks_result,

@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lessor.actors.validity import FieldError
-from lessor.admission import AdmissionRequest, Cause, CheckResult
+from lessor.admission.checker import AdmissionRequest
+from lessor.admission.results import Cause, CheckResult
 from lessor.model.fields import mapping_at
 from lessor.model.jsonpatch import field_path
 from lessor.model.selectors import SelectorError

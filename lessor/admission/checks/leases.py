@@ -16,7 +16,8 @@ from typing import Any
 from lessor.actors.leasing.access_policy import PolicyMemo, compile_policies, too_short_for
 from lessor.actors.leasing.resolution import duration_exceeded
 from lessor.actors.leasing.spec import Verdict, parse_lease, selection_problems, time_problems
-from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, Lookup
+from lessor.admission.results import CheckResult
 from lessor.admission.checks.fields import problem_cause, ref_name, selector_causes, spec, spec_changed
 from lessor.gateway.resources import CLIENT, POLICY
 from lessor.model.selectors import SelectorError, parse_selector

@@ -15,7 +15,8 @@ from typing import Any
 
 from lessor.actors.leasing.validity import policy_errors
 from lessor.actors.validity import FieldError
-from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, Lookup
+from lessor.admission.results import CheckResult
 from lessor.admission.checks.fields import deny_errors, grouped
 from lessor.gateway.resources import POLICY
 from lessor.model.views.leasing import PolicyView

@@ -16,7 +16,8 @@ from typing import Any
 
 from lessor.actors.provisioning.lifespan import LifespanConfig
 from lessor.actors.provisioning.throttle import Throttle
-from lessor.admission import AdmissionRequest, Cause, Check, CheckResult, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, Lookup
+from lessor.admission.results import Cause, CheckResult
 from lessor.admission.checks.fields import spec
 from lessor.admission.checks.provided import providers_result, resolve_resources, templates_result
 

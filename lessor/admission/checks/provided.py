@@ -24,7 +24,8 @@ from typing import Any
 from lessor.actors.provisioning.claim_spec import ClaimSpec, ResourceError, resolve_claim, resolve_pool
 from lessor.actors.provisioning.provider import Provider, provider_from
 from lessor.actors.provisioning.throttle import Throttle
-from lessor.admission import Cause, CheckResult, Lookup
+from lessor.admission.checker import Lookup
+from lessor.admission.results import Cause, CheckResult
 from lessor.admission.checks.fields import name_problem, operator_field, spec
 from lessor.model.views.meta import Meta
 from lessor.gateway.resources import PROVIDER

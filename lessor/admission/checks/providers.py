@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import partial
 
 from lessor.actors.provisioning.validity import INVALID_REGEX, INVALID_SCHEMA, INVALID_TEMPLATE, provider_errors
-from lessor.admission import AdmissionRequest, Check, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, Lookup
 from lessor.admission.checks.fields import deny_errors, grouped
 
 _CHECKS = (

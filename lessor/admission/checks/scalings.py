@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lessor.admission import AdmissionRequest, Check, CheckResult, Lookup
+from lessor.admission.checker import AdmissionRequest, Check, Lookup
+from lessor.admission.results import CheckResult
 from lessor.admission.checks.fields import name_problem
 from lessor.gateway.resources import POOL
 from lessor.model.views.provisioning import ScalingView

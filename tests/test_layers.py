@@ -54,15 +54,18 @@ def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = module.split(".")
-                base = parts if is_package else parts[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                name = ".".join([*base, node.module] if node.module else base)
-            else:
-                name = node.module or ""
-            found.append((node.lineno, name))
+            found.append((node.lineno, _source(node, module, is_package)))
     return found
+
+
+def _source(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module a `from ... import` in `module` reads from, a relative one resolved."""
+    if not node.level:
+        return node.module or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
 
 
 def modules(package: str, *, nested: bool = True) -> list[tuple[Path, str]]:
@@ -244,13 +247,7 @@ def _module_imports(path: Path, module: str, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = module.split(".")
-                base = parts if is_package else parts[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                source = ".".join([*base, node.module] if node.module else base)
-            else:
-                source = node.module or ""
+            source = _source(node, module, is_package)
             names = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source
                      for alias in node.names]
         for name in names:

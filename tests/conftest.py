@@ -7,6 +7,7 @@ import asyncio
 import os
 import random
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -111,6 +112,22 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     signal.signal(signal.SIGALRM, handler)
     signal.setitimer(signal.ITIMER_REAL, settings.timeout)
     return True
+
+
+_SSL_CONTEXT = ssl.SSLContext
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test must leave `ssl.SSLContext` as it found it: a library that swaps it process-wide (truststore's
+    `inject_into_ssl`, which importing `jumpstarter_cli` calls) makes aiohttp treat every context made before as
+    none, so the session's gateways connect unverified and without their client certificate, anonymous to the
+    API server, from then on. Run such a library in a process of its own."""
+    swapped = ssl.SSLContext
+    if swapped is not _SSL_CONTEXT:
+        ssl.SSLContext = _SSL_CONTEXT  # type: ignore[misc]  # the tests after it run as they should
+        pytest.fail(f"{item.nodeid} replaced ssl.SSLContext (with {swapped!r}); run what did it in a subprocess",
+                    pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -8,6 +8,7 @@ import base64
 import contextlib
 import json
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -183,11 +184,16 @@ async def test_a_first_login_provisions_the_client_it_names(lab: OidcLab) -> Non
 
 
 async def test_the_login_service_answers_what_jmp_login_reads(lab: OidcLab) -> None:
-    """jmp 0.9.0's own reader of `GET /v1/auth/config` (-k: the test CA is not the system's)."""
-    from jumpstarter_cli.login import fetch_auth_config
-
+    """jmp 0.9.0's own reader of `GET /v1/auth/config` (-k: the test CA is not the system's), in a process of its
+    own: importing `jumpstarter_cli` swaps `ssl.SSLContext` for truststore's (`inject_into_ssl`), after which aiohttp
+    no longer recognises a context made before as one and connects unverified, without its client certificate
+    (every later request of the suite's API server gateway was anonymous)."""
     assert lab.dex is not None
-    got = await fetch_auth_config(lab.login, insecure_tls=True)
+    reader = ("import asyncio, json, sys; from jumpstarter_cli.login import fetch_auth_config; "
+              "print(json.dumps(asyncio.run(fetch_auth_config(sys.argv[1], insecure_tls=True))))")
+    done = await run(sys.executable, "-c", reader, lab.login)
+    assert done.returncode == 0, done.stdout
+    got = json.loads(done.stdout.splitlines()[-1])
     assert got["grpcEndpoint"] == lab.endpoint and got["namespace"] == NS
     assert got["oidc"] == [{"issuer": lab.dex.issuer, "clientId": CLIENT_ID, "audiences": [CLIENT_ID]}]
     assert got["caBundle"] == lab.ca.read_text()

@@ -22,9 +22,10 @@ BENCHMARKS = {
     "a slow node (CPU hogs, or each replica under --cpu-limit), the leader SIGKILLed, SIGSTOPped past its lease, "
     "or the replicas rolled; from a watch history and the audit log: double bookings, late writes of deposed "
     "leaders, stranded objects, priority inversions, writes per grant, failover p50/max, next to the targets",
-    "faults": "the API server's bad minute (issue 42): kube-apiserver SIGKILLed during a lease storm and started "
-              "again (--mode apikill); convergence after it is ready, retries by reason, actor restarts, "
-              "tracebacks, double grants and stale references",
+    "faults": "the API server's bad minutes (issue 42) during a lease storm: kube-apiserver SIGKILLed and started "
+              "again (--mode apikill), the same with etcd compacted meanwhile (compact), or throttling 429s under a "
+              "neighbour's flood (overload); convergence after the fault, retries by reason, failed watches, actor "
+              "restarts, tracebacks, double grants and stale references",
     "claims": "a claim storm (a pool with minAvailable 100, then 500 claims at once) against the API server's ceiling",
     "fuzz": "hostile bodies of all nine kinds through the API server, with and without the webhook: "
             "refusals by layer, tracebacks, crash restarts (ResourcePoolScaling has no verdict condition)",

@@ -26,6 +26,7 @@ from pathlib import Path
 from lessor.actors.provisioning import throttle
 from lessor.gateway import Gateway
 from lessor.gateway.resources import CLAIM, CLIENT, EXPORTER, LEASE, NAMESPACE, POLICY, PROVIDER
+from lessor.tools.bench.canary_tenant import CanaryTimes
 from lessor.tools.bench.canary_tenant import canary_lease as tenant_lease
 from lessor.tools.bench.common import gather_limited
 from tests.app.test_hostile_input import API, OPS, claim, condition, has, lease, now
@@ -199,15 +200,17 @@ async def test_a_canary_lease_is_not_slowed_by_another_namespaces_lease_storm(
     """`lessor bench leases`'s canary in the suite, smaller: another tenant's lease, sent by a process of its own
     as another tenant's client is (`canary_tenant`), timed to the Ready its watch delivers, alone and then while
     another namespace creates leases as fast as the API server takes them. The limit is the issue's ratio to the
-    quiet leases of the same test; the storm must be under way throughout."""
+    quiet leases of the same test, on lessor's part of each time: the watched time less the API server's own for
+    the same requests, measured by the canary's process alongside (`api_floor_seconds`, as the bench reports it);
+    the storm must be under way throughout."""
     slots = [f"{phase}-{i}" for phase in ("quiet", "storm") for i in range(ROUNDS)]
     await tenant(kube, namespace, "canary", {slot: {"slot": slot} for slot in slots})
     await tenant(kube, attacker, "storm", {f"e{i:03d}": {"group": f"g{i % STORM_GROUPS}"}
                                             for i in range(STORM_EXPORTERS)})
 
-    async def canary(slot: str, after: Any = lambda: True) -> float:
+    async def canary(slot: str, after: Any = lambda: True) -> CanaryTimes:
         await kube.patch_status(EXPORTER, namespace, slot, {"lastSeen": now(), "exporterStatus": "Available"})
-        return (await tenant_lease(kubeconfig, namespace, slot, after)).watched_seconds
+        return await tenant_lease(kubeconfig, namespace, slot, after)
 
     quiet = [await canary(slot) for slot in slots[:ROUNDS]]
     created = 0
@@ -240,17 +243,23 @@ async def test_a_canary_lease_is_not_slowed_by_another_namespaces_lease_storm(
         assert not creating.done(), creating.exception() if creating.done() else None
     finally:
         await cancelled(creating)
-    print(f"canary lease to Ready (watched): quiet {[round(t, 2) for t in quiet]} s, in another namespace's "
-          f"lease storm {[round(t, 2) for t in attacked]} s; the storm created {during} leases meanwhile")
+
+    def lessors(times: list[CanaryTimes]) -> list[float]:
+        return [max(0.0, t.watched_seconds - t.api_floor_seconds) for t in times]
+
+    def shown(times: list[CanaryTimes]) -> str:
+        return ", ".join(f"{t.watched_seconds:.2f} (API {t.api_floor_seconds:.2f})" for t in times)
+
+    print(f"canary lease to Ready (watched, and the API server's own time for its requests): quiet {shown(quiet)} s, "
+          f"in another namespace's lease storm {shown(attacked)} s; the storm created {during} leases meanwhile")
     assert during >= STORM_DURING, f"the storm created only {during} leases while the canaries ran"
-    # A quiet phase faster than `RESOLUTION` counts as that: the storm slows the API server's own answers to the
-    # canary's create and two writes by 0.1-0.3 s on two cores (`lessor bench leases`, api_floor), which no
-    # operator can take back; the bench reports that floor apart, and the mailbox's tests the hops.
-    # The median of the rounds: a canary stuck behind the storm's line is late every round (seconds: the storm's
-    # hundreds of leases ahead of it), while one round that a busy machine's scheduler stretched (1.0-1.1 s against
-    # the 0.5 s floor in two CI runs, the others 0.7-0.9 s) is not the unfairness this test is about.
-    base = max(statistics.median(quiet), RESOLUTION)
-    typical = statistics.median(attacked)
+    # Lessor's part: the storm slows the API server's own answers to the canary's create and writes (0.1-0.5 s on
+    # two cores, more on a busy machine), which no operator can take back; the canary's process measures them
+    # alongside. A quiet phase faster than `RESOLUTION` counts as that. The median of the rounds: a canary stuck
+    # behind the storm's line is late every round (seconds: the storm's hundreds of leases ahead of it), while
+    # one round a busy machine's scheduler stretched is not the unfairness this test is about.
+    base = max(statistics.median(lessors(quiet)), RESOLUTION)
+    typical = statistics.median(lessors(attacked))
     assert typical <= RATIO * base, (
-        f"the canary lease took {typical:.2f} s to Ready (median of {[round(t, 2) for t in attacked]}) while another "
-        f"namespace created leases, more than {RATIO:g}x its {base:.2f} s in the quiet phase")
+        f"lessor's part of the canary lease's time to Ready was {typical:.2f} s (median; times {shown(attacked)}) "
+        f"while another namespace created leases, more than {RATIO:g}x its {base:.2f} s in the quiet phase")
